@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sharded-dwd/dependency-watchdog/test"
+)
+
+var env *test.Environment
+
+func TestMain(m *testing.M) { os.Exit(test.Main(m, &env)) }
+
+// gardenerProberArgs is the command line Gardener runs the original prober with.
+var gardenerProberArgs = []string{"prober", "--config-file=/etc/dependency-watchdog/config/dep-config.yaml",
+	"--kube-api-qps=20.0", "--kube-api-burst=100", "--zap-log-level=INFO", "--enable-leader-election=true"}
+
+// run executes dwd with args and returns its exit code, standard output and standard error.
+func run(ctx context.Context, args ...string) (int, string, string) {
+	var stdout, stderr bytes.Buffer
+	root := newRootCommand()
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	code := execute(ctx, root, args)
+	return code, stdout.String(), stderr.String()
+}
+
+// subcommand finds a command of the tree by its path below the root.
+func subcommand(t *testing.T, path ...string) *cobra.Command {
+	t.Helper()
+	cmd, _, err := newRootCommand().Find(path)
+	require.NoError(t, err)
+	return cmd
+}
+
+func TestGardenerProberCommandLineParses(t *testing.T) {
+	cmd := subcommand(t, "prober")
+	require.NoError(t, cmd.ParseFlags(gardenerProberArgs[1:]))
+	for name, want := range map[string]string{
+		"config-file":            "/etc/dependency-watchdog/config/dep-config.yaml",
+		"kube-api-qps":           "20",
+		"kube-api-burst":         "100",
+		"zap-log-level":          "INFO",
+		"enable-leader-election": "true",
+	} {
+		assert.Equal(t, want, cmd.Flags().Lookup(name).Value.String(), name)
+	}
+}
+
+func TestRoleCommandsTakeEveryUpstreamFlag(t *testing.T) {
+	// Flag → default, as the original has them; pprof is off unless its address is given.
+	upstream := map[string]string{
+		"config-file": "", "concurrent-reconciles": "1", "kube-api-qps": "5", "kube-api-burst": "10",
+		"metrics-bind-addr": ":9643", "health-bind-addr": ":9644", "pprof-bind-addr": "",
+		"enable-leader-election": "false", "leader-election-namespace": "garden",
+		"leader-elect-lease-duration": "15s", "leader-elect-renew-deadline": "10s",
+		"leader-elect-retry-period": "2s", "kubeconfig": "",
+	}
+	zapFlags := []string{"zap-devel", "zap-encoder", "zap-log-level", "zap-stacktrace-level", "zap-time-encoding"}
+	for _, r := range []string{"prober", "weeder"} {
+		t.Run(r, func(t *testing.T) {
+			fs := subcommand(t, r).Flags()
+			for name, def := range upstream {
+				f := fs.Lookup(name)
+				if assert.NotNil(t, f, name) {
+					assert.Equal(t, def, f.DefValue, name)
+				}
+			}
+			for _, name := range zapFlags {
+				assert.NotNil(t, fs.Lookup(name), name)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		wantOut  []string
+	}{
+		{"both valid", []string{"--prober-config=testdata/prober.yaml", "--weeder-config=testdata/weeder.yaml"}, 0, []string{"valid"}},
+		{"prober only", []string{"--prober-config=testdata/prober.yaml"}, 0, []string{"valid"}},
+		{"every mistake listed", []string{"--prober-config=testdata/prober-invalid.yaml", "--weeder-config=testdata/weeder.yaml"}, 1, []string{
+			"testdata/prober-invalid.yaml: probeIntervall",
+			"testdata/prober-invalid.yaml: kubeConfigSecretName",
+			"testdata/prober-invalid.yaml: nodeLeaseFailureFraction",
+			"testdata/prober-invalid.yaml: dependentResourceInfos[0].ref.apiVersion",
+			"testdata/prober-invalid.yaml: dependentResourceInfos[0].scaleDown",
+		}},
+		{"unreadable file", []string{"--weeder-config=" + missing}, 1, []string{missing + ": ", "no such file"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, _ := run(context.Background(), append([]string{"config", "validate"}, tt.args...)...)
+			assert.Equal(t, tt.wantCode, code)
+			for _, want := range tt.wantOut {
+				assert.Contains(t, stdout, want)
+			}
+			if tt.wantCode == 0 {
+				assert.Equal(t, "valid\n", stdout)
+			} else {
+				assert.NotContains(t, stdout, "valid\n")
+			}
+		})
+	}
+	t.Run("no file", func(t *testing.T) {
+		code, _, stderr := run(context.Background(), "config", "validate")
+		assert.Equal(t, 1, code)
+		assert.Contains(t, stderr, "--prober-config")
+	})
+}
+
+func TestInvalidFlagsAreReportedAtOnce(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+users: [{name: u, user: {token: not-a-secret}}]
+current-context: c
+`), 0o600))
+	code, stdout, stderr := run(context.Background(), "run", "--kubeconfig="+kubeconfig,
+		"--prober-config=testdata/prober-invalid.yaml", "--partitions=0", "--member-name=dwd-0",
+		"--member-renew-deadline=20s", "--kube-api-qps=-1", "--shard-namespace=Not_A_Namespace")
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout)
+	for _, want := range []string{"--partitions", "--member-renew-deadline", "--kube-api-qps", "--shard-namespace",
+		"testdata/prober-invalid.yaml: nodeLeaseFailureFraction"} {
+		assert.Contains(t, stderr, want)
+	}
+	assert.NotContains(t, stderr, "not-a-secret", "secret material must never be printed")
+}
+
+func TestRunNeedsARole(t *testing.T) {
+	code, _, stderr := run(context.Background(), "run", "--member-name=dwd-0", "--shard-namespace=garden")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "give --prober-config, --weeder-config or both")
+
+	code, _, stderr = run(context.Background(), "weeder")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "--config-file is required")
+}
+
+func TestHelpReadsWell(t *testing.T) {
+	for _, path := range [][]string{{}, {"run"}, {"prober"}, {"weeder"}, {"config"}, {"config", "validate"}, {"version"}} {
+		t.Run(strings.Join(append([]string{"dwd"}, path...), " "), func(t *testing.T) {
+			code, stdout, stderr := run(context.Background(), append(path, "--help")...)
+			assert.Equal(t, 0, code)
+			assert.Empty(t, stderr)
+			assert.Contains(t, stdout, "Usage:")
+			assert.NotContains(t, stdout, "config-path", "the original's help named a flag that does not exist")
+		})
+	}
+	_, stdout, _ := run(context.Background(), "prober", "--help")
+	for _, want := range []string{"--config-file", "--enable-leader-election", "--kube-api-qps", "--zap-log-level", "--shard-group", "--member-name"} {
+		assert.Contains(t, stdout, want)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, stdout, _ := run(context.Background(), "version")
+	assert.Equal(t, 0, code)
+	assert.Regexp(t, `^dwd \S+ \(go1\.\d+`, stdout)
+}
+
+func TestGardenerProberCommandLineRuns(t *testing.T) {
+	env.Require(t)
+	ns := env.Namespace(t)
+	healthAddr := freeLoopbackAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	args := append(append([]string{}, gardenerProberArgs...),
+		"--config-file=testdata/prober.yaml", "--kubeconfig="+env.KubeconfigFile(t),
+		"--leader-election-namespace="+ns, "--member-name=dwd-prober-0", "--shard-namespace="+ns,
+		"--metrics-bind-addr="+freeLoopbackAddr(t), "--health-bind-addr="+healthAddr)
+	done := make(chan int, 1)
+	go func() {
+		code, _, stderr := run(ctx, args...)
+		if code != 0 {
+			t.Log(stderr)
+		}
+		done <- code
+	}()
+
+	lease := &coordinationv1.Lease{}
+	require.Eventually(t, func() bool {
+		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dwd-prober-leader-election"}, lease)
+		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != ""
+	}, 30*time.Second, 100*time.Millisecond, "the prober takes the original's leader lease")
+	require.Eventually(t, func() bool { return httpOK("http://" + healthAddr + "/healthz") }, 10*time.Second, 100*time.Millisecond)
+	assert.True(t, httpOK("http://"+healthAddr+"/readyz"))
+
+	cancel()
+	select {
+	case code := <-done:
+		assert.Equal(t, 0, code, "a signal ends the replica cleanly")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the replica did not stop after its context ended")
+	}
+}
+
+// freeLoopbackAddr returns a loopback address with a port that was free a moment ago.
+func freeLoopbackAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func httpOK(url string) bool {
+	resp, err := http.Get(url)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}

@@ -1,0 +1,290 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
+)
+
+// role is a part of the watchdog a replica can run.
+type role string
+
+const (
+	roleProber role = "prober"
+	roleWeeder role = "weeder"
+)
+
+// Defaults of the original dependency-watchdog's command line.
+const (
+	defaultKubeAPIQPS           = 5.0
+	defaultKubeAPIBurst         = 10
+	defaultMetricsBindAddress   = ":9643"
+	defaultHealthBindAddress    = ":9644"
+	defaultConcurrentReconciles = 1
+	defaultLeaderElectionNS     = "garden"
+	serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+)
+
+// options are the settings of one replica. They are filled by flags, completed from the environment,
+// validated, and then run.
+type options struct {
+	kubeconfig           string
+	kubeAPIQPS           float64
+	kubeAPIBurst         int
+	metricsBindAddress   string
+	healthBindAddress    string
+	pprofBindAddress     string
+	concurrentReconciles int
+	proberConfigPath     string
+	weederConfigPath     string
+	leaderElection       leaderElectionOptions
+	sharding             config.Sharding
+	zap                  zap.Options
+
+	// Set by complete.
+	restConfig   *rest.Config
+	proberConfig *config.ProberConfig
+	weederConfig *config.WeederConfig
+}
+
+// leaderElectionOptions are the original's leader election flags, honoured by `dwd prober` and
+// `dwd weeder`: with leader election on, a replica waits for the role's leader lease before it works.
+type leaderElectionOptions struct {
+	enabled       bool
+	id            string
+	namespace     string
+	leaseDuration time.Duration
+	renewDeadline time.Duration
+	retryPeriod   time.Duration
+}
+
+// newOptions returns the defaults of a replica in the given sharding group.
+func newOptions(group string) *options {
+	return &options{
+		kubeAPIQPS:           defaultKubeAPIQPS,
+		kubeAPIBurst:         defaultKubeAPIBurst,
+		metricsBindAddress:   defaultMetricsBindAddress,
+		healthBindAddress:    defaultHealthBindAddress,
+		concurrentReconciles: defaultConcurrentReconciles,
+		leaderElection: leaderElectionOptions{
+			namespace:     defaultLeaderElectionNS,
+			leaseDuration: 15 * time.Second,
+			renewDeadline: 10 * time.Second,
+			retryPeriod:   2 * time.Second,
+		},
+		sharding: config.DefaultSharding(group),
+	}
+}
+
+// addCommonFlags binds the flags every replica command takes.
+func (o *options) addCommonFlags(fs *pflag.FlagSet) {
+	addSection(fs, sectionSharding, o.sharding.AddFlags)
+	addSection(fs, sectionClient, func(fs *pflag.FlagSet) {
+		fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to the seed's kubeconfig (default: $KUBECONFIG, then the in-cluster service account, then ~/.kube/config).")
+		fs.Float64Var(&o.kubeAPIQPS, "kube-api-qps", o.kubeAPIQPS, "Queries per second to the seed API server, for every client of the process (>= 0; 0 means client-go's default of 5).")
+		fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", o.kubeAPIBurst, "Burst over --kube-api-qps, for every client of the process (>= 0; 0 means client-go's default of 10).")
+	})
+	addSection(fs, sectionServers, func(fs *pflag.FlagSet) {
+		fs.StringVar(&o.metricsBindAddress, "metrics-bind-addr", o.metricsBindAddress, "Address of the Prometheus metrics endpoint (0 disables it).")
+		fs.StringVar(&o.healthBindAddress, "health-bind-addr", o.healthBindAddress, "Address of the /healthz and /readyz endpoints (0 disables them).")
+		fs.StringVar(&o.pprofBindAddress, "pprof-bind-addr", o.pprofBindAddress, "Address of the pprof endpoint; off unless given.")
+	})
+	addSection(fs, sectionLogging, func(fs *pflag.FlagSet) {
+		zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
+		o.zap.BindFlags(zapFlags)
+		fs.AddGoFlagSet(zapFlags)
+	})
+}
+
+// addRoleFlags binds the flags only the original's `prober` and `weeder` commands have.
+func (o *options) addRoleFlags(fs *pflag.FlagSet, r role) {
+	path := &o.proberConfigPath
+	if r == roleWeeder {
+		path = &o.weederConfigPath
+	}
+	addSection(fs, sectionWatchdog, func(fs *pflag.FlagSet) {
+		fs.StringVar(path, "config-file", "", "Path to the "+string(r)+" config file (YAML), as in the original dependency-watchdog.")
+		fs.IntVar(&o.concurrentReconciles, "concurrent-reconciles", o.concurrentReconciles, "Maximum number of concurrent reconciles of the "+string(r)+"'s controllers.")
+	})
+	le := &o.leaderElection
+	addSection(fs, sectionLeaderElection, func(fs *pflag.FlagSet) {
+		fs.BoolVar(&le.enabled, "enable-leader-election", le.enabled, "Wait for the "+string(r)+"'s leader lease before doing any work (the original's single-active-replica mode).")
+		fs.StringVar(&le.namespace, "leader-election-namespace", le.namespace, "Namespace of the leader lease.")
+		fs.DurationVar(&le.leaseDuration, "leader-elect-lease-duration", le.leaseDuration, "How long a non-leader waits after the last observed renewal before taking the leader lease.")
+		fs.DurationVar(&le.renewDeadline, "leader-elect-renew-deadline", le.renewDeadline, "How long the leader keeps trying to renew before it gives up leadership.")
+		fs.DurationVar(&le.retryPeriod, "leader-elect-retry-period", le.retryPeriod, "Interval between attempts to take or renew the leader lease.")
+	})
+}
+
+// complete fills in what the flags left open from the environment, loads the config files and builds
+// the seed client config. It reports every problem it finds at once.
+func (o *options) complete() field.ErrorList {
+	if o.sharding.MemberName == "" {
+		o.sharding.MemberName = defaultMemberName()
+	}
+	if o.sharding.Namespace == "" {
+		o.sharding.Namespace = defaultNamespace(o.leaderElection.namespace)
+	}
+	errs := o.loadConfigs()
+	cfg, err := o.buildRestConfig()
+	if err != nil {
+		errs = append(errs, field.Invalid(field.NewPath("--kubeconfig"), o.kubeconfig, err.Error()))
+	}
+	o.restConfig = cfg
+	return errs
+}
+
+// loadConfigs loads the prober and weeder configs that were given.
+func (o *options) loadConfigs() field.ErrorList {
+	var errs field.ErrorList
+	if o.proberConfigPath != "" {
+		cfg, fileErrs := loadFile(o.proberConfigPath, config.DecodeProberConfig)
+		o.proberConfig = cfg
+		errs = append(errs, prefixErrors(o.proberConfigPath, fileErrs)...)
+	}
+	if o.weederConfigPath != "" {
+		cfg, fileErrs := loadFile(o.weederConfigPath, config.DecodeWeederConfig)
+		o.weederConfig = cfg
+		errs = append(errs, prefixErrors(o.weederConfigPath, fileErrs)...)
+	}
+	return errs
+}
+
+// loadFile reads a config file and decodes it with decode; a file that cannot be read is one error.
+func loadFile[T any](path string, decode func([]byte) (*T, field.ErrorList)) (*T, field.ErrorList) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, field.ErrorList{field.InternalError(nil, fmt.Errorf("reading the file: %w", err))}
+	}
+	return decode(data)
+}
+
+// prefixErrors roots the field paths of a file's errors at the file's name, so that every line says
+// which file it is about.
+func prefixErrors(path string, errs field.ErrorList) field.ErrorList {
+	out := make(field.ErrorList, 0, len(errs))
+	for _, e := range errs {
+		e := *e
+		if e.Field == "" || e.Field == "<nil>" {
+			e.Field = path
+		} else {
+			e.Field = path + ": " + e.Field
+		}
+		out = append(out, &e)
+	}
+	return out
+}
+
+// buildRestConfig builds the one seed client config every client of the process shares, so that the
+// QPS and burst flags apply everywhere.
+func (o *options) buildRestConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	} else {
+		cfg, err = ctrlconfig.GetConfig()
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS = float32(o.kubeAPIQPS)
+	cfg.Burst = o.kubeAPIBurst
+	cfg.UserAgent = "dwd/" + version
+	return cfg, nil
+}
+
+// validate checks the flags of a command that runs the given roles, after complete.
+func (o *options) validate(roles []role) field.ErrorList {
+	var errs field.ErrorList
+	if len(roles) == 0 {
+		errs = append(errs, field.Required(field.NewPath("--prober-config"), "give --prober-config, --weeder-config or both"))
+	}
+	if o.kubeAPIQPS < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("--kube-api-qps"), o.kubeAPIQPS, "must be >= 0"))
+	}
+	if o.kubeAPIBurst < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("--kube-api-burst"), o.kubeAPIBurst, "must be >= 0"))
+	}
+	if o.concurrentReconciles < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("--concurrent-reconciles"), o.concurrentReconciles, "must be at least 1"))
+	}
+	errs = append(errs, o.leaderElection.validate()...)
+	return append(errs, o.sharding.Validate()...)
+}
+
+// validate checks the leader election flags when leader election is on.
+func (le *leaderElectionOptions) validate() field.ErrorList {
+	if !le.enabled {
+		return nil
+	}
+	var errs field.ErrorList
+	if le.namespace == "" {
+		errs = append(errs, field.Required(field.NewPath("--leader-election-namespace"), ""))
+	}
+	if le.retryPeriod <= 0 || le.renewDeadline <= le.retryPeriod || le.leaseDuration <= le.renewDeadline {
+		errs = append(errs, field.Invalid(field.NewPath("--leader-elect-renew-deadline"), le.renewDeadline.String(),
+			"need 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration"))
+	}
+	return errs
+}
+
+// roles returns the roles the loaded configs ask for.
+func (o *options) roles() []role {
+	var roles []role
+	if o.proberConfigPath != "" {
+		roles = append(roles, roleProber)
+	}
+	if o.weederConfigPath != "" {
+		roles = append(roles, roleWeeder)
+	}
+	return roles
+}
+
+// defaultMemberName is the pod name when the downward API gives it, else the hostname (a StatefulSet
+// pod's hostname is its name).
+func defaultMemberName() string {
+	if name := os.Getenv("POD_NAME"); name != "" {
+		return name
+	}
+	name, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(name)
+}
+
+// defaultNamespace is the pod's namespace when it can be found, else fallback.
+func defaultNamespace(fallback string) string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if data, err := os.ReadFile(serviceAccountNamespaceFile); err == nil {
+		if ns := strings.TrimSpace(string(data)); ns != "" {
+			return ns
+		}
+	}
+	return fallback
+}
+
+// printErrors prints one problem per line and returns errInvalid, or nil when there is none.
+func printErrors(w interface{ Write([]byte) (int, error) }, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	for _, e := range errs {
+		fmt.Fprintln(w, e.Error())
+	}
+	return errInvalid
+}

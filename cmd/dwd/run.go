@@ -1,0 +1,140 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// defaultGroup is the sharding group of `dwd run`; `dwd prober` and `dwd weeder` use a group per role,
+// so that a prober and a weeder deployed side by side do not share partitions.
+const defaultGroup = "dependency-watchdog"
+
+// newRunCommand builds `dwd run`, one replica of a sharded group.
+func newRunCommand() *cobra.Command {
+	o := newOptions(defaultGroup)
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run one replica of a sharded watchdog group",
+		Long: `Run one replica of a sharded watchdog group. The replicas of a group (normally the pods of one
+StatefulSet) share the shoot namespaces of the seed: each probes and weeds only the namespaces it owns.
+Give --prober-config, --weeder-config or both to choose the roles this replica runs.`,
+		Example: `  dwd run --prober-config=/etc/dwd/prober.yaml --weeder-config=/etc/dwd/weeder.yaml --member-name=$(POD_NAME)`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.completeValidateRun(cmd)
+		},
+	}
+	addSection(cmd.Flags(), sectionWatchdog, func(fs *pflag.FlagSet) {
+		fs.StringVar(&o.proberConfigPath, "prober-config", "", "Path to the prober config file (the original's format); leave out to run no prober.")
+		fs.StringVar(&o.weederConfigPath, "weeder-config", "", "Path to the weeder config file (the original's format); leave out to run no weeder.")
+	})
+	o.addCommonFlags(cmd.Flags())
+	return cmd
+}
+
+// newRoleCommand builds `dwd prober` or `dwd weeder`, which take the original's command line.
+func newRoleCommand(r role) *cobra.Command {
+	o := newOptions("dwd-" + string(r))
+	o.leaderElection.id = "dwd-" + string(r) + "-leader-election"
+	cmd := &cobra.Command{
+		Use:   string(r),
+		Short: roleShort[r],
+		Long: roleShort[r] + `.
+
+Takes the command line of the original dependency-watchdog's ` + string(r) + ` command, so that dwd can
+replace it without changing a deployment. The sharding flags work here too: replicas of the same
+--shard-group share the shoot namespaces.`,
+		Example: roleExample[r],
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.proberConfigPath == "" && o.weederConfigPath == "" {
+				return fmt.Errorf("--config-file is required")
+			}
+			return o.completeValidateRun(cmd)
+		},
+	}
+	o.addRoleFlags(cmd.Flags(), r)
+	o.addCommonFlags(cmd.Flags())
+	return cmd
+}
+
+var roleShort = map[role]string{
+	roleProber: "Probe shoot API servers and node leases, and scale dependent components down and up",
+	roleWeeder: "Restart CrashLoopBackOff pods when the service they depend on is ready again",
+}
+
+var roleExample = map[role]string{
+	roleProber: `  dwd prober --config-file=/etc/dependency-watchdog/config/dep-config.yaml --kube-api-qps=20.0 \
+    --kube-api-burst=100 --zap-log-level=INFO --enable-leader-election=true`,
+	roleWeeder: `  dwd weeder --config-file=/etc/dependency-watchdog/config/dep-config.yaml --enable-leader-election=true`,
+}
+
+// completeValidateRun completes and validates the options, prints every problem at once, and runs.
+func (o *options) completeValidateRun(cmd *cobra.Command) error {
+	errs := o.complete()
+	errs = append(errs, o.validate(o.roles())...)
+	if err := printErrors(cmd.ErrOrStderr(), errs); err != nil {
+		return err
+	}
+	return o.run(cmd.Context())
+}
+
+// run starts the replica's manager and blocks until ctx ends.
+func (o *options) run(ctx context.Context) error {
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	log := ctrl.Log.WithName("dwd")
+	mgr, err := o.newManager()
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	log.Info("Starting replica", "version", version, "roles", o.roles(), "group", o.sharding.GroupName,
+		"member", o.sharding.MemberName, "namespace", o.sharding.Namespace, "leaderElection", o.leaderElection.enabled)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running the manager: %w", err)
+	}
+	log.Info("Stopped replica")
+	return nil
+}
+
+// newManager builds the controller-runtime manager with the metrics server, health endpoints and,
+// for the original's command lines, leader election.
+func (o *options) newManager() (manager.Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	le := o.leaderElection
+	mgr, err := ctrl.NewManager(o.restConfig, manager.Options{
+		Scheme:                        scheme,
+		Metrics:                       metricsserver.Options{BindAddress: o.metricsBindAddress},
+		HealthProbeBindAddress:        o.healthBindAddress,
+		PprofBindAddress:              o.pprofBindAddress,
+		LeaderElection:                le.enabled,
+		LeaderElectionID:              le.id,
+		LeaderElectionNamespace:       le.namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &le.leaseDuration,
+		RenewDeadline:                 &le.renewDeadline,
+		RetryPeriod:                   &le.retryPeriod,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}

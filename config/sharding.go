@@ -1,0 +1,135 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Defaults of the sharding settings. The member lease timings are Kubernetes leader election's.
+const (
+	DefaultMemberLeaseDuration = 15 * time.Second
+	DefaultMemberRenewDeadline = 10 * time.Second
+	DefaultMemberRetryPeriod   = 2 * time.Second
+	DefaultPartitionCount      = 271
+	DefaultRingLoadBound       = 1.25
+	DefaultReplicationFactor   = 20
+	// MaxPartitionCount bounds the number of partition leases a group may have.
+	MaxPartitionCount = 10000
+)
+
+// Sharding holds the settings of the replica group that shares the shoot namespaces: which Leases the
+// replicas coordinate through, how long a member lease lasts, and how the hash ring is built.
+//
+// They are command-line settings, so validation names the flags.
+type Sharding struct {
+	// GroupName prefixes every Lease of the group: <group>-member-<name>, <group>-partition-<k>.
+	GroupName string
+	// Namespace holds the group's Leases, normally the watchdog's own namespace.
+	Namespace string
+	// MemberName identifies this replica (its pod name).
+	MemberName string
+	// PartitionCount is the number of partitions shoot namespaces are hashed into.
+	PartitionCount int
+	// MemberLeaseDuration is how long a member lease is valid after its last observed renewal.
+	MemberLeaseDuration time.Duration
+	// MemberRenewDeadline is how long a member keeps working without a successful renewal before it
+	// stops all work (self-fencing); it must be below MemberLeaseDuration.
+	MemberRenewDeadline time.Duration
+	// MemberRetryPeriod is the interval between renewals.
+	MemberRetryPeriod time.Duration
+	// RingLoadBound is the bounded-load factor of the ring: no member holds more than this times the
+	// mean number of partitions (rounded up).
+	RingLoadBound float64
+	// ReplicationFactor is the number of points each member has on the ring.
+	ReplicationFactor int
+}
+
+// DefaultSharding returns the sharding settings for a group, with every default filled in except the
+// member name and namespace, which depend on where the replica runs.
+func DefaultSharding(group string) Sharding {
+	return Sharding{
+		GroupName:           group,
+		PartitionCount:      DefaultPartitionCount,
+		MemberLeaseDuration: DefaultMemberLeaseDuration,
+		MemberRenewDeadline: DefaultMemberRenewDeadline,
+		MemberRetryPeriod:   DefaultMemberRetryPeriod,
+		RingLoadBound:       DefaultRingLoadBound,
+		ReplicationFactor:   DefaultReplicationFactor,
+	}
+}
+
+// AddFlags binds the settings to flags, with the values in s as defaults.
+func (s *Sharding) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&s.GroupName, "shard-group", s.GroupName, "Name of the replica group; prefixes its member and partition Leases. Replicas of one group share the shoot namespaces.")
+	fs.StringVar(&s.Namespace, "shard-namespace", s.Namespace, "Namespace of the group's Leases (default: $POD_NAMESPACE, else the in-cluster service account's namespace, else garden).")
+	fs.StringVar(&s.MemberName, "member-name", s.MemberName, "Name of this replica in the group (default: $POD_NAME, else the hostname).")
+	fs.IntVar(&s.PartitionCount, "partitions", s.PartitionCount, "Number of partitions the shoot namespaces are hashed into. All replicas of a group must agree.")
+	fs.DurationVar(&s.MemberLeaseDuration, "member-lease-duration", s.MemberLeaseDuration, "How long a member lease stays valid after its last renewal; a crashed replica's shoots move after this long.")
+	fs.DurationVar(&s.MemberRenewDeadline, "member-renew-deadline", s.MemberRenewDeadline, "A replica that has not renewed its member lease for this long stops all work. Must be below --member-lease-duration.")
+	fs.DurationVar(&s.MemberRetryPeriod, "member-retry-period", s.MemberRetryPeriod, "Interval between member lease renewals. Must be below --member-renew-deadline.")
+	fs.Float64Var(&s.RingLoadBound, "ring-load-bound", s.RingLoadBound, "Bounded-load factor of the hash ring (> 1): no replica holds more than about this times the mean number of partitions.")
+	fs.IntVar(&s.ReplicationFactor, "ring-replication-factor", s.ReplicationFactor, "Points per replica on the hash ring.")
+}
+
+// MemberLeaseName is the name of the member lease of this replica.
+func (s *Sharding) MemberLeaseName() string {
+	return s.GroupName + "-member-" + s.MemberName
+}
+
+// Validate reports every problem with the settings, each under the name of its flag.
+func (s *Sharding) Validate() field.ErrorList {
+	errs := requireValidName(s.GroupName, validation.IsDNS1123Label, field.NewPath("--shard-group"))
+	errs = append(errs, requireValidName(s.Namespace, validation.IsDNS1123Label, field.NewPath("--shard-namespace"))...)
+	errs = append(errs, requireValidName(s.MemberName, validation.IsDNS1123Subdomain, field.NewPath("--member-name"))...)
+	if len(errs) == 0 {
+		for _, msg := range validation.IsDNS1123Subdomain(s.MemberLeaseName()) {
+			errs = append(errs, field.Invalid(field.NewPath("--member-name"), s.MemberName, "member lease name "+s.MemberLeaseName()+": "+msg))
+		}
+	}
+	if s.PartitionCount < 1 || s.PartitionCount > MaxPartitionCount {
+		errs = append(errs, field.Invalid(field.NewPath("--partitions"), s.PartitionCount,
+			fmt.Sprintf("must be between 1 and %d", MaxPartitionCount)))
+	}
+	errs = append(errs, s.validateTimings()...)
+	if math.IsNaN(s.RingLoadBound) || math.IsInf(s.RingLoadBound, 0) || s.RingLoadBound <= 1 {
+		errs = append(errs, field.Invalid(field.NewPath("--ring-load-bound"), s.RingLoadBound,
+			"must be a finite number above 1, or the ring may have no room for a partition"))
+	}
+	if s.ReplicationFactor < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("--ring-replication-factor"), s.ReplicationFactor, "must be at least 1"))
+	}
+	return errs
+}
+
+func (s *Sharding) validateTimings() field.ErrorList {
+	var errs field.ErrorList
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{
+		{"--member-lease-duration", s.MemberLeaseDuration},
+		{"--member-renew-deadline", s.MemberRenewDeadline},
+		{"--member-retry-period", s.MemberRetryPeriod},
+	} {
+		if d.value <= 0 {
+			errs = append(errs, field.Invalid(field.NewPath(d.flag), d.value.String(), "must be positive"))
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	if s.MemberRenewDeadline >= s.MemberLeaseDuration {
+		errs = append(errs, field.Invalid(field.NewPath("--member-renew-deadline"), s.MemberRenewDeadline.String(),
+			"must be below --member-lease-duration ("+s.MemberLeaseDuration.String()+"), or two replicas may act on one shoot"))
+	}
+	if s.MemberRetryPeriod >= s.MemberRenewDeadline {
+		errs = append(errs, field.Invalid(field.NewPath("--member-retry-period"), s.MemberRetryPeriod.String(),
+			"must be below --member-renew-deadline ("+s.MemberRenewDeadline.String()+"), or one slow renewal fences the replica"))
+	}
+	return errs
+}

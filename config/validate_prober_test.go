@@ -1,0 +1,110 @@
+package config
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+)
+
+// validProberConfig returns a small defaulted config that passes validation.
+func validProberConfig() *ProberConfig {
+	scale := func(level int) *ScaleInfo {
+		return &ScaleInfo{Level: level, InitialDelay: duration(0), Timeout: duration(30 * time.Second)}
+	}
+	c := &ProberConfig{
+		KubeConfigSecretName: "shoot-access-dependency-watchdog-probe",
+		DependentResourceInfos: []DependentResourceInfo{
+			{Ref: &autoscalingv1.CrossVersionObjectReference{Kind: "Deployment", Name: "kube-controller-manager", APIVersion: "apps/v1"},
+				ScaleUp: scale(0), ScaleDown: scale(1)},
+			{Ref: &autoscalingv1.CrossVersionObjectReference{Kind: "Deployment", Name: "machine-controller-manager", APIVersion: "apps/v1"},
+				ScaleUp: scale(1), ScaleDown: scale(0)},
+		},
+	}
+	SetProberDefaults(c)
+	return c
+}
+
+func TestValidateProberConfig(t *testing.T) {
+	const dri1 = "dependentResourceInfos[1]"
+	tests := []struct {
+		name   string
+		mutate func(c *ProberConfig)
+		want   []fieldErr
+	}{
+		{"valid", func(*ProberConfig) {}, nil},
+		{"secret name missing", func(c *ProberConfig) { c.KubeConfigSecretName = "" }, []fieldErr{required("kubeConfigSecretName")}},
+		{"secret name not a DNS subdomain", func(c *ProberConfig) { c.KubeConfigSecretName = "Shoot_Access" }, []fieldErr{invalid("kubeConfigSecretName")}},
+		{"probeInterval unset", func(c *ProberConfig) { c.ProbeInterval = nil }, []fieldErr{required("probeInterval")}},
+		{"probeInterval zero", func(c *ProberConfig) { c.ProbeInterval = duration(0) }, []fieldErr{invalid("probeInterval")}},
+		{"probeInterval negative", func(c *ProberConfig) { c.ProbeInterval = duration(-time.Second) }, []fieldErr{invalid("probeInterval")}},
+		{"initialDelay unset", func(c *ProberConfig) { c.InitialDelay = nil }, []fieldErr{required("initialDelay")}},
+		{"initialDelay zero", func(c *ProberConfig) { c.InitialDelay = duration(0) }, nil},
+		{"initialDelay negative", func(c *ProberConfig) { c.InitialDelay = duration(-time.Second) }, []fieldErr{invalid("initialDelay")}},
+		{"probeTimeout unset", func(c *ProberConfig) { c.ProbeTimeout = nil }, []fieldErr{required("probeTimeout")}},
+		{"probeTimeout zero", func(c *ProberConfig) { c.ProbeTimeout = duration(0) }, []fieldErr{invalid("probeTimeout")}},
+		{"backoffJitterFactor unset", func(c *ProberConfig) { c.BackoffJitterFactor = nil }, []fieldErr{required("backoffJitterFactor")}},
+		{"backoffJitterFactor zero", func(c *ProberConfig) { c.BackoffJitterFactor = ptr(0.0) }, nil},
+		{"backoffJitterFactor negative", func(c *ProberConfig) { c.BackoffJitterFactor = ptr(-0.1) }, []fieldErr{invalid("backoffJitterFactor")}},
+		{"backoffJitterFactor NaN", func(c *ProberConfig) { c.BackoffJitterFactor = ptr(math.NaN()) }, []fieldErr{invalid("backoffJitterFactor")}},
+		{"backoffJitterFactor infinite", func(c *ProberConfig) { c.BackoffJitterFactor = ptr(math.Inf(1)) }, []fieldErr{invalid("backoffJitterFactor")}},
+		{"kcmNodeMonitorGraceDuration unset", func(c *ProberConfig) { c.KCMNodeMonitorGraceDuration = nil }, []fieldErr{required("kcmNodeMonitorGraceDuration")}},
+		{"kcmNodeMonitorGraceDuration zero", func(c *ProberConfig) { c.KCMNodeMonitorGraceDuration = duration(0) }, []fieldErr{invalid("kcmNodeMonitorGraceDuration")}},
+		{"nodeLeaseFailureFraction unset", func(c *ProberConfig) { c.NodeLeaseFailureFraction = nil }, []fieldErr{required("nodeLeaseFailureFraction")}},
+		{"nodeLeaseFailureFraction zero", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(0.0) }, []fieldErr{invalid("nodeLeaseFailureFraction")}},
+		{"nodeLeaseFailureFraction one", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(1.0) }, nil},
+		{"nodeLeaseFailureFraction above one", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(1.5) }, []fieldErr{invalid("nodeLeaseFailureFraction")}},
+		{"nodeLeaseFailureFraction NaN", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(math.NaN()) }, []fieldErr{invalid("nodeLeaseFailureFraction")}},
+		{"dependentResourceInfos missing", func(c *ProberConfig) { c.DependentResourceInfos = nil }, []fieldErr{required("dependentResourceInfos")}},
+		{"dependentResourceInfos empty", func(c *ProberConfig) { c.DependentResourceInfos = []DependentResourceInfo{} }, []fieldErr{required("dependentResourceInfos")}},
+		{"ref missing", func(c *ProberConfig) { c.DependentResourceInfos[1].Ref = nil }, []fieldErr{required(dri1 + ".ref")}},
+		{"ref kind missing", func(c *ProberConfig) { c.DependentResourceInfos[1].Ref.Kind = "" }, []fieldErr{required(dri1 + ".ref.kind")}},
+		{"ref name missing", func(c *ProberConfig) { c.DependentResourceInfos[1].Ref.Name = "" }, []fieldErr{required(dri1 + ".ref.name")}},
+		{"ref name not a DNS subdomain", func(c *ProberConfig) { c.DependentResourceInfos[1].Ref.Name = "MCM" }, []fieldErr{invalid(dri1 + ".ref.name")}},
+		{"ref apiVersion missing", func(c *ProberConfig) { c.DependentResourceInfos[1].Ref.APIVersion = "" }, []fieldErr{required(dri1 + ".ref.apiVersion")}},
+		{"ref apiVersion unparsable", func(c *ProberConfig) { c.DependentResourceInfos[1].Ref.APIVersion = "apps/v1/beta" }, []fieldErr{invalid(dri1 + ".ref.apiVersion")}},
+		{"ref kind without scale subresource", func(c *ProberConfig) { c.DependentResourceInfos[1].Ref.Kind = "ConfigMap" }, []fieldErr{notSupported(dri1 + ".ref.kind")}},
+		{"ref kind in the wrong case", func(c *ProberConfig) { c.DependentResourceInfos[1].Ref.Kind = "deployment" }, []fieldErr{notSupported(dri1 + ".ref.kind")}},
+		{"ref apiVersion not served for the kind", func(c *ProberConfig) { c.DependentResourceInfos[1].Ref.APIVersion = "extensions/v1beta1" },
+			[]fieldErr{notSupported(dri1 + ".ref.apiVersion")}},
+		{"ref StatefulSet", func(c *ProberConfig) { c.DependentResourceInfos[1].Ref.Kind = "StatefulSet" }, nil},
+		{"ref duplicate", func(c *ProberConfig) { c.DependentResourceInfos[1].Ref.Name = "kube-controller-manager" }, []fieldErr{duplicate(dri1 + ".ref")}},
+		{"ref duplicate under another version of the group", func(c *ProberConfig) {
+			c.DependentResourceInfos[1].Ref.Name = "kube-controller-manager"
+			c.DependentResourceInfos[1].Ref.APIVersion = "apps/v1beta2"
+		}, []fieldErr{notSupported(dri1 + ".ref.apiVersion"), duplicate(dri1 + ".ref")}},
+		{"same name, other kind", func(c *ProberConfig) {
+			c.DependentResourceInfos[1].Ref.Name = "kube-controller-manager"
+			c.DependentResourceInfos[1].Ref.Kind = "StatefulSet"
+		}, nil},
+		{"scaleUp missing", func(c *ProberConfig) { c.DependentResourceInfos[1].ScaleUp = nil }, []fieldErr{required(dri1 + ".scaleUp")}},
+		{"scaleDown missing", func(c *ProberConfig) { c.DependentResourceInfos[1].ScaleDown = nil }, []fieldErr{required(dri1 + ".scaleDown")}},
+		{"level negative", func(c *ProberConfig) { c.DependentResourceInfos[1].ScaleDown.Level = -1 }, []fieldErr{invalid(dri1 + ".scaleDown.level")}},
+		{"scale initialDelay unset", func(c *ProberConfig) { c.DependentResourceInfos[1].ScaleUp.InitialDelay = nil }, []fieldErr{required(dri1 + ".scaleUp.initialDelay")}},
+		{"scale initialDelay negative", func(c *ProberConfig) { c.DependentResourceInfos[1].ScaleUp.InitialDelay = duration(-time.Second) },
+			[]fieldErr{invalid(dri1 + ".scaleUp.initialDelay")}},
+		{"scale timeout unset", func(c *ProberConfig) { c.DependentResourceInfos[1].ScaleUp.Timeout = nil }, []fieldErr{required(dri1 + ".scaleUp.timeout")}},
+		{"scale timeout zero", func(c *ProberConfig) { c.DependentResourceInfos[1].ScaleUp.Timeout = duration(0) }, []fieldErr{invalid(dri1 + ".scaleUp.timeout")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validProberConfig()
+			tt.mutate(c)
+			assert.Equal(t, tt.want, nilIfEmpty(fieldErrs(ValidateProberConfig(c))))
+		})
+	}
+}
+
+func TestValidateProberConfigNil(t *testing.T) {
+	assert.Equal(t, []fieldErr{required("<document>")}, fieldErrs(ValidateProberConfig(nil)))
+}
+
+// nilIfEmpty lets a test case write "no errors" as nil.
+func nilIfEmpty(errs []fieldErr) []fieldErr {
+	if len(errs) == 0 {
+		return nil
+	}
+	return errs
+}

@@ -1,0 +1,8 @@
+// Package test starts the real control plane the integration tests run against: a kube-apiserver and
+// an etcd built from source by `make tools` (see tools/), with the test CRDs of crds/ installed
+// (Gardener's extensions Cluster and machine-controller-manager's Machine).
+//
+// Each test package starts one control plane in TestMain with Main and gives each test its own
+// namespace with Environment.Namespace. Under `go test -short` no control plane is started and the
+// integration tests skip themselves with Environment.Require.
+package test
