@@ -71,7 +71,7 @@ unit: ## Unit tests only (-short: no control plane), with the race detector.
 .PHONY: fuzz
 fuzz: ## Fuzz config loading briefly (FUZZTIME per target, default 10s).
 	@for target in $(FUZZ_TARGETS); do \
-		$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) ./config || exit 1; \
+		$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./config || exit 1; \
 	done
 
 ##@ Run

@@ -15,11 +15,14 @@ const (
 	DefaultMemberLeaseDuration = 15 * time.Second
 	DefaultMemberRenewDeadline = 10 * time.Second
 	DefaultMemberRetryPeriod   = 2 * time.Second
-	DefaultPartitionCount      = 271
-	DefaultRingLoadBound       = 1.25
-	DefaultReplicationFactor   = 20
+	// The ring defaults were chosen by measurement; package sharding documents the table.
+	DefaultPartitionCount    = 887
+	DefaultRingLoadBound     = 1.02
+	DefaultReplicationFactor = 400
 	// MaxPartitionCount bounds the number of partition leases a group may have.
 	MaxPartitionCount = 10000
+	// MaxReplicationFactor bounds the ring's points per member, which its build time grows with.
+	MaxReplicationFactor = 1000
 )
 
 // Sharding holds the settings of the replica group that shares the shoot namespaces: which Leases the
@@ -72,7 +75,7 @@ func (s *Sharding) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&s.MemberLeaseDuration, "member-lease-duration", s.MemberLeaseDuration, "How long a member lease stays valid after its last renewal; a crashed replica's shoots move after this long.")
 	fs.DurationVar(&s.MemberRenewDeadline, "member-renew-deadline", s.MemberRenewDeadline, "A replica that has not renewed its member lease for this long stops all work. Must be below --member-lease-duration.")
 	fs.DurationVar(&s.MemberRetryPeriod, "member-retry-period", s.MemberRetryPeriod, "Interval between member lease renewals. Must be below --member-renew-deadline.")
-	fs.Float64Var(&s.RingLoadBound, "ring-load-bound", s.RingLoadBound, "Bounded-load factor of the hash ring (> 1): no replica holds more than about this times the mean number of partitions.")
+	fs.Float64Var(&s.RingLoadBound, "ring-load-bound", s.RingLoadBound, "Bounded-load factor of the hash ring (>= 1): no replica holds more than this times the mean number of partitions, rounded up.")
 	fs.IntVar(&s.ReplicationFactor, "ring-replication-factor", s.ReplicationFactor, "Points per replica on the hash ring.")
 }
 
@@ -96,12 +99,13 @@ func (s *Sharding) Validate() field.ErrorList {
 			fmt.Sprintf("must be between 1 and %d", MaxPartitionCount)))
 	}
 	errs = append(errs, s.validateTimings()...)
-	if math.IsNaN(s.RingLoadBound) || math.IsInf(s.RingLoadBound, 0) || s.RingLoadBound <= 1 {
+	if math.IsNaN(s.RingLoadBound) || math.IsInf(s.RingLoadBound, 0) || s.RingLoadBound < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("--ring-load-bound"), s.RingLoadBound,
-			"must be a finite number above 1, or the ring may have no room for a partition"))
+			"must be a finite number of at least 1, or the ring may have no room for a partition"))
 	}
-	if s.ReplicationFactor < 1 {
-		errs = append(errs, field.Invalid(field.NewPath("--ring-replication-factor"), s.ReplicationFactor, "must be at least 1"))
+	if s.ReplicationFactor < 1 || s.ReplicationFactor > MaxReplicationFactor {
+		errs = append(errs, field.Invalid(field.NewPath("--ring-replication-factor"), s.ReplicationFactor,
+			fmt.Sprintf("must be between 1 and %d", MaxReplicationFactor)))
 	}
 	return errs
 }

@@ -51,10 +51,11 @@ func TestShardingValidation(t *testing.T) {
 		{"zero retry period", func(s *Sharding) { s.MemberRetryPeriod = 0 }, []string{"--member-retry-period"}, field.ErrorTypeInvalid},
 		{"renew deadline not below lease duration", func(s *Sharding) { s.MemberRenewDeadline = s.MemberLeaseDuration }, []string{"--member-renew-deadline"}, field.ErrorTypeInvalid},
 		{"retry period not below renew deadline", func(s *Sharding) { s.MemberRetryPeriod = s.MemberRenewDeadline }, []string{"--member-retry-period"}, field.ErrorTypeInvalid},
-		{"load bound 1", func(s *Sharding) { s.RingLoadBound = 1 }, []string{"--ring-load-bound"}, field.ErrorTypeInvalid},
+		{"load bound below 1", func(s *Sharding) { s.RingLoadBound = 0.99 }, []string{"--ring-load-bound"}, field.ErrorTypeInvalid},
 		{"load bound NaN", func(s *Sharding) { s.RingLoadBound = math.NaN() }, []string{"--ring-load-bound"}, field.ErrorTypeInvalid},
 		{"load bound infinite", func(s *Sharding) { s.RingLoadBound = math.Inf(1) }, []string{"--ring-load-bound"}, field.ErrorTypeInvalid},
 		{"no replication", func(s *Sharding) { s.ReplicationFactor = 0 }, []string{"--ring-replication-factor"}, field.ErrorTypeInvalid},
+		{"too much replication", func(s *Sharding) { s.ReplicationFactor = MaxReplicationFactor + 1 }, []string{"--ring-replication-factor"}, field.ErrorTypeInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/test"
 )
 
@@ -182,38 +184,91 @@ func TestVersion(t *testing.T) {
 func TestGardenerProberCommandLineRuns(t *testing.T) {
 	env.Require(t)
 	ns := env.Namespace(t)
-	healthAddr := freeLoopbackAddr(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	r := startReplica(t, append(append([]string{}, gardenerProberArgs...),
+		"--config-file=testdata/prober.yaml", "--leader-election-namespace="+ns, "--member-name=dwd-prober-0", "--shard-namespace="+ns)...)
 
-	args := append(append([]string{}, gardenerProberArgs...),
-		"--config-file=testdata/prober.yaml", "--kubeconfig="+env.KubeconfigFile(t),
-		"--leader-election-namespace="+ns, "--member-name=dwd-prober-0", "--shard-namespace="+ns,
-		"--metrics-bind-addr="+freeLoopbackAddr(t), "--health-bind-addr="+healthAddr)
-	done := make(chan int, 1)
+	lease := &coordinationv1.Lease{}
+	require.Eventually(t, func() bool {
+		err := env.Client.Get(r.ctx, client.ObjectKey{Namespace: ns, Name: "dwd-prober-leader-election"}, lease)
+		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != ""
+	}, 30*time.Second, 100*time.Millisecond, "the prober takes the original's leader lease")
+	require.Eventually(t, func() bool {
+		return heldPartitions(t, ns, "dwd-prober", "dwd-prober-0") == config.DefaultPartitionCount
+	},
+		30*time.Second, 100*time.Millisecond, "the leader, alone in its group, holds every partition")
+	assert.True(t, httpOK("http://"+r.healthAddr+"/healthz"))
+	assert.True(t, httpOK("http://"+r.healthAddr+"/readyz"))
+	assert.Equal(t, 0, r.stop(t), "a signal ends the replica cleanly")
+}
+
+func TestRunJoinsAndLeavesItsGroup(t *testing.T) {
+	env.Require(t)
+	ns := env.Namespace(t)
+	r := startReplica(t, "run", "--prober-config=testdata/prober.yaml", "--weeder-config=testdata/weeder.yaml",
+		"--member-name=dwd-0", "--shard-namespace="+ns)
+	require.Eventually(t, func() bool { return httpOK("http://" + r.healthAddr + "/readyz") }, 30*time.Second, 100*time.Millisecond,
+		"ready once the member lease is held")
+	require.Eventually(t, func() bool {
+		return heldPartitions(t, ns, "dependency-watchdog", "dwd-0") == config.DefaultPartitionCount
+	},
+		30*time.Second, 100*time.Millisecond)
+
+	require.Equal(t, 0, r.stop(t))
+	member := &coordinationv1.Lease{}
+	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "dependency-watchdog-member-dwd-0"}, member))
+	assert.Nil(t, member.Spec.HolderIdentity, "a graceful stop releases the member lease, so the others take over at once")
+}
+
+// runningReplica is `dwd` running in the test process against the test API server.
+type runningReplica struct {
+	ctx        context.Context
+	cancel     context.CancelFunc
+	healthAddr string
+	done       chan int
+}
+
+// startReplica runs dwd with args, the test API server's kubeconfig and loopback server addresses.
+func startReplica(t *testing.T, args ...string) *runningReplica {
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &runningReplica{ctx: ctx, cancel: cancel, healthAddr: freeLoopbackAddr(t), done: make(chan int, 1)}
+	args = append(args, "--kubeconfig="+env.KubeconfigFile(t), "--metrics-bind-addr="+freeLoopbackAddr(t),
+		"--health-bind-addr="+r.healthAddr)
 	go func() {
 		code, _, stderr := run(ctx, args...)
 		if code != 0 {
 			t.Log(stderr)
 		}
-		done <- code
+		r.done <- code
 	}()
+	t.Cleanup(cancel)
+	require.Eventually(t, func() bool { return httpOK("http://" + r.healthAddr + "/healthz") }, 30*time.Second, 100*time.Millisecond)
+	return r
+}
 
-	lease := &coordinationv1.Lease{}
-	require.Eventually(t, func() bool {
-		err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dwd-prober-leader-election"}, lease)
-		return err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != ""
-	}, 30*time.Second, 100*time.Millisecond, "the prober takes the original's leader lease")
-	require.Eventually(t, func() bool { return httpOK("http://" + healthAddr + "/healthz") }, 10*time.Second, 100*time.Millisecond)
-	assert.True(t, httpOK("http://"+healthAddr+"/readyz"))
-
-	cancel()
+// stop cancels the replica's context, as a signal does, and returns its exit code.
+func (r *runningReplica) stop(t *testing.T) int {
+	r.cancel()
 	select {
-	case code := <-done:
-		assert.Equal(t, 0, code, "a signal ends the replica cleanly")
+	case code := <-r.done:
+		return code
 	case <-time.After(30 * time.Second):
 		t.Fatal("the replica did not stop after its context ended")
+		return -1
 	}
+}
+
+// heldPartitions counts the partition leases of group in ns that name member.
+func heldPartitions(t *testing.T, ns, group, member string) int {
+	list := &coordinationv1.LeaseList{}
+	require.NoError(t, env.Client.List(context.Background(), list, client.InNamespace(ns),
+		client.MatchingLabels{leases.GroupLabel: group, leases.KindLabel: leases.KindPartition}))
+	held := 0
+	for _, l := range list.Items {
+		if leases.Holder(&l) == member {
+			held++
+		}
+	}
+	return held
 }
 
 // freeLoopbackAddr returns a loopback address with a port that was free a moment ago.

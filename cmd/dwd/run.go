@@ -6,13 +6,19 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
 // defaultGroup is the sharding group of `dwd run`; `dwd prober` and `dwd weeder` use a group per role,
@@ -136,5 +142,51 @@ func (o *options) newManager() (manager.Manager, error) {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
+	runner, err := o.newShardingRunner(mgr)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(runner); err != nil {
+		return nil, err
+	}
+	// A standby waiting for the original's leader lease stays ready, or a surge rollout would wait on
+	// a pod that cannot lead before the old one leaves.
+	if !o.leaderElection.enabled {
+		if err := mgr.AddReadyzCheck("sharding", runner.ReadyCheck); err != nil {
+			return nil, err
+		}
+	}
 	return mgr, nil
+}
+
+// newShardingRunner builds this replica's member of the sharding group, with a Lease client whose
+// rate limits cannot slow a handover down.
+func (o *options) newShardingRunner(mgr manager.Manager) (*sharding.Runner, error) {
+	client, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(o.restConfig, o.sharding.PartitionCount))
+	if err != nil {
+		return nil, fmt.Errorf("creating the lease client: %w", err)
+	}
+	runner := sharding.NewRunner(o.sharding, client, ctrl.Log.WithName("sharding"))
+	runner.Coordinator().SetNamespaces(shootNamespaces(mgr.GetCache()))
+	return runner, nil
+}
+
+// clusterGVK is Gardener's extensions Cluster, named after its shoot namespace.
+var clusterGVK = schema.GroupVersionKind{Group: "extensions.gardener.cloud", Version: "v1alpha1", Kind: "ClusterList"}
+
+// shootNamespaces lists the shoot namespaces of the seed from a metadata-only cache of the Clusters;
+// it lists none when the Cluster kind is not installed.
+func shootNamespaces(c cache.Cache) func() []string {
+	return func() []string {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(clusterGVK)
+		if err := c.List(context.Background(), list); err != nil {
+			return nil
+		}
+		names := make([]string, 0, len(list.Items))
+		for _, item := range list.Items {
+			names = append(names, item.Name)
+		}
+		return names
+	}
 }

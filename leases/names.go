@@ -1,0 +1,77 @@
+package leases
+
+import (
+	"strconv"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+)
+
+// Labels and annotations on the group's Leases.
+const (
+	// GroupLabel carries the group name on every Lease of the group; caches select on it.
+	GroupLabel = "dwd.gardener.cloud/group"
+	// KindLabel says whether a Lease is a member or a partition lease.
+	KindLabel = "dwd.gardener.cloud/lease-kind"
+	// IncarnationAnnotation records the process incarnation of the holder's last write, so that a
+	// restarted process never mistakes its predecessor's write for its own.
+	IncarnationAnnotation = "dwd.gardener.cloud/incarnation"
+	// ReleasedAtAnnotation records when the last holder released a partition (RFC 3339, holder's clock).
+	ReleasedAtAnnotation = "dwd.gardener.cloud/released-at"
+)
+
+// Values of KindLabel.
+const (
+	KindMember    = "member"
+	KindPartition = "partition"
+)
+
+// MemberLeaseName is the name of the member lease of member in group.
+func MemberLeaseName(group, member string) string {
+	return group + "-member-" + member
+}
+
+// PartitionLeaseName is the name of the lease of partition p in group.
+func PartitionLeaseName(group string, p int) string {
+	return group + "-partition-" + strconv.Itoa(p)
+}
+
+// MemberOf returns the member a member lease belongs to, from its name; ok is false for any other
+// Lease.
+func MemberOf(group string, l *coordinationv1.Lease) (member string, ok bool) {
+	if l.Labels[KindLabel] != KindMember {
+		return "", false
+	}
+	member, ok = strings.CutPrefix(l.Name, group+"-member-")
+	return member, ok && member != ""
+}
+
+// PartitionOf returns the partition a partition lease stands for, from its name; ok is false for any
+// other Lease and for a partition outside [0, count).
+func PartitionOf(group string, count int, l *coordinationv1.Lease) (p int, ok bool) {
+	if l.Labels[KindLabel] != KindPartition {
+		return 0, false
+	}
+	suffix, ok := strings.CutPrefix(l.Name, group+"-partition-")
+	if !ok {
+		return 0, false
+	}
+	p, err := strconv.Atoi(suffix)
+	if err != nil || p < 0 || p >= count || strconv.Itoa(p) != suffix {
+		return 0, false
+	}
+	return p, true
+}
+
+// Holder returns the holder identity of l, or "" when nobody holds it.
+func Holder(l *coordinationv1.Lease) string {
+	if l == nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// labels returns the labels of a Lease of the given kind in group.
+func labels(group, kind string) map[string]string {
+	return map[string]string{GroupLabel: group, KindLabel: kind}
+}

@@ -1,0 +1,76 @@
+package leases
+
+import (
+	"context"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// Acquire makes me the holder of partition p by compare-and-swap: it updates cached, the copy of the
+// partition lease this member has seen, and fails with a Conflict error when the stored lease has
+// changed since; with cached nil it creates the lease and fails with AlreadyExists when another member
+// was first. It records incarnation so that only this process counts the write as its own.
+//
+// The caller may start the partition's work only after Acquire returned without error.
+func Acquire(ctx context.Context, store Store, group string, p int, cached *coordinationv1.Lease, me, incarnation string, now time.Time) (*coordinationv1.Lease, error) {
+	if cached == nil {
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+			Name:   PartitionLeaseName(group, p),
+			Labels: labels(group, KindPartition),
+		}}
+		setHolder(lease, me, incarnation, now)
+		return store.Create(ctx, lease)
+	}
+	lease := cached.DeepCopy()
+	setHolder(lease, me, incarnation, now)
+	return store.Update(ctx, lease)
+}
+
+// Release clears the holder of a partition lease by compare-and-swap on cached, the copy this member
+// holds. The caller must have stopped the partition's work before.
+func Release(ctx context.Context, store Store, cached *coordinationv1.Lease, now time.Time) (*coordinationv1.Lease, error) {
+	lease := cached.DeepCopy()
+	lease.Spec.HolderIdentity = nil
+	lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now))
+	delete(lease.Annotations, IncarnationAnnotation)
+	setAnnotation(lease, ReleasedAtAnnotation, now.UTC().Format(time.RFC3339Nano))
+	return store.Update(ctx, lease)
+}
+
+// ReleasedAt returns when the last holder released the partition, if it recorded it.
+func ReleasedAt(l *coordinationv1.Lease) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, l.Annotations[ReleasedAtAnnotation])
+	return t, err == nil
+}
+
+// Incarnation returns the incarnation recorded by the holder's last write.
+func Incarnation(l *coordinationv1.Lease) string {
+	return l.Annotations[IncarnationAnnotation]
+}
+
+// setHolder writes holder, incarnation and times into lease, counting a change of holder.
+func setHolder(lease *coordinationv1.Lease, holder, incarnation string, now time.Time) {
+	t := metav1.NewMicroTime(now)
+	if Holder(lease) != holder {
+		lease.Spec.AcquireTime = &t
+		if lease.Spec.LeaseTransitions == nil {
+			lease.Spec.LeaseTransitions = ptr.To[int32](0)
+		} else if Holder(lease) != "" {
+			lease.Spec.LeaseTransitions = ptr.To(*lease.Spec.LeaseTransitions + 1)
+		}
+	}
+	lease.Spec.HolderIdentity = ptr.To(holder)
+	lease.Spec.RenewTime = &t
+	setAnnotation(lease, IncarnationAnnotation, incarnation)
+	delete(lease.Annotations, ReleasedAtAnnotation)
+}
+
+func setAnnotation(lease *coordinationv1.Lease, key, value string) {
+	if lease.Annotations == nil {
+		lease.Annotations = map[string]string{}
+	}
+	lease.Annotations[key] = value
+}

@@ -1,0 +1,258 @@
+package sharding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
+
+	"github.com/sharded-dwd/dependency-watchdog/leases"
+)
+
+// Lister returns the group's Leases as this replica's cache has them; it may lag behind the store.
+type Lister interface {
+	List() []*coordinationv1.Lease
+}
+
+// Liveness tells whether this replica's member lease lets it act (see leases.Member).
+type Liveness interface {
+	Fenced(now time.Time) bool
+}
+
+// Config is what a Coordinator needs to know about its group.
+type Config struct {
+	Group       string
+	Member      string
+	Incarnation string
+	Ring        RingConfig
+	// LeaseDuration is how long another member's lease must stay unchanged before it counts as expired.
+	LeaseDuration time.Duration
+	// RetryPeriod bounds the time between two reconciles.
+	RetryPeriod time.Duration
+	// WriteConcurrency bounds the partition lease writes in flight; 1 writes in partition order.
+	WriteConcurrency int
+}
+
+// Coordinator runs this replica's side of the sharding protocol (DESIGN §4): it decides from the
+// cached Leases which partitions to release and to acquire, writes the partition leases by
+// compare-and-swap, and starts and stops the partitions' work through its PartitionHandlers.
+//
+// Locking: reconcile steps run one at a time (the observer and the ring belong to them). Each
+// partition has a lock that orders its start and stop, so a partition's work is never started while
+// its stop runs or after a fence; mu guards the set of held partitions that Owns reads.
+type Coordinator struct {
+	cfg      Config
+	store    leases.Store
+	lister   Lister
+	liveness Liveness
+	clock    clock.PassiveClock
+	log      logr.Logger
+	handlers []PartitionHandler
+	metrics  *memberMetrics
+	// namespaces lists the shoot namespaces known to the replica, for the shoots-owned metric.
+	namespaces func() []string
+
+	workCtx    context.Context
+	observer   *leases.Observer
+	ring       *Ring
+	partitions []sync.Mutex
+
+	mu   sync.RWMutex
+	held map[int]*heldPartition
+}
+
+// heldPartition is a partition whose work runs here.
+type heldPartition struct {
+	lease  *coordinationv1.Lease // this process's last write
+	cancel context.CancelFunc
+}
+
+// NewCoordinator returns a Coordinator; workCtx is the parent of every partition's work context.
+func NewCoordinator(workCtx context.Context, cfg Config, store leases.Store, lister Lister, liveness Liveness,
+	clk clock.PassiveClock, log logr.Logger, handlers ...PartitionHandler) *Coordinator {
+	if cfg.WriteConcurrency < 1 {
+		cfg.WriteConcurrency = 1
+	}
+	return &Coordinator{
+		cfg: cfg, store: store, lister: lister, liveness: liveness, clock: clk, log: log, handlers: handlers,
+		metrics:    newMemberMetrics(cfg.Group, cfg.Member),
+		workCtx:    workCtx,
+		observer:   leases.NewObserver(cfg.LeaseDuration),
+		partitions: make([]sync.Mutex, cfg.Ring.PartitionCount),
+		held:       map[int]*heldPartition{},
+	}
+}
+
+// SetNamespaces gives the Coordinator the list of shoot namespaces to count for the shoots-owned
+// metric. Call it before the first reconcile.
+func (c *Coordinator) SetNamespaces(list func() []string) {
+	c.namespaces = list
+}
+
+// Partition returns the partition of namespace.
+func (c *Coordinator) Partition(namespace string) int {
+	return PartitionOf(namespace, c.cfg.Ring.PartitionCount)
+}
+
+// Owns reports whether this replica runs the work of namespace's partition now.
+func (c *Coordinator) Owns(namespace string) bool {
+	return c.Holds(c.Partition(namespace))
+}
+
+// Holds reports whether this replica runs the work of partition p now.
+func (c *Coordinator) Holds(p int) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	_, ok := c.held[p]
+	return ok
+}
+
+// Held returns the partitions whose work runs here, in no particular order.
+func (c *Coordinator) Held() []int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	held := make([]int, 0, len(c.held))
+	for p := range c.held {
+		held = append(held, p)
+	}
+	return held
+}
+
+// Reconcile runs one step of the protocol and returns how long to wait at most before the next.
+func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
+	now := c.clock.Now()
+	members, parts := c.snapshot()
+	c.observe(members, parts, now)
+	if c.liveness.Fenced(now) {
+		c.Fence()
+		return c.cfg.RetryPeriod, nil
+	}
+	ring, err := c.ringAt(now)
+	if err != nil {
+		return c.cfg.RetryPeriod, err
+	}
+	release, acquire := c.plan(ring, parts, now)
+	errs := c.forEach(ctx, release, func(p int) error { return c.release(ctx, p, parts[p]) })
+	confirm := c.newExpiryConfirmer()
+	errs = append(errs, c.forEach(ctx, acquire, func(p int) error { return c.acquire(ctx, p, parts[p], now, confirm) })...)
+	c.updateMetrics()
+	return c.requeueAfter(now), errors.Join(errs...)
+}
+
+// snapshot splits the cached Leases into member leases by member and partition leases by partition.
+func (c *Coordinator) snapshot() (map[string]*coordinationv1.Lease, []*coordinationv1.Lease) {
+	members := map[string]*coordinationv1.Lease{}
+	parts := make([]*coordinationv1.Lease, c.cfg.Ring.PartitionCount)
+	for _, l := range c.lister.List() {
+		if m, ok := leases.MemberOf(c.cfg.Group, l); ok {
+			members[m] = l
+		} else if p, ok := leases.PartitionOf(c.cfg.Group, c.cfg.Ring.PartitionCount, l); ok {
+			parts[p] = l
+		}
+	}
+	return members, parts
+}
+
+// observe feeds the member leases to the observer. Members the observer knows whose lease is gone,
+// and holders of partitions that have no member lease, are observed as absent: the former keep their
+// last change, the latter count as live for a full lease duration from now.
+func (c *Coordinator) observe(members map[string]*coordinationv1.Lease, parts []*coordinationv1.Lease, now time.Time) {
+	for m, l := range members {
+		c.observer.Observe(m, l.ResourceVersion, leases.Holder(l) == m, now)
+	}
+	for _, m := range c.observer.Members() {
+		if members[m] == nil {
+			c.observer.Observe(m, "", true, now)
+		}
+	}
+	for _, l := range parts {
+		if h := leases.Holder(l); h != "" && members[h] == nil {
+			c.observer.Observe(h, "", true, now)
+		}
+	}
+}
+
+// ringAt returns the ring over the members live at now (this one included: it is not fenced), rebuilt
+// only when the live set changed.
+func (c *Coordinator) ringAt(now time.Time) (*Ring, error) {
+	live := c.observer.LiveMembers(now)
+	if !containsString(live, c.cfg.Member) {
+		live = append(live, c.cfg.Member)
+	}
+	if c.ring != nil && sameMembers(c.ring.Members(), live) {
+		return c.ring, nil
+	}
+	ring, err := NewRing(live, c.cfg.Ring)
+	if err != nil {
+		return nil, fmt.Errorf("building the ring over %s: %w", strings.Join(live, ","), err)
+	}
+	if c.ring != nil {
+		c.metrics.rebalances.Inc()
+	}
+	c.log.Info("Live members changed", "members", ring.Members())
+	c.metrics.liveMembers.Set(float64(len(ring.Members())))
+	c.ring = ring
+	return ring, nil
+}
+
+// plan decides every partition with Plan.
+func (c *Coordinator) plan(ring *Ring, parts []*coordinationv1.Lease, now time.Time) (release, acquire []int) {
+	live := func(m string) bool { return c.observer.Live(m, now) }
+	for p := range parts {
+		state := PartitionState{Holder: leases.Holder(parts[p]), Active: c.Holds(p), Desired: ring.Owner(p)}
+		switch Plan(c.cfg.Member, state, live) {
+		case Release:
+			release = append(release, p)
+		case Acquire:
+			acquire = append(acquire, p)
+		}
+	}
+	return release, acquire
+}
+
+// requeueAfter is the time until the next live member can expire, capped at the retry period.
+func (c *Coordinator) requeueAfter(now time.Time) time.Duration {
+	next := c.cfg.RetryPeriod
+	if d, ok := c.observer.NextExpiry(now); ok && d < next {
+		next = d
+	}
+	return max(next, time.Millisecond)
+}
+
+func containsString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func sameMembers(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := make(map[string]bool, len(a))
+	for _, m := range a {
+		seen[m] = true
+	}
+	for _, m := range b {
+		if !seen[m] {
+			return false
+		}
+	}
+	return true
+}
+
+// isLostRace reports errors that mean another write came first; the cache catches up and the next
+// reconcile decides again.
+func isLostRace(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
+}

@@ -1,0 +1,253 @@
+package sharding_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
+	"github.com/sharded-dwd/dependency-watchdog/test"
+)
+
+var env *test.Environment
+
+func TestMain(m *testing.M) { os.Exit(test.Main(m, &env)) }
+
+// Short timings keep the crash cases quick; the protocol only needs retry < renew deadline < lease duration.
+const (
+	itLeaseDuration = 8 * time.Second
+	itRenewDeadline = 5 * time.Second
+	itRetryPeriod   = time.Second
+)
+
+// workLog records which member runs each partition's work, across every member of the test, and
+// fails the test when two run the same partition at once.
+type workLog struct {
+	t      *testing.T
+	mu     sync.Mutex
+	acting map[int]string
+}
+
+func (w *workLog) handler(member string) sharding.PartitionHandler {
+	return memberWork{log: w, member: member}
+}
+
+func (w *workLog) heldBy() map[string][]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	by := map[string][]int{}
+	for p, m := range w.acting {
+		by[m] = append(by[m], p)
+	}
+	for _, ps := range by {
+		sort.Ints(ps)
+	}
+	return by
+}
+
+func (w *workLog) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.acting)
+}
+
+type memberWork struct {
+	log    *workLog
+	member string
+}
+
+func (h memberWork) Acquired(_ context.Context, p int) {
+	h.log.mu.Lock()
+	defer h.log.mu.Unlock()
+	if other, ok := h.log.acting[p]; ok && other != h.member {
+		h.log.t.Errorf("partition %d acted on by %s and %s at once", p, other, h.member)
+	}
+	h.log.acting[p] = h.member
+}
+
+func (h memberWork) Released(p int) {
+	h.log.mu.Lock()
+	defer h.log.mu.Unlock()
+	if h.log.acting[p] == h.member {
+		delete(h.log.acting, p)
+	}
+}
+
+// replica is one running member with its own connection to the API server.
+type replica struct {
+	name   string
+	runner *sharding.Runner
+	proxy  *test.Proxy
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// group starts and stops the members of one sharding group in a namespace of its own.
+type group struct {
+	t        *testing.T
+	settings config.Sharding
+	work     *workLog
+}
+
+func newGroup(t *testing.T) *group {
+	env.Require(t)
+	s := config.DefaultSharding("it")
+	s.Namespace = env.Namespace(t)
+	s.MemberLeaseDuration, s.MemberRenewDeadline, s.MemberRetryPeriod = itLeaseDuration, itRenewDeadline, itRetryPeriod
+	return &group{t: t, settings: s, work: &workLog{t: t, acting: map[int]string{}}}
+}
+
+// start runs a member through a proxy of its own.
+func (g *group) start(name string) *replica {
+	s := g.settings
+	s.MemberName = name
+	cfg, proxy := test.ConfigThrough(g.t, env.Config)
+	client, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(cfg, s.PartitionCount))
+	require.NoError(g.t, err)
+	r := &replica{name: name, proxy: proxy, done: make(chan struct{}),
+		runner: sharding.NewRunner(s, client, logr.Discard(), g.work.handler(name))}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() { defer close(r.done); _ = r.runner.Start(ctx) }()
+	g.t.Cleanup(r.stop)
+	return r
+}
+
+// stop shuts a member down gracefully and waits for it.
+func (r *replica) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// ring is the assignment the live members should converge to.
+func (g *group) ring(members ...string) map[string][]int {
+	ring, err := sharding.NewRing(members, sharding.RingConfig{PartitionCount: g.settings.PartitionCount,
+		ReplicationFactor: g.settings.ReplicationFactor, LoadBound: g.settings.RingLoadBound})
+	require.NoError(g.t, err)
+	want := map[string][]int{}
+	for _, m := range members {
+		want[m] = ring.PartitionsOf(m)
+	}
+	return want
+}
+
+// converge waits until the work runs exactly as the ring of members says and returns how long it took.
+func (g *group) converge(within time.Duration, members ...string) time.Duration {
+	start := time.Now()
+	want := g.ring(members...)
+	require.Eventually(g.t, func() bool { return assert.ObjectsAreEqual(want, g.work.heldBy()) }, within, 20*time.Millisecond,
+		"partitions must be held by their ring owners among %v", members)
+	return time.Since(start)
+}
+
+func TestGroupSharesAndHandsOver(t *testing.T) {
+	g := newGroup(t)
+	g.start("dwd-0")
+	g.start("dwd-1")
+	c := g.start("dwd-2")
+	took := g.converge(30*time.Second, "dwd-0", "dwd-1", "dwd-2")
+	t.Logf("3 members hold all %d partitions after %s: %s", g.settings.PartitionCount, took.Round(time.Millisecond), balance(g.work.heldBy()))
+
+	t.Run("metrics per member", func(t *testing.T) {
+		for m, held := range g.work.heldBy() {
+			assert.Eventually(t, func() bool {
+				return gauge(t, "dwd_sharding_partitions_held", "it", m) == float64(len(held)) &&
+					gauge(t, "dwd_sharding_live_members", "it", m) == 3
+			}, 5*time.Second, 10*time.Millisecond, m)
+		}
+	})
+
+	t.Run("graceful leave", func(t *testing.T) {
+		start := time.Now()
+		c.stop()
+		stopped := time.Since(start)
+		g.converge(3*time.Second, "dwd-0", "dwd-1")
+		t.Logf("handover after a graceful leave: %s from the stop signal (the stop itself: %s)",
+			time.Since(start).Round(time.Millisecond), stopped.Round(time.Millisecond))
+	})
+
+	t.Run("join", func(t *testing.T) {
+		g.start("dwd-2")
+		took := g.converge(3*time.Second, "dwd-0", "dwd-1", "dwd-2")
+		t.Logf("handover after a join: %s", took.Round(time.Millisecond))
+	})
+}
+
+func TestCrashedMemberIsTakenOverAfterTheLeaseDuration(t *testing.T) {
+	g := newGroup(t)
+	g.start("dwd-0")
+	g.start("dwd-1")
+	crashed := g.start("dwd-2")
+	g.converge(30*time.Second, "dwd-0", "dwd-1", "dwd-2")
+	before := g.work.heldBy()
+
+	// A crash: the member stops renewing and never releases. Cutting its connection does that, and
+	// also shows that a member cut off from the API server stops acting within the renew deadline.
+	cutAt := time.Now()
+	crashed.proxy.Cut()
+	require.Eventually(t, func() bool { return len(g.work.heldBy()["dwd-2"]) == 0 }, itRenewDeadline+time.Second, 10*time.Millisecond,
+		"the cut-off member must stop acting within the renew deadline")
+	fenced := time.Since(cutAt)
+	require.Eventually(t, func() bool { return g.work.count() == g.settings.PartitionCount }, itLeaseDuration+3*time.Second, 20*time.Millisecond,
+		"the others take over within D + 3s")
+	tookOver := time.Since(cutAt)
+	assert.GreaterOrEqual(t, tookOver, itLeaseDuration-itRetryPeriod,
+		"nobody may take a crashed member's partitions before its lease can have expired")
+	g.converge(time.Second, "dwd-0", "dwd-1")
+	crashed.stop()
+	t.Logf("cut-off member fenced after %s; others held everything after %s (D = %s)",
+		fenced.Round(time.Millisecond), tookOver.Round(time.Millisecond), itLeaseDuration)
+
+	// It comes back under the same name: it takes back exactly its share, nothing else moves.
+	g.start("dwd-2")
+	took := g.converge(10*time.Second, "dwd-0", "dwd-1", "dwd-2")
+	assert.Equal(t, before, g.work.heldBy(), "the returning member takes back exactly its share")
+	t.Logf("the returning member held its share again after %s", took.Round(time.Millisecond))
+}
+
+// gauge reads a gauge of the sharding metrics for one member of group.
+func gauge(t *testing.T, name, group, member string) float64 {
+	families, err := metrics.Registry.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["group"] == group && labels["member"] == member {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s for member %s of group %s", name, member, group)
+	return 0
+}
+
+// balance describes how many partitions each member holds.
+func balance(held map[string][]int) string {
+	names := make([]string, 0, len(held))
+	for m := range held {
+		names = append(names, m)
+	}
+	sort.Strings(names)
+	s := ""
+	for _, m := range names {
+		s += fmt.Sprintf("%s=%d ", m, len(held[m]))
+	}
+	return s
+}

@@ -1,0 +1,81 @@
+package sharding
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
+)
+
+// memberConn is one simulated member's connection to the store: every call fails while the member
+// is cut off, and writes fail now and then.
+type memberConn struct {
+	sim  *simulation
+	node *simNode
+}
+
+var errCutOff = errors.New("connection refused: member cut off from the store")
+
+func (c memberConn) Get(ctx context.Context, name string) (*coordinationv1.Lease, error) {
+	if c.node.cutOff {
+		return nil, errCutOff
+	}
+	return c.sim.store.Get(ctx, name)
+}
+
+func (c memberConn) Create(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	if err := c.sim.writeFault(c.node); err != nil {
+		return nil, err
+	}
+	return c.sim.store.Create(ctx, l)
+}
+
+func (c memberConn) Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	if err := c.sim.writeFault(c.node); err != nil {
+		return nil, err
+	}
+	return c.sim.store.Update(ctx, l)
+}
+
+// cacheView is one member's cache of the store: it replays the store's writes up to a point in time.
+type cacheView struct {
+	store   *leasestest.Store
+	applied int
+	objects map[string]*coordinationv1.Lease
+}
+
+func newCacheView(store *leasestest.Store) *cacheView {
+	return &cacheView{store: store, objects: map[string]*coordinationv1.Lease{}}
+}
+
+// catchUp applies the writes made up to until; it reports whether anything changed.
+func (v *cacheView) catchUp(until time.Time) bool {
+	changed := false
+	for _, e := range v.store.Events(v.applied) {
+		if e.At.After(until) {
+			break
+		}
+		v.objects[e.Lease.Name] = e.Lease
+		v.applied++
+		changed = true
+	}
+	return changed
+}
+
+// List returns the cached Leases in name order.
+func (v *cacheView) List() []*coordinationv1.Lease {
+	names := make([]string, 0, len(v.objects))
+	for name := range v.objects {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	list := make([]*coordinationv1.Lease, 0, len(names))
+	for _, name := range names {
+		list = append(list, v.objects[name])
+	}
+	return list
+}

@@ -1,0 +1,97 @@
+package sharding
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// The sharding metrics, each labelled with group and member so that a dashboard shows every shard.
+var (
+	partitionsHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_sharding_partitions_held", Help: "Partitions whose work runs on this member.",
+	}, []string{"group", "member"})
+	shootsOwned = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_sharding_shoots_owned", Help: "Shoot namespaces in the partitions this member holds.",
+	}, []string{"group", "member"})
+	liveMembers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_sharding_live_members", Help: "Members this member currently sees live, itself included.",
+	}, []string{"group", "member"})
+	rebalances = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_sharding_rebalances_total", Help: "Changes of the live member set this member has seen.",
+	}, []string{"group", "member"})
+	handoverSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "dwd_sharding_handover_duration_seconds",
+		Help:    "Time from a partition's release (cause=release) or its holder's last observed renewal (cause=expiry) until this member acquired it.",
+		Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 15, 20, 30, 60},
+	}, []string{"group", "member", "cause"})
+	partitionWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_sharding_partition_lease_writes_total", Help: "Partition lease writes by operation and result.",
+	}, []string{"group", "member", "operation", "result"})
+	renewFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_sharding_lease_renew_failures_total", Help: "Failed renewals of this member's lease.",
+	}, []string{"group", "member"})
+	selfFencings = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_sharding_self_fencing_total", Help: "Times this member stopped all work because its lease was not renewed in time.",
+	}, []string{"group", "member"})
+)
+
+var registerOnce sync.Once
+
+// memberMetrics are the metrics of one member, with its labels bound.
+type memberMetrics struct {
+	group, member  string
+	partitionsHeld prometheus.Gauge
+	shootsOwned    prometheus.Gauge
+	liveMembers    prometheus.Gauge
+	rebalances     prometheus.Counter
+	renewFailures  prometheus.Counter
+	fences         prometheus.Counter
+	handover       prometheus.ObserverVec
+}
+
+func newMemberMetrics(group, member string) *memberMetrics {
+	registerOnce.Do(func() {
+		metrics.Registry.MustRegister(partitionsHeld, shootsOwned, liveMembers, rebalances, handoverSeconds,
+			partitionWrites, renewFailures, selfFencings)
+	})
+	return &memberMetrics{
+		group: group, member: member,
+		partitionsHeld: partitionsHeld.WithLabelValues(group, member),
+		shootsOwned:    shootsOwned.WithLabelValues(group, member),
+		liveMembers:    liveMembers.WithLabelValues(group, member),
+		rebalances:     rebalances.WithLabelValues(group, member),
+		renewFailures:  renewFailures.WithLabelValues(group, member),
+		fences:         selfFencings.WithLabelValues(group, member),
+		handover:       handoverSeconds.MustCurryWith(prometheus.Labels{"group": group, "member": member}),
+	}
+}
+
+// write counts a partition lease write.
+func (m *memberMetrics) write(operation string, err error) {
+	result := "success"
+	switch {
+	case err == nil:
+	case isLostRace(err):
+		result = "conflict"
+	default:
+		result = "error"
+	}
+	partitionWrites.WithLabelValues(m.group, m.member, operation, result).Inc()
+}
+
+// updateMetrics sets the gauges from the held partitions.
+func (c *Coordinator) updateMetrics() {
+	c.metrics.partitionsHeld.Set(float64(len(c.Held())))
+	if c.namespaces == nil {
+		return
+	}
+	owned := 0
+	for _, ns := range c.namespaces() {
+		if c.Owns(ns) {
+			owned++
+		}
+	}
+	c.metrics.shootsOwned.Set(float64(owned))
+}
