@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +18,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
@@ -204,34 +209,46 @@ func TestGardenerProberCommandLineRuns(t *testing.T) {
 func TestRunJoinsAndLeavesItsGroup(t *testing.T) {
 	env.Require(t)
 	ns := env.Namespace(t)
+	cluster := &unstructured.Unstructured{}
+	cluster.SetGroupVersionKind(schema.GroupVersionKind{Group: "extensions.gardener.cloud", Version: "v1alpha1", Kind: "Cluster"})
+	cluster.SetName("shoot--" + ns)
+	cluster.Object["spec"] = map[string]any{"shoot": map[string]any{}, "seed": map[string]any{}, "cloudProfile": map[string]any{}}
+	require.NoError(t, env.Client.Create(context.Background(), cluster))
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cluster) })
+
+	group := "g-" + ns[len(ns)-5:]
 	r := startReplica(t, "run", "--prober-config=testdata/prober.yaml", "--weeder-config=testdata/weeder.yaml",
-		"--member-name=dwd-0", "--shard-namespace="+ns)
-	require.Eventually(t, func() bool { return httpOK("http://" + r.healthAddr + "/readyz") }, 30*time.Second, 100*time.Millisecond,
-		"ready once the member lease is held")
-	require.Eventually(t, func() bool {
-		return heldPartitions(t, ns, "dependency-watchdog", "dwd-0") == config.DefaultPartitionCount
-	},
+		"--member-name=dwd-0", "--shard-namespace="+ns, "--shard-group="+group)
+	require.Eventually(t, func() bool { return httpOK("http://" + r.healthAddr + "/readyz") },
+		30*time.Second, 100*time.Millisecond, "ready once the member lease is held")
+	require.Eventually(t, func() bool { return heldPartitions(t, ns, group, "dwd-0") == config.DefaultPartitionCount },
 		30*time.Second, 100*time.Millisecond)
+	owned := fmt.Sprintf("dwd_sharding_shoots_owned{group=%q,member=\"dwd-0\"} ", group)
+	require.Eventually(t, func() bool {
+		n, ok := metricValue(r.metricsAddr, owned)
+		return ok && n >= 1
+	}, 30*time.Second, 100*time.Millisecond, "the replica counts the shoots it owns from the Clusters")
 
 	require.Equal(t, 0, r.stop(t))
 	member := &coordinationv1.Lease{}
-	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "dependency-watchdog-member-dwd-0"}, member))
+	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: group + "-member-dwd-0"}, member))
 	assert.Nil(t, member.Spec.HolderIdentity, "a graceful stop releases the member lease, so the others take over at once")
 }
 
 // runningReplica is `dwd` running in the test process against the test API server.
 type runningReplica struct {
-	ctx        context.Context
-	cancel     context.CancelFunc
-	healthAddr string
-	done       chan int
+	ctx         context.Context
+	cancel      context.CancelFunc
+	healthAddr  string
+	metricsAddr string
+	done        chan int
 }
 
 // startReplica runs dwd with args, the test API server's kubeconfig and loopback server addresses.
 func startReplica(t *testing.T, args ...string) *runningReplica {
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &runningReplica{ctx: ctx, cancel: cancel, healthAddr: freeLoopbackAddr(t), done: make(chan int, 1)}
-	args = append(args, "--kubeconfig="+env.KubeconfigFile(t), "--metrics-bind-addr="+freeLoopbackAddr(t),
+	r := &runningReplica{ctx: ctx, cancel: cancel, healthAddr: freeLoopbackAddr(t), metricsAddr: freeLoopbackAddr(t), done: make(chan int, 1)}
+	args = append(args, "--kubeconfig="+env.KubeconfigFile(t), "--metrics-bind-addr="+r.metricsAddr,
 		"--health-bind-addr="+r.healthAddr)
 	go func() {
 		code, _, stderr := run(ctx, args...)
@@ -278,6 +295,26 @@ func freeLoopbackAddr(t *testing.T) string {
 	require.NoError(t, err)
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// metricValue reads the sample whose line starts with prefix from a metrics endpoint.
+func metricValue(addr, prefix string) (float64, bool) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, false
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if value, ok := strings.CutPrefix(line, prefix); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
 }
 
 func httpOK(url string) bool {
