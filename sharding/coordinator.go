@@ -90,6 +90,11 @@ func NewCoordinator(workCtx context.Context, cfg Config, store leases.Store, lis
 	}
 }
 
+// AddHandler adds a handler of the partitions' work. Call it before the first reconcile.
+func (c *Coordinator) AddHandler(h PartitionHandler) {
+	c.handlers = append(c.handlers, h)
+}
+
 // SetNamespaces gives the Coordinator the list of shoot namespaces to count for the shoots-owned
 // metric. Call it before the first reconcile.
 func (c *Coordinator) SetNamespaces(list func() []string) {

@@ -103,25 +103,33 @@ func moduleRoot() (string, error) {
 	}
 }
 
-// Main runs a test package against one control plane, started before its tests and stopped after, and
-// returns the exit code for os.Exit. Under -short it starts nothing and *env stays nil.
-func Main(m *testing.M, env **Environment) int {
+// Main runs a test package against control planes started before its tests and stopped after, one
+// for each env given (a test of the prober needs a seed and a shoot), and returns the exit code for
+// os.Exit. Under -short it starts nothing and the envs stay nil.
+func Main(m *testing.M, envs ...**Environment) int {
 	flag.Parse()
 	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	if testing.Short() {
 		return m.Run()
 	}
-	e, err := Start()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+	var started []*Environment
+	defer func() {
+		for _, e := range started {
+			if err := e.Stop(); err != nil {
+				fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+			}
+		}
+	}()
+	for _, env := range envs {
+		e, err := Start()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		started = append(started, e)
+		*env = e
 	}
-	*env = e
-	code := m.Run()
-	if err := e.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-	}
-	return code
+	return m.Run()
 }
 
 // Require skips an integration test under -short and fails it when the control plane is missing.

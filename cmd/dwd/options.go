@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/prober"
 )
 
 // role is a part of the watchdog a replica can run.
@@ -32,6 +33,7 @@ const (
 	defaultMetricsBindAddress   = ":9643"
 	defaultHealthBindAddress    = ":9644"
 	defaultConcurrentReconciles = 1
+	defaultProbeWorkers         = 32
 	defaultLeaderElectionNS     = "garden"
 	serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
@@ -48,14 +50,17 @@ type options struct {
 	concurrentReconciles int
 	proberConfigPath     string
 	weederConfigPath     string
+	probeWorkers         int
 	leaderElection       leaderElectionOptions
 	sharding             config.Sharding
 	zap                  zap.Options
 
-	// Set by complete.
-	restConfig   *rest.Config
-	proberConfig *config.ProberConfig
-	weederConfig *config.WeederConfig
+	// Set by complete. restConfig counts its requests; baseRestConfig is the same without counting,
+	// for clients that count under their own name.
+	baseRestConfig *rest.Config
+	restConfig     *rest.Config
+	proberConfig   *config.ProberConfig
+	weederConfig   *config.WeederConfig
 }
 
 // leaderElectionOptions are the original's leader election flags, honoured by `dwd prober` and
@@ -77,6 +82,7 @@ func newOptions(group string) *options {
 		metricsBindAddress:   defaultMetricsBindAddress,
 		healthBindAddress:    defaultHealthBindAddress,
 		concurrentReconciles: defaultConcurrentReconciles,
+		probeWorkers:         defaultProbeWorkers,
 		leaderElection: leaderElectionOptions{
 			namespace:     defaultLeaderElectionNS,
 			leaseDuration: 15 * time.Second,
@@ -107,6 +113,11 @@ func (o *options) addCommonFlags(fs *pflag.FlagSet) {
 	})
 }
 
+// addProberFlags binds the prober's own flags.
+func (o *options) addProberFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.probeWorkers, "probe-workers", o.probeWorkers, "Maximum number of probes and scale flows in flight.")
+}
+
 // addRoleFlags binds the flags only the original's `prober` and `weeder` commands have.
 func (o *options) addRoleFlags(fs *pflag.FlagSet, r role) {
 	path := &o.proberConfigPath
@@ -116,6 +127,9 @@ func (o *options) addRoleFlags(fs *pflag.FlagSet, r role) {
 	addSection(fs, sectionWatchdog, func(fs *pflag.FlagSet) {
 		fs.StringVar(path, "config-file", "", "Path to the "+string(r)+" config file (YAML), as in the original dependency-watchdog.")
 		fs.IntVar(&o.concurrentReconciles, "concurrent-reconciles", o.concurrentReconciles, "Maximum number of concurrent reconciles of the "+string(r)+"'s controllers.")
+		if r == roleProber {
+			o.addProberFlags(fs)
+		}
 	})
 	le := &o.leaderElection
 	addSection(fs, sectionLeaderElection, func(fs *pflag.FlagSet) {
@@ -140,8 +154,11 @@ func (o *options) complete() field.ErrorList {
 	cfg, err := o.buildRestConfig()
 	if err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("--kubeconfig"), o.kubeconfig, err.Error()))
+		return errs
 	}
-	o.restConfig = cfg
+	o.baseRestConfig = cfg
+	o.restConfig = rest.CopyConfig(cfg)
+	o.restConfig.Wrap(prober.CountRequests("seed", "watchdog"))
 	return errs
 }
 
@@ -216,6 +233,9 @@ func (o *options) validate(roles []role) field.ErrorList {
 	}
 	if o.kubeAPIBurst < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("--kube-api-burst"), o.kubeAPIBurst, "must be >= 0"))
+	}
+	if o.probeWorkers < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("--probe-workers"), o.probeWorkers, "must be at least 1"))
 	}
 	if o.concurrentReconciles < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("--concurrent-reconciles"), o.concurrentReconciles, "must be at least 1"))

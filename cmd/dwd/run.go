@@ -6,18 +6,21 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
@@ -43,6 +46,7 @@ Give --prober-config, --weeder-config or both to choose the roles this replica r
 	addSection(cmd.Flags(), sectionWatchdog, func(fs *pflag.FlagSet) {
 		fs.StringVar(&o.proberConfigPath, "prober-config", "", "Path to the prober config file (the original's format); leave out to run no prober.")
 		fs.StringVar(&o.weederConfigPath, "weeder-config", "", "Path to the weeder config file (the original's format); leave out to run no weeder.")
+		o.addProberFlags(fs)
 	})
 	o.addCommonFlags(cmd.Flags())
 	return cmd
@@ -99,7 +103,7 @@ func (o *options) completeValidateRun(cmd *cobra.Command) error {
 func (o *options) run(ctx context.Context) error {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	log := ctrl.Log.WithName("dwd")
-	mgr, err := o.newManager()
+	mgr, err := o.newManager(ctx)
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
@@ -114,14 +118,19 @@ func (o *options) run(ctx context.Context) error {
 
 // newManager builds the controller-runtime manager with the metrics server, health endpoints and,
 // for the original's command lines, leader election.
-func (o *options) newManager() (manager.Manager, error) {
+func (o *options) newManager(ctx context.Context) (manager.Manager, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
 	le := o.leaderElection
+	var cacheOptions cache.Options
+	if o.proberConfig != nil {
+		cacheOptions.ByObject = prober.CacheOptions(o.proberConfig)
+	}
 	mgr, err := ctrl.NewManager(o.restConfig, manager.Options{
 		Scheme:                        scheme,
+		Cache:                         cacheOptions,
 		Metrics:                       metricsserver.Options{BindAddress: o.metricsBindAddress},
 		HealthProbeBindAddress:        o.healthBindAddress,
 		PprofBindAddress:              o.pprofBindAddress,
@@ -149,6 +158,9 @@ func (o *options) newManager() (manager.Manager, error) {
 	if err := mgr.Add(runner); err != nil {
 		return nil, err
 	}
+	if err := o.setupRoles(ctx, mgr, runner.Coordinator()); err != nil {
+		return nil, err
+	}
 	// A standby waiting for the original's leader lease stays ready, or a surge rollout would wait on
 	// a pod that cannot lead before the old one leaves.
 	if !o.leaderElection.enabled {
@@ -159,34 +171,62 @@ func (o *options) newManager() (manager.Manager, error) {
 	return mgr, nil
 }
 
+// setupRoles adds the prober and the weeder this replica runs; the coordinator starts and stops
+// their work as partitions come and go.
+func (o *options) setupRoles(ctx context.Context, mgr manager.Manager, coordinator *sharding.Coordinator) error {
+	if o.proberConfig == nil {
+		return nil
+	}
+	_, err := prober.Setup(ctx, mgr, o.proberConfig, coordinator, prober.Options{
+		Workers: o.probeWorkers, ConcurrentReconciles: o.concurrentReconciles, PartitionCount: o.sharding.PartitionCount,
+		QPS: float32(o.kubeAPIQPS), Burst: o.kubeAPIBurst,
+	})
+	if err != nil {
+		return fmt.Errorf("setting up the prober: %w", err)
+	}
+	return nil
+}
+
 // newShardingRunner builds this replica's member of the sharding group, with a Lease client whose
 // rate limits cannot slow a handover down.
 func (o *options) newShardingRunner(mgr manager.Manager) (*sharding.Runner, error) {
-	client, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(o.restConfig, o.sharding.PartitionCount))
+	leaseConfig := sharding.LeaseClientConfig(o.baseRestConfig, o.sharding.PartitionCount)
+	leaseConfig.Wrap(prober.CountRequests("seed", "sharding"))
+	client, err := kubernetes.NewForConfig(leaseConfig)
 	if err != nil {
 		return nil, fmt.Errorf("creating the lease client: %w", err)
 	}
 	runner := sharding.NewRunner(o.sharding, client, ctrl.Log.WithName("sharding"))
-	runner.Coordinator().SetNamespaces(shootNamespaces(mgr.GetCache()))
+	runner.Coordinator().SetNamespaces(shootNamespaces(mgr.GetCache(), o.proberConfig != nil))
 	return runner, nil
 }
 
-// clusterGVK is Gardener's extensions Cluster, named after its shoot namespace.
-var clusterGVK = schema.GroupVersionKind{Group: "extensions.gardener.cloud", Version: "v1alpha1", Kind: "ClusterList"}
-
-// shootNamespaces lists the shoot namespaces of the seed from a metadata-only cache of the Clusters;
-// it lists none when the Cluster kind is not installed.
-func shootNamespaces(c cache.Cache) func() []string {
+// shootNamespaces lists the shoot namespaces of the seed, named after their Clusters: from the
+// prober's Cluster cache when it runs, else from a metadata-only one. It lists none when the Cluster
+// kind is not installed.
+func shootNamespaces(c cache.Cache, proberCache bool) func() []string {
+	listGVK := prober.ClusterGVK.GroupVersion().WithKind("ClusterList")
 	return func() []string {
-		list := &metav1.PartialObjectMetadataList{}
-		list.SetGroupVersionKind(clusterGVK)
+		var list client.ObjectList
+		if proberCache {
+			u := &unstructured.UnstructuredList{}
+			u.SetGroupVersionKind(listGVK)
+			list = u
+		} else {
+			m := &metav1.PartialObjectMetadataList{}
+			m.SetGroupVersionKind(listGVK)
+			list = m
+		}
 		if err := c.List(context.Background(), list); err != nil {
 			return nil
 		}
-		names := make([]string, 0, len(list.Items))
-		for _, item := range list.Items {
-			names = append(names, item.Name)
-		}
+		var names []string
+		_ = meta.EachListItem(list, func(o runtime.Object) error {
+			if obj, ok := o.(client.Object); ok {
+				names = append(names, obj.GetName())
+			}
+			return nil
+		})
 		return names
 	}
 }

@@ -1,0 +1,181 @@
+package prober
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// KubeconfigKey is the key of the kubeconfig in the shoot access Secret.
+const KubeconfigKey = "kubeconfig"
+
+// nodeLeaseNamespace holds the kubelets' node leases in a shoot.
+const nodeLeaseNamespace = "kube-node-lease"
+
+// ShootClients builds the clients of the shoot API servers from their kubeconfig Secrets and keeps
+// one per shoot namespace, rebuilt only when the Secret changes (its UID or resourceVersion), so that
+// connections are reused across probes. client-go's transport sends HTTP/2 pings on idle connections
+// (health checks), and every call is retried once on a fresh connection before its failure counts:
+// the original disabled keep-alive because stale connections caused false scale-downs.
+//
+// ShootClients is safe for concurrent use.
+type ShootClients struct {
+	// Timeout bounds every request (the config's probeTimeout).
+	Timeout time.Duration
+	// QPS and Burst limit each shoot client, as --kube-api-qps/--kube-api-burst do for the seed.
+	QPS   float32
+	Burst int
+	// Wrap, if set, wraps every shoot client's transport, e.g. to count requests.
+	Wrap func(http.RoundTripper) http.RoundTripper
+
+	mu      sync.Mutex
+	clients map[string]*ShootClient
+}
+
+// ShootClient talks to one shoot's API server.
+type ShootClient struct {
+	secretUID     types.UID
+	secretVersion string
+	kube          kubernetes.Interface
+	http          *http.Client
+}
+
+// For returns the client for the shoot whose access Secret this is, building it when the Secret is
+// new or changed. The error names what is wrong with the Secret, never its contents.
+func (c *ShootClients) For(secret *corev1.Secret) (*ShootClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sc, ok := c.clients[secret.Namespace]; ok && sc.secretUID == secret.UID && sc.secretVersion == secret.ResourceVersion {
+		return sc, nil
+	}
+	sc, err := c.build(secret)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+	}
+	if old, ok := c.clients[secret.Namespace]; ok {
+		old.http.CloseIdleConnections()
+	}
+	if c.clients == nil {
+		c.clients = map[string]*ShootClient{}
+	}
+	c.clients[secret.Namespace] = sc
+	return sc, nil
+}
+
+// Forget drops the client of a namespace and closes its idle connections.
+func (c *ShootClients) Forget(namespace string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sc, ok := c.clients[namespace]; ok {
+		sc.http.CloseIdleConnections()
+		delete(c.clients, namespace)
+	}
+}
+
+// Len returns the number of cached clients.
+func (c *ShootClients) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.clients)
+}
+
+func (c *ShootClients) build(secret *corev1.Secret) (*ShootClient, error) {
+	cfg, err := restConfigFromSecret(secret)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Timeout, cfg.QPS, cfg.Burst = c.Timeout, c.QPS, c.Burst
+	cfg.UserAgent = "dwd-prober"
+	if c.Wrap != nil {
+		cfg.Wrap(c.Wrap)
+	}
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the HTTP client: %w", err)
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building the client: %w", err)
+	}
+	return &ShootClient{secretUID: secret.UID, secretVersion: secret.ResourceVersion, kube: kube, http: httpClient}, nil
+}
+
+// restConfigFromSecret parses the kubeconfig in secret. Credentials that would make the watchdog run
+// a program or read its own files (exec plugins, auth providers, file paths) are refused.
+func restConfigFromSecret(secret *corev1.Secret) (*rest.Config, error) {
+	data, ok := secret.Data[KubeconfigKey]
+	if !ok || len(data) == 0 {
+		return nil, fmt.Errorf("no %q key", KubeconfigKey)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("invalid kubeconfig: %w", err)
+	}
+	switch {
+	case cfg.ExecProvider != nil || cfg.AuthProvider != nil:
+		return nil, errors.New("kubeconfig uses an exec plugin or auth provider, which the watchdog does not run")
+	case cfg.CertFile != "" || cfg.KeyFile != "" || cfg.CAFile != "" || cfg.BearerTokenFile != "":
+		return nil, errors.New("kubeconfig refers to files; it must carry its credentials inline")
+	case cfg.Host == "":
+		return nil, errors.New("kubeconfig names no server")
+	}
+	return cfg, nil
+}
+
+// Version calls GET /version, the API server probe.
+func (c *ShootClient) Version(ctx context.Context) error {
+	return c.retryOnce(ctx, func() error {
+		_, err := c.kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
+		return err
+	})
+}
+
+// Nodes lists the shoot's Nodes from the API server's watch cache.
+func (c *ShootClient) Nodes(ctx context.Context) ([]corev1.Node, error) {
+	var list *corev1.NodeList
+	err := c.retryOnce(ctx, func() (err error) {
+		list, err = c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// NodeLeases lists the kubelets' Leases from the API server's watch cache.
+func (c *ShootClient) NodeLeases(ctx context.Context) ([]coordinationv1.Lease, error) {
+	var list *coordinationv1.LeaseList
+	err := c.retryOnce(ctx, func() (err error) {
+		list, err = c.kube.CoordinationV1().Leases(nodeLeaseNamespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// retryOnce runs call, and once more on fresh connections when it failed without an answer from
+// the API server (a stale or broken connection, not an error status).
+func (c *ShootClient) retryOnce(ctx context.Context, call func() error) error {
+	err := call()
+	var status apierrors.APIStatus
+	if err == nil || errors.As(err, &status) || ctx.Err() != nil {
+		return err
+	}
+	c.http.CloseIdleConnections()
+	return call()
+}

@@ -1,0 +1,112 @@
+package prober
+
+import (
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+)
+
+// LeaseExpired reports whether a node lease has expired: now >= spec.renewTime + grace × 0.75, the
+// original's formula (grace is the kube-controller-manager node monitor grace period; the 0.75 leaves
+// the watchdog a margin to act before kube-controller-manager marks the node NotReady).
+//
+// grace × 0.75 is computed exactly in integer nanoseconds (rounded down), without overflow. A nil
+// lease or a lease without renewTime counts as expired: it was never renewed, so it is no evidence that
+// the kubelet reaches its API server (kube-controller-manager does not count it as a heartbeat either;
+// a kubelet always sets renewTime when it creates its lease). The original panicked here.
+func LeaseExpired(lease *coordinationv1.Lease, grace time.Duration, now time.Time) bool {
+	if lease == nil || lease.Spec.RenewTime == nil {
+		return true
+	}
+	return !now.Before(lease.Spec.RenewTime.Add(threeQuarters(grace)))
+}
+
+// threeQuarters returns floor(d × 0.75) for d >= 0 without overflowing.
+func threeQuarters(d time.Duration) time.Duration {
+	return d/4*3 + d%4*3/4
+}
+
+// Action is what the node-lease probe asks of the scaler.
+type Action int
+
+const (
+	// None leaves the dependents as they are.
+	None Action = iota
+	// ScaleUp scales the dependents up if they were scaled down.
+	ScaleUp
+	// ScaleDown scales the dependents down.
+	ScaleDown
+)
+
+// String returns the name of the action.
+func (a Action) String() string {
+	switch a {
+	case None:
+		return "None"
+	case ScaleUp:
+		return "ScaleUp"
+	case ScaleDown:
+		return "ScaleDown"
+	}
+	return "Action(" + strconv.Itoa(int(a)) + ")"
+}
+
+// Decision is the outcome of one node-lease probe.
+type Decision struct {
+	Action Action
+	// Candidates is the number of candidate nodes that have a lease: the denominator.
+	Candidates int
+	// Expired is how many of those leases have expired.
+	Expired int
+	// ExpiredFraction is Expired / Candidates, 0 without candidates.
+	ExpiredFraction float64
+	// WithoutLease is the number of candidate nodes without a lease; they are not judged.
+	WithoutLease int
+}
+
+// DecideScaling decides over the candidate nodes and the shoot's kube-node-lease Leases.
+//
+// Only leases named like a candidate count, each candidate once. A candidate node without a lease is
+// left out of the count, as in the original: a new node whose kubelet has not created its lease yet
+// must not count as expired, and without a lease there is nothing to judge. So the denominator is the
+// number of candidates with a lease, and the table (UPSTREAM) reads:
+//   - 0 → ScaleUp (if the dependents were scaled down: with no evidence of an outage, recover);
+//   - 1 → None (one node says too little either way);
+//   - otherwise ScaleDown when Expired/Candidates >= fraction, else ScaleUp.
+func DecideScaling(candidates []string, leases []coordinationv1.Lease, grace time.Duration, fraction float64, now time.Time) Decision {
+	pending := make(map[string]struct{}, len(candidates))
+	for _, name := range candidates {
+		pending[name] = struct{}{}
+	}
+	var d Decision
+	for i := range leases {
+		if _, ok := pending[leases[i].Name]; !ok {
+			continue
+		}
+		delete(pending, leases[i].Name)
+		d.Candidates++
+		if LeaseExpired(&leases[i], grace, now) {
+			d.Expired++
+		}
+	}
+	d.WithoutLease = len(pending)
+	if d.Candidates > 0 {
+		d.ExpiredFraction = float64(d.Expired) / float64(d.Candidates)
+	}
+	d.Action = scalingAction(d, fraction)
+	return d
+}
+
+// scalingAction applies the decision table to the counts.
+func scalingAction(d Decision, fraction float64) Action {
+	switch {
+	case d.Candidates == 0:
+		return ScaleUp
+	case d.Candidates == 1:
+		return None
+	case d.ExpiredFraction >= fraction:
+		return ScaleDown
+	}
+	return ScaleUp
+}

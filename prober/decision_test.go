@@ -1,0 +1,148 @@
+package prober
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+var decisionNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// nodeLease is a kube-node-lease Lease last renewed at renewed.
+func nodeLease(name string, renewed time.Time) coordinationv1.Lease {
+	renew := metav1.NewMicroTime(renewed)
+	return coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-node-lease"},
+		Spec:       coordinationv1.LeaseSpec{RenewTime: &renew},
+	}
+}
+
+func TestLeaseExpired(t *testing.T) {
+	renewed := decisionNow.Add(-time.Hour)
+	lease := nodeLease("n", renewed)
+	tests := []struct {
+		name  string
+		lease *coordinationv1.Lease
+		grace time.Duration
+		now   time.Time
+		want  bool
+	}{
+		{"one nanosecond before renewTime + 0.75 × grace", &lease, 40 * time.Second, renewed.Add(30*time.Second - 1), false},
+		{"exactly at renewTime + 0.75 × grace", &lease, 40 * time.Second, renewed.Add(30 * time.Second), true},
+		{"after", &lease, 40 * time.Second, renewed.Add(31 * time.Second), true},
+		{"just renewed", &lease, 40 * time.Second, renewed, false},
+		{"renewed in the future (clock offset)", &lease, 40 * time.Second, renewed.Add(-time.Minute), false},
+		{"odd grace rounds down: 0.75 × 1s", &lease, time.Second, renewed.Add(750*time.Millisecond - 1), false},
+		{"odd grace rounds down: at 750ms", &lease, time.Second, renewed.Add(750 * time.Millisecond), true},
+		{"zero grace: expired at renewTime", &lease, 0, renewed, true},
+		{"zero grace: not before renewTime", &lease, 0, renewed.Add(-1), false},
+		{"no renewTime counts as expired", &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n"}}, 40 * time.Second, renewed, true},
+		{"nil lease counts as expired", nil, 40 * time.Second, renewed, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, LeaseExpired(tt.lease, tt.grace, tt.now))
+		})
+	}
+}
+
+func TestThreeQuarters(t *testing.T) {
+	for _, tt := range []struct{ in, want time.Duration }{
+		{0, 0}, {1, 0}, {2, 1}, {3, 2}, {4, 3}, {5, 3}, {7, 5},
+		{40 * time.Second, 30 * time.Second}, {2 * time.Minute, 90 * time.Second},
+		{math.MaxInt64, 6917529027641081855}, // floor(0.75 × (2^63−1)), no overflow
+	} {
+		t.Run(tt.in.String(), func(t *testing.T) {
+			assert.Equal(t, tt.want, threeQuarters(tt.in))
+		})
+	}
+}
+
+func TestDecideScalingTable(t *testing.T) {
+	const grace = 40 * time.Second
+	fresh := decisionNow.Add(-time.Second)
+	stale := decisionNow.Add(-time.Minute)
+	// leases returns expired stale leases and healthy fresh ones for nodes n0, n1, ...
+	leases := func(expired, healthy int) []coordinationv1.Lease {
+		out := make([]coordinationv1.Lease, 0, expired+healthy)
+		for i := range expired + healthy {
+			renewed := fresh
+			if i < expired {
+				renewed = stale
+			}
+			out = append(out, nodeLease(fmt.Sprintf("n%d", i), renewed))
+		}
+		return out
+	}
+	names := func(n int) []string {
+		out := make([]string, 0, n)
+		for i := range n {
+			out = append(out, fmt.Sprintf("n%d", i))
+		}
+		return out
+	}
+	noRenewTime := coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	tests := []struct {
+		name       string
+		candidates []string
+		leases     []coordinationv1.Lease
+		fraction   float64
+		want       Decision
+	}{
+		{"no candidates", nil, nil, 0.6, Decision{Action: ScaleUp}},
+		{"no candidates, leases of other nodes", nil, leases(3, 0), 0.6, Decision{Action: ScaleUp}},
+		{"candidates without leases", names(3), nil, 0.6, Decision{Action: ScaleUp, WithoutLease: 3}},
+		{"one candidate, expired", names(1), leases(1, 0), 0.6, Decision{Action: None, Candidates: 1, Expired: 1, ExpiredFraction: 1}},
+		{"one candidate, healthy", names(1), leases(0, 1), 0.6, Decision{Action: None, Candidates: 1}},
+		{"one of three candidates has a lease", names(3), leases(1, 0)[:1], 0.6, Decision{Action: None, Candidates: 1, Expired: 1, ExpiredFraction: 1, WithoutLease: 2}},
+		{"all healthy", names(5), leases(0, 5), 0.6, Decision{Action: ScaleUp, Candidates: 5}},
+		{"threshold exactly reached: 3 of 5 at 0.6", names(5), leases(3, 2), 0.6, Decision{Action: ScaleDown, Candidates: 5, Expired: 3, ExpiredFraction: 0.6}},
+		{"just below: 2 of 5 at 0.6", names(5), leases(2, 3), 0.6, Decision{Action: ScaleUp, Candidates: 5, Expired: 2, ExpiredFraction: 0.4}},
+		{"threshold exactly reached: 60 of 100 at 0.6", names(100), leases(60, 40), 0.6, Decision{Action: ScaleDown, Candidates: 100, Expired: 60, ExpiredFraction: 0.6}},
+		{"just below: 59 of 100 at 0.6", names(100), leases(59, 41), 0.6, Decision{Action: ScaleUp, Candidates: 100, Expired: 59, ExpiredFraction: 0.59}},
+		{"threshold exactly reached: 7 of 10 at 0.7", names(10), leases(7, 3), 0.7, Decision{Action: ScaleDown, Candidates: 10, Expired: 7, ExpiredFraction: 0.7}},
+		{"all expired", names(2), leases(2, 0), 1, Decision{Action: ScaleDown, Candidates: 2, Expired: 2, ExpiredFraction: 1}},
+		{"one of two expired at fraction 1", names(2), leases(1, 1), 1, Decision{Action: ScaleUp, Candidates: 2, Expired: 1, ExpiredFraction: 0.5}},
+		{"leases of non-candidates are ignored", names(2), leases(2, 3), 0.6, Decision{Action: ScaleDown, Candidates: 2, Expired: 2, ExpiredFraction: 1}},
+		{"a candidate without a lease is not counted", names(4), leases(2, 1), 0.6, Decision{Action: ScaleDown, Candidates: 3, Expired: 2, ExpiredFraction: 2.0 / 3, WithoutLease: 1}},
+		{"duplicate candidate names count once", []string{"n0", "n0", "n1"}, leases(1, 1), 0.6, Decision{Action: ScaleUp, Candidates: 2, Expired: 1, ExpiredFraction: 0.5}},
+		{"duplicate leases count once", names(2), append(leases(1, 1), leases(1, 0)...), 0.6, Decision{Action: ScaleUp, Candidates: 2, Expired: 1, ExpiredFraction: 0.5}},
+		{"a lease without renewTime counts as expired", names(2), append(leases(0, 1), noRenewTime), 0.5, Decision{Action: ScaleDown, Candidates: 2, Expired: 1, ExpiredFraction: 0.5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, DecideScaling(tt.candidates, tt.leases, grace, tt.fraction, decisionNow))
+		})
+	}
+}
+
+func TestActionString(t *testing.T) {
+	assert.Equal(t, "None", None.String())
+	assert.Equal(t, "ScaleUp", ScaleUp.String())
+	assert.Equal(t, "ScaleDown", ScaleDown.String())
+	assert.Equal(t, "Action(9)", Action(9).String())
+}
+
+func BenchmarkDecideScaling(b *testing.B) {
+	const n = 100
+	candidates := make([]string, 0, n)
+	leases := make([]coordinationv1.Lease, 0, n)
+	for i := range n {
+		name := fmt.Sprintf("shoot--p--s-worker-plain-z1-5d8f7-%05d", i)
+		candidates = append(candidates, name)
+		renewed := decisionNow.Add(-time.Second)
+		if i%3 == 0 {
+			renewed = decisionNow.Add(-time.Minute)
+		}
+		leases = append(leases, nodeLease(name, renewed))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		DecideScaling(candidates, leases, 40*time.Second, 0.6, decisionNow)
+	}
+}

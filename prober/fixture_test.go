@@ -1,0 +1,320 @@
+package prober_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/prober"
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
+	"github.com/sharded-dwd/dependency-watchdog/test"
+)
+
+// seed is the seed's API server; shoot plays the API server of every shoot in these tests.
+var seed, shoot *test.Environment
+
+func TestMain(m *testing.M) { os.Exit(test.Main(m, &seed, &shoot)) }
+
+// proberConfig is the original's example with short timings: a 40s grace period expires a lease 30s
+// after its renewal.
+const proberConfig = `
+kubeConfigSecretName: shoot-access-dependency-watchdog-probe
+probeInterval: 1s
+initialDelay: 0s
+probeTimeout: 5s
+kcmNodeMonitorGraceDuration: 40s
+nodeLeaseFailureFraction: 0.6
+dependentResourceInfos:
+  - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
+    scaleUp: {level: 0, timeout: 2s}
+    scaleDown: {level: 1, timeout: 2s}
+  - ref: {kind: Deployment, name: machine-controller-manager, apiVersion: apps/v1}
+    scaleUp: {level: 1, timeout: 2s}
+    scaleDown: {level: 0, timeout: 2s}
+  - ref: {kind: Deployment, name: cluster-autoscaler, apiVersion: apps/v1}
+    optional: true
+    scaleUp: {level: 2, timeout: 2s}
+    scaleDown: {level: 0, timeout: 2s}
+`
+
+var dependents = []string{"kube-controller-manager", "machine-controller-manager", "cluster-autoscaler"}
+
+// replica is one prober replica: a manager with the prober and a sharding member.
+type replica struct {
+	prober *prober.Manager
+	stop   func()
+}
+
+// startReplica runs a prober replica as member of a group whose leases live in leaseNS.
+func startReplica(t *testing.T, leaseNS, member string) *replica {
+	cfg, errs := config.DecodeProberConfig([]byte(proberConfig))
+	require.Empty(t, errs)
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	seedConfig := rest.CopyConfig(seed.Config)
+	seedConfig.Wrap(prober.CountRequests("seed", member+"-"+leaseNS))
+	mgr, err := ctrl.NewManager(seedConfig, manager.Options{
+		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{ByObject: prober.CacheOptions(cfg)},
+	})
+	require.NoError(t, err)
+	settings := config.DefaultSharding("probers")
+	settings.Namespace, settings.MemberName = leaseNS, member
+	leaseClient, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(seed.Config, settings.PartitionCount))
+	require.NoError(t, err)
+	runner := sharding.NewRunner(settings, leaseClient, logr.Discard())
+	require.NoError(t, mgr.Add(runner))
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := prober.Setup(ctx, mgr, cfg, runner.Coordinator(), prober.Options{Workers: 8, PartitionCount: settings.PartitionCount, QPS: 50, Burst: 100})
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	r := &replica{prober: m, stop: func() { cancel(); <-done }}
+	t.Cleanup(r.stop)
+	return r
+}
+
+// shootNS is one simulated shoot: a namespace in the seed with its Cluster, kubeconfig Secret,
+// dependent Deployments and Machines, and nodes with leases in the shoot API server.
+type shootNS struct {
+	t     *testing.T
+	name  string
+	nodes []string
+}
+
+// newShoot creates a shoot namespace with the given number of nodes, all healthy.
+func newShoot(t *testing.T, nodes int) *shootNS {
+	s := &shootNS{t: t, name: seed.Namespace(t)}
+	s.createCluster(nil)
+	s.createSecret(shoot.KubeConfig)
+	for _, name := range dependents {
+		s.createDeployment(name, 2)
+	}
+	for i := range nodes {
+		s.addNode(fmt.Sprintf("%s-node-%d", s.name, i))
+	}
+	return s
+}
+
+// shootJSON is a Shoot with one worker pool whose last operation succeeded.
+func shootJSON(mutate func(map[string]any)) map[string]any {
+	shoot := map[string]any{
+		"apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot",
+		"metadata": map[string]any{"name": "s", "namespace": "garden-p", "creationTimestamp": "2024-01-01T00:00:00Z"},
+		"spec": map[string]any{
+			"hibernation": map[string]any{"enabled": false},
+			"provider":    map[string]any{"workers": []any{map[string]any{"name": "pool-a"}}},
+		},
+		"status": map[string]any{"lastOperation": map[string]any{"type": "Reconcile", "state": "Succeeded"}},
+	}
+	if mutate != nil {
+		mutate(shoot)
+	}
+	return shoot
+}
+
+func (s *shootNS) cluster() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(prober.ClusterGVK)
+	u.SetName(s.name)
+	return u
+}
+
+func (s *shootNS) createCluster(mutate func(map[string]any)) {
+	c := s.cluster()
+	c.Object["spec"] = map[string]any{"shoot": shootJSON(mutate), "seed": map[string]any{}, "cloudProfile": map[string]any{}}
+	require.NoError(s.t, seed.Client.Create(context.Background(), c))
+	s.t.Cleanup(func() { _ = seed.Client.Delete(context.Background(), s.cluster()) })
+}
+
+// updateShoot replaces the Shoot in the Cluster.
+func (s *shootNS) updateShoot(shoot any) {
+	c := s.cluster()
+	require.NoError(s.t, seed.Client.Get(context.Background(), client.ObjectKeyFromObject(c), c))
+	require.NoError(s.t, unstructured.SetNestedField(c.Object, shoot, "spec", "shoot"))
+	require.NoError(s.t, seed.Client.Update(context.Background(), c))
+}
+
+func (s *shootNS) createSecret(kubeconfig []byte) {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "shoot-access-dependency-watchdog-probe", Namespace: s.name},
+		Data: map[string][]byte{"kubeconfig": kubeconfig}}
+	require.NoError(s.t, seed.Client.Create(context.Background(), secret))
+}
+
+func (s *shootNS) setSecret(kubeconfig []byte) {
+	secret := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: s.name, Name: "shoot-access-dependency-watchdog-probe"}
+	require.NoError(s.t, seed.Client.Get(context.Background(), key, secret))
+	secret.Data["kubeconfig"] = kubeconfig
+	require.NoError(s.t, seed.Client.Update(context.Background(), secret))
+}
+
+func (s *shootNS) createDeployment(name string, replicas int32) {
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.name}, Spec: appsv1.DeploymentSpec{
+		Replicas: ptr.To(replicas), Selector: &metav1.LabelSelector{MatchLabels: labels},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/c"}}}},
+	}}
+	require.NoError(s.t, seed.Client.Create(context.Background(), d))
+}
+
+func (s *shootNS) deleteDeployment(name string) {
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.name}}
+	require.NoError(s.t, seed.Client.Delete(context.Background(), d))
+}
+
+func (s *shootNS) deployment(name string) *appsv1.Deployment {
+	d := &appsv1.Deployment{}
+	require.NoError(s.t, seed.Client.Get(context.Background(), client.ObjectKey{Namespace: s.name, Name: name}, d))
+	return d
+}
+
+func (s *shootNS) replicas(name string) int32 {
+	return *s.deployment(name).Spec.Replicas
+}
+
+// addNode creates a node of pool-a with a fresh lease in the shoot and its Machine in the seed.
+func (s *shootNS) addNode(name string) {
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{prober.LabelWorkerPool: "pool-a"}}}
+	require.NoError(s.t, shoot.Client.Create(ctx, node))
+	s.t.Cleanup(func() { _ = shoot.Client.Delete(context.Background(), node) })
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-node-lease"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}}
+	require.NoError(s.t, shoot.Client.Create(ctx, lease))
+	s.t.Cleanup(func() { _ = shoot.Client.Delete(context.Background(), lease) })
+
+	machine := &unstructured.Unstructured{}
+	machine.SetGroupVersionKind(prober.MachineGVK)
+	machine.SetNamespace(s.name)
+	machine.SetName("machine-" + name)
+	machine.SetLabels(map[string]string{prober.MachineNodeLabel: name})
+	machine.Object["spec"] = map[string]any{}
+	require.NoError(s.t, seed.Client.Create(ctx, machine))
+	require.NoError(s.t, unstructured.SetNestedField(machine.Object, "Running", "status", "currentStatus", "phase"))
+	require.NoError(s.t, seed.Client.Status().Update(ctx, machine))
+	s.nodes = append(s.nodes, name)
+}
+
+// renewLeases sets the renewTime of the first n node leases to at.
+func (s *shootNS) renewLeases(n int, at time.Time) {
+	for _, name := range s.nodes[:n] {
+		lease := &coordinationv1.Lease{}
+		require.NoError(s.t, shoot.Client.Get(context.Background(), client.ObjectKey{Namespace: "kube-node-lease", Name: name}, lease))
+		lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(at))
+		require.NoError(s.t, shoot.Client.Update(context.Background(), lease))
+	}
+}
+
+// scaleEvent is a change of a dependent Deployment's replicas, as a watch saw it.
+type scaleEvent struct {
+	name     string
+	replicas int32
+	at       time.Time
+}
+
+// watchScaling records every change of the dependents' spec.replicas until the test ends.
+func (s *shootNS) watchScaling() func() []scaleEvent {
+	var mu sync.Mutex
+	var events []scaleEvent
+	cs, err := kubernetes.NewForConfig(seed.Config)
+	require.NoError(s.t, err)
+	w, err := cs.AppsV1().Deployments(s.name).Watch(context.Background(), metav1.ListOptions{})
+	require.NoError(s.t, err)
+	s.t.Cleanup(w.Stop)
+	last := map[string]int32{}
+	go func() {
+		for e := range w.ResultChan() {
+			d, ok := e.Object.(*appsv1.Deployment)
+			if !ok || e.Type == watch.Deleted || d.Spec.Replicas == nil {
+				continue
+			}
+			mu.Lock()
+			if prev, seen := last[d.Name]; !seen || prev != *d.Spec.Replicas {
+				if seen {
+					events = append(events, scaleEvent{name: d.Name, replicas: *d.Spec.Replicas, at: time.Now()})
+				}
+				last[d.Name] = *d.Spec.Replicas
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() []scaleEvent {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]scaleEvent(nil), events...)
+	}
+}
+
+// unreachableKubeconfig is a kubeconfig for a server no one listens on.
+func unreachableKubeconfig() []byte {
+	return kubeconfigFor("https://127.0.0.1:1")
+}
+
+// kubeconfigFor is a kubeconfig for a test server with a token (TLS not verified: the test server's
+// certificate is its own).
+func kubeconfigFor(server string) []byte {
+	cfg := map[string]any{
+		"apiVersion": "v1", "kind": "Config", "current-context": "c",
+		"clusters": []any{map[string]any{"name": "c", "cluster": map[string]any{"server": server, "insecure-skip-tls-verify": true}}},
+		"contexts": []any{map[string]any{"name": "c", "context": map[string]any{"cluster": "c", "user": "u"}}},
+		"users":    []any{map[string]any{"name": "u", "user": map[string]any{"token": "not-a-real-token"}}},
+	}
+	data, _ := json.Marshal(cfg)
+	return data
+}
+
+// counterSum adds up the samples of a counter whose labels include want.
+func counterSum(t *testing.T, name string, want map[string]string) float64 {
+	families, err := metrics.Registry.Gather()
+	require.NoError(t, err)
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m.GetLabel(), want) {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func hasLabels(labels []*dto.LabelPair, want map[string]string) bool {
+	matched := 0
+	for _, l := range labels {
+		if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
+			matched++
+		}
+	}
+	return matched == len(want)
+}

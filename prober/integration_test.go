@@ -1,0 +1,231 @@
+package prober_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sharded-dwd/dependency-watchdog/scaler"
+)
+
+const (
+	grace   = 40 * time.Second
+	expired = grace // renewed this long ago, a lease has expired (0.75 × grace)
+)
+
+// levelOrder asserts that every deployment in first reached want before any in then did.
+func levelOrder(t *testing.T, events []scaleEvent, want int32, first, then []string) {
+	t.Helper()
+	reached := map[string]time.Time{}
+	for _, e := range events {
+		if e.replicas == want {
+			if _, ok := reached[e.name]; !ok {
+				reached[e.name] = e.at
+			}
+		}
+	}
+	for _, a := range first {
+		for _, b := range then {
+			require.Contains(t, reached, a)
+			require.Contains(t, reached, b)
+			assert.True(t, !reached[a].After(reached[b]), "%s must reach %d replicas before %s", a, want, b)
+		}
+	}
+}
+
+func TestMeltdownScalesDownThenUpInLevelOrder(t *testing.T) {
+	seed.Require(t)
+	s := newShoot(t, 3)
+	events := s.watchScaling()
+	r := startReplica(t, seed.Namespace(t), "dwd-0")
+	require.Eventually(t, func() bool { return r.prober.Probing(s.name) }, 20*time.Second, 50*time.Millisecond)
+
+	// Two of three leases expire: 0.67 >= 0.6.
+	crossed := time.Now()
+	s.renewLeases(2, crossed.Add(-expired))
+	require.Eventually(t, func() bool { return s.replicas("kube-controller-manager") == 0 }, 20*time.Second, 50*time.Millisecond)
+	firstWrite := events()[0].at
+	t.Logf("leases crossed the threshold → first scale-down write: %s (probe interval 1s)", firstWrite.Sub(crossed).Round(time.Millisecond))
+	assert.LessOrEqual(t, firstWrite.Sub(crossed), time.Second+2*time.Second)
+	for _, name := range dependents {
+		d := s.deployment(name)
+		assert.Equal(t, int32(0), *d.Spec.Replicas, name)
+		assert.Equal(t, "2", d.Annotations[scaler.ReplicasAnnotation], name)
+		assert.Contains(t, d.Annotations, scaler.MeltdownProtectionAnnotation, name)
+	}
+	levelOrder(t, events(), 0, []string{"machine-controller-manager", "cluster-autoscaler"}, []string{"kube-controller-manager"})
+
+	// The leases renew: scale-up in the up levels, to the annotated replicas, annotations gone.
+	s.renewLeases(3, time.Now())
+	require.Eventually(t, func() bool { return s.replicas("cluster-autoscaler") == 2 }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool {
+		for _, name := range dependents {
+			d := s.deployment(name)
+			if *d.Spec.Replicas != 2 || d.Annotations[scaler.ReplicasAnnotation] != "" {
+				return false
+			}
+			if _, ok := d.Annotations[scaler.MeltdownProtectionAnnotation]; ok {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 50*time.Millisecond)
+	levelOrder(t, events(), 2, []string{"kube-controller-manager"}, []string{"machine-controller-manager"})
+	levelOrder(t, events(), 2, []string{"machine-controller-manager"}, []string{"cluster-autoscaler"})
+}
+
+func TestScalingRespectsIgnoreAndOptionalResources(t *testing.T) {
+	seed.Require(t)
+	ignored, optionalMissing, requiredMissing := newShoot(t, 2), newShoot(t, 2), newShoot(t, 2)
+	d := ignored.deployment("kube-controller-manager")
+	d.Annotations = map[string]string{scaler.IgnoreScalingAnnotation: "true"}
+	require.NoError(t, seed.Client.Update(context.Background(), d))
+	optionalMissing.deleteDeployment("cluster-autoscaler")
+	requiredMissing.deleteDeployment("machine-controller-manager")
+	startReplica(t, seed.Namespace(t), "dwd-0")
+
+	for _, s := range []*shootNS{ignored, optionalMissing, requiredMissing} {
+		s.renewLeases(2, time.Now().Add(-expired))
+	}
+	require.Eventually(t, func() bool {
+		return ignored.replicas("machine-controller-manager") == 0 && optionalMissing.replicas("kube-controller-manager") == 0
+	}, 20*time.Second, 50*time.Millisecond, "the other resources are scaled down")
+	require.Eventually(t, func() bool { return requiredMissing.replicas("cluster-autoscaler") == 0 }, 20*time.Second, 50*time.Millisecond,
+		"a missing required resource fails its level; the other resources of that level still run")
+	assert.Equal(t, int32(2), ignored.replicas("kube-controller-manager"), "ignore-scaling is never scaled")
+	assert.Equal(t, int32(2), requiredMissing.replicas("kube-controller-manager"),
+		"a failed level stops the flow before the next level")
+}
+
+func TestHibernationStopsProbingAndNeverScalesUp(t *testing.T) {
+	seed.Require(t)
+	s := newShoot(t, 2)
+	r := startReplica(t, seed.Namespace(t), "dwd-0")
+	require.Eventually(t, func() bool { return r.prober.Probing(s.name) }, 20*time.Second, 50*time.Millisecond)
+
+	s.updateShoot(shootJSON(func(shoot map[string]any) {
+		shoot["spec"].(map[string]any)["hibernation"] = map[string]any{"enabled": true}
+	}))
+	require.Eventually(t, func() bool { return !r.prober.Probing(s.name) }, 10*time.Second, 50*time.Millisecond)
+	// Gardener scales the control plane down for hibernation; the leases stay healthy.
+	for _, name := range dependents {
+		d := s.deployment(name)
+		d.Spec.Replicas = new(int32)
+		require.NoError(t, seed.Client.Update(context.Background(), d))
+	}
+	assert.Never(t, func() bool { return s.replicas("kube-controller-manager") != 0 || r.prober.Probing(s.name) },
+		3*time.Second, 100*time.Millisecond, "a hibernated shoot is neither probed nor scaled up")
+}
+
+func TestShootAPIServerDownNeverScales(t *testing.T) {
+	seed.Require(t)
+	s := newShoot(t, 2)
+	s.setSecret(unreachableKubeconfig())
+	startReplica(t, seed.Namespace(t), "dwd-0")
+	s.renewLeases(2, time.Now().Add(-expired))
+	assert.Never(t, func() bool { return s.replicas("machine-controller-manager") != 2 }, 4*time.Second, 100*time.Millisecond,
+		"without an answer from the shoot's API server nothing is scaled")
+}
+
+func TestBrokenKubeconfigIsReported(t *testing.T) {
+	seed.Require(t)
+	s := newShoot(t, 2)
+	s.setSecret([]byte("this is not a kubeconfig"))
+	startReplica(t, seed.Namespace(t), "dwd-0")
+	require.Eventually(t, func() bool {
+		events := &corev1.EventList{}
+		require.NoError(t, seed.Client.List(context.Background(), events, client.InNamespace(s.name)))
+		for _, e := range events.Items {
+			if e.Reason == "InvalidKubeconfig" && e.InvolvedObject.Name == "shoot-access-dependency-watchdog-probe" {
+				assert.NotContains(t, e.Message, "this is not a kubeconfig", "never the Secret's contents")
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 100*time.Millisecond, "an Event on the Secret says what is wrong")
+}
+
+func TestTwoReplicasProbeEachShootOnce(t *testing.T) {
+	seed.Require(t)
+	shoots := make([]*shootNS, 8)
+	for i := range shoots {
+		shoots[i] = newShoot(t, 1)
+	}
+	leaseNS := seed.Namespace(t)
+	a, b := startReplica(t, leaseNS, "dwd-0"), startReplica(t, leaseNS, "dwd-1")
+	require.Eventually(t, func() bool {
+		for _, s := range shoots {
+			if a.prober.Probing(s.name) == b.prober.Probing(s.name) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 100*time.Millisecond, "every shoot is probed by exactly one replica")
+	assert.Never(t, func() bool {
+		for _, s := range shoots {
+			if a.prober.Probing(s.name) && b.prober.Probing(s.name) {
+				return true
+			}
+		}
+		return false
+	}, 2*time.Second, 20*time.Millisecond)
+}
+
+func TestThrottledShootIsLeftAloneTenSeconds(t *testing.T) {
+	seed.Require(t)
+	var mu sync.Mutex
+	var calls []time.Time
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		calls = append(calls, time.Now())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429}`))
+	}))
+	t.Cleanup(server.Close)
+	s := newShoot(t, 2)
+	s.setSecret(kubeconfigFor(server.URL))
+	startReplica(t, seed.Namespace(t), "dwd-0")
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(calls) }
+	require.Eventually(t, func() bool { return count() >= 2 }, 20*time.Second, 50*time.Millisecond)
+	mu.Lock()
+	gap := calls[1].Sub(calls[0])
+	mu.Unlock()
+	t.Logf("after a 429 the next probe came %s later (probe interval 1s)", gap.Round(time.Millisecond))
+	assert.GreaterOrEqual(t, gap, 10*time.Second-100*time.Millisecond)
+}
+
+func TestHealthyProbesMakeNoSeedRequests(t *testing.T) {
+	seed.Require(t)
+	shoots := []*shootNS{newShoot(t, 3), newShoot(t, 3), newShoot(t, 3)}
+	leaseNS := seed.Namespace(t)
+	r := startReplica(t, leaseNS, "dwd-0")
+	require.Eventually(t, func() bool {
+		for _, s := range shoots {
+			if !r.prober.Probing(s.name) {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 50*time.Millisecond)
+	healthy := func() float64 { return counterSum(t, "dwd_probes_total", map[string]string{"result": "healthy"}) }
+	seedRequests := func() float64 {
+		return counterSum(t, "dwd_api_requests_total", map[string]string{"api": "seed", "client": "dwd-0-" + leaseNS})
+	}
+	start := healthy()
+	require.Eventually(t, func() bool { return healthy() >= start+3 }, 20*time.Second, 50*time.Millisecond, "steady state")
+	probes, requests := healthy(), seedRequests()
+	require.Eventually(t, func() bool { return healthy() >= probes+15 }, 30*time.Second, 50*time.Millisecond)
+	perProbe := (seedRequests() - requests) / (healthy() - probes)
+	t.Logf("seed API requests per healthy probe: %.3f over %.0f probes", perProbe, healthy()-probes)
+	assert.Zero(t, perProbe, "a healthy probe reads the seed from caches only")
+}

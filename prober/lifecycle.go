@@ -1,0 +1,152 @@
+package prober
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Shoot last-operation types and states the lifecycle rules look at (Gardener's values).
+const (
+	LastOperationTypeCreate     = "Create"
+	LastOperationTypeReconcile  = "Reconcile"
+	LastOperationTypeRestore    = "Restore"
+	LastOperationTypeMigrate    = "Migrate"
+	LastOperationStateSucceeded = "Succeeded"
+)
+
+// DefaultNodeConditions are the node condition types that make a node unhealthy when True, for a
+// worker pool that configures none (machine-controller-manager's own defaults).
+var DefaultNodeConditions = []string{"KernelDeadlock", "ReadonlyFilesystem", "DiskPressure", "NetworkUnavailable"}
+
+// ProbeSpec is what a running probe depends on; when it changes, the probe is restarted.
+type ProbeSpec struct {
+	// NodeMonitorGracePeriod is the Shoot's kube-controller-manager nodeMonitorGracePeriod when it is set
+	// and positive, else the prober config's kcmNodeMonitorGraceDuration.
+	NodeMonitorGracePeriod time.Duration
+	// WorkerNodeConditions maps each worker pool name to the node condition types that make its nodes
+	// unhealthy, sorted and without duplicates; DefaultNodeConditions for a pool that configures none.
+	WorkerNodeConditions map[string][]string
+}
+
+// Equal reports whether two specs would run the same probe. A nil and an empty map are equal.
+func (s ProbeSpec) Equal(o ProbeSpec) bool {
+	return s.NodeMonitorGracePeriod == o.NodeMonitorGracePeriod &&
+		maps.EqualFunc(s.WorkerNodeConditions, o.WorkerNodeConditions, slices.Equal)
+}
+
+// Lifecycle is what to do with the probe of one shoot.
+type Lifecycle int
+
+const (
+	// Stop stops a running probe, or does not start one.
+	Stop Lifecycle = iota
+	// Start starts a probe that is not running, or keeps a running one whose spec is unchanged.
+	Start
+	// Restart stops the running probe and starts one with the new spec.
+	Restart
+)
+
+// String returns the name of the lifecycle step.
+func (l Lifecycle) String() string {
+	switch l {
+	case Stop:
+		return "Stop"
+	case Start:
+		return "Start"
+	case Restart:
+		return "Restart"
+	}
+	return "Lifecycle(" + strconv.Itoa(int(l)) + ")"
+}
+
+// NextLifecycle says what to do with a shoot's probe given whether one is running and with which spec:
+// Stop when Decide says not to run, Restart when it is running with another spec, else Start. It returns
+// the spec to run with and, for Stop, the reason.
+func NextLifecycle(running bool, current ProbeSpec, shoot *Shoot, defaultGrace time.Duration) (Lifecycle, ProbeSpec, string) {
+	run, spec, reason := Decide(shoot, defaultGrace)
+	switch {
+	case !run:
+		return Stop, ProbeSpec{}, reason
+	case running && !current.Equal(spec):
+		return Restart, spec, ""
+	}
+	return Start, spec, ""
+}
+
+// Decide returns whether a probe should run for the shoot, the spec it runs with, and why not when it
+// should not. The rules are the original's (UPSTREAM "Which clusters are probed"), as a pure function
+// of the Shoot: a running probe and a new one obey the same rules, so a probe also stops when a start
+// condition stops holding (for example a Restore that is processing again).
+//
+// In order: no Shoot (the Cluster is gone); a deletionTimestamp; hibernation enabled; a Migrate last
+// operation (any state); no workers; waking up (status.isHibernated while hibernation is disabled);
+// no last operation; a last operation other than Reconcile (any state) or a Create or Restore that
+// Succeeded. Anything else runs.
+func Decide(shoot *Shoot, defaultGrace time.Duration) (run bool, spec ProbeSpec, reason string) {
+	if reason := notRunReason(shoot); reason != "" {
+		return false, ProbeSpec{}, reason
+	}
+	return true, probeSpecOf(shoot, defaultGrace), ""
+}
+
+// notRunReason returns why no probe should run for the shoot, or "" when one should.
+func notRunReason(shoot *Shoot) string {
+	switch {
+	case shoot == nil:
+		return "cluster gone"
+	case shoot.Metadata.DeletionTimestamp != nil:
+		return "shoot is being deleted"
+	case shoot.HibernationEnabled():
+		return "hibernation is enabled"
+	case shoot.Status.LastOperation != nil && shoot.Status.LastOperation.Type == LastOperationTypeMigrate:
+		return "shoot is being migrated"
+	case len(shoot.Spec.Provider.Workers) == 0:
+		return "shoot has no workers"
+	case shoot.Status.IsHibernated:
+		return "shoot is waking up from hibernation"
+	case shoot.Status.LastOperation == nil:
+		return "shoot has no last operation"
+	}
+	return lastOperationReason(shoot.Status.LastOperation)
+}
+
+// lastOperationReason returns why a last operation does not allow a probe, or "" when it does.
+func lastOperationReason(op *LastOperation) string {
+	switch op.Type {
+	case LastOperationTypeReconcile:
+		return ""
+	case LastOperationTypeCreate, LastOperationTypeRestore:
+		if op.State == LastOperationStateSucceeded {
+			return ""
+		}
+	}
+	return "last operation " + op.Type + " is " + op.State
+}
+
+// probeSpecOf computes the spec of a shoot that should be probed.
+func probeSpecOf(shoot *Shoot, defaultGrace time.Duration) ProbeSpec {
+	spec := ProbeSpec{NodeMonitorGracePeriod: defaultGrace, WorkerNodeConditions: workerNodeConditions(shoot.Spec.Provider.Workers)}
+	if kcm := shoot.Spec.Kubernetes.KubeControllerManager; kcm != nil && kcm.NodeMonitorGracePeriod != nil && kcm.NodeMonitorGracePeriod.Duration > 0 {
+		spec.NodeMonitorGracePeriod = kcm.NodeMonitorGracePeriod.Duration
+	}
+	return spec
+}
+
+// workerNodeConditions maps each worker pool to its sorted, de-duplicated node condition types, with
+// the defaults for a pool that lists none. Two workers of the same name (Gardener forbids it) get the
+// union of their conditions.
+func workerNodeConditions(workers []Worker) map[string][]string {
+	out := make(map[string][]string, len(workers))
+	for _, w := range workers {
+		conditions := DefaultNodeConditions
+		if w.MachineControllerManager != nil && len(w.MachineControllerManager.NodeConditions) > 0 {
+			conditions = w.MachineControllerManager.NodeConditions
+		}
+		merged := append(slices.Clone(out[w.Name]), conditions...)
+		slices.Sort(merged)
+		out[w.Name] = slices.Compact(merged)
+	}
+	return out
+}

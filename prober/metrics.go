@@ -1,0 +1,94 @@
+package prober
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Probe results, the values of the result label of dwd_probes_total.
+const (
+	resultHealthy      = "healthy"    // leases healthy, nothing to scale
+	resultScaledDown   = "scale_down" // leases expired: a scale-down was needed and ran
+	resultScaledUp     = "scale_up"   // leases recovered: a scale-up was needed and ran
+	resultAPIServer    = "apiserver_failed"
+	resultThrottled    = "throttled"
+	resultLeases       = "leases_failed" // listing nodes, leases or machines failed
+	resultKubeconfig   = "kubeconfig_failed"
+	resultScaleFailed  = "scale_failed"
+	resultNoDecision   = "no_action" // exactly one candidate node: the original does nothing
+	resultShootInvalid = "shoot_invalid"
+)
+
+var (
+	probesTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_probes_total", Help: "Probe cycles by result.",
+	}, []string{"result"})
+	probeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "dwd_probe_duration_seconds", Help: "Duration of one probe of a shoot: apiserver (GET /version) or leases (nodes, leases, decision).",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+	}, []string{"probe"})
+	probeLag = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "dwd_probe_lag_seconds", Help: "How late a probe started against its scheduled time.",
+		Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30},
+	})
+	probesActive = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dwd_probes_active", Help: "Shoots this replica probes.",
+	})
+	expiredFraction = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_shoot_expired_lease_fraction", Help: "Fraction of candidate node leases found expired by the last probe of a shoot.",
+	}, []string{"namespace"})
+	apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_api_requests_total", Help: "Requests to the seed and shoot API servers by client and answer (HTTP code, or error).",
+	}, []string{"api", "client", "code"})
+	apiThrottled = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_api_throttled_requests_total", Help: "Requests answered 429 Too Many Requests, by API.",
+	}, []string{"api"})
+	shootsInvalid = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_shoot_config_errors_total", Help: "Clusters or kubeconfig Secrets that could not be used, by kind.",
+	}, []string{"kind"})
+)
+
+var registerOnce sync.Once
+
+func registerMetrics() {
+	registerOnce.Do(func() {
+		metrics.Registry.MustRegister(probesTotal, probeDuration, probeLag, probesActive, expiredFraction,
+			apiRequests, apiThrottled, shootsInvalid)
+	})
+}
+
+// CountRequests wraps a transport so that every request is counted in dwd_api_requests_total under
+// api ("seed" or "shoot") and client, and every 429 in dwd_api_throttled_requests_total.
+func CountRequests(api, client string) func(http.RoundTripper) http.RoundTripper {
+	registerMetrics()
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return countingTransport{next: rt, api: api, client: client}
+	}
+}
+
+type countingTransport struct {
+	next        http.RoundTripper
+	api, client string
+}
+
+func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	code := "error"
+	if err == nil {
+		code = strconv.Itoa(resp.StatusCode)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			apiThrottled.WithLabelValues(t.api).Inc()
+		}
+	}
+	apiRequests.WithLabelValues(t.api, t.client, code).Inc()
+	return resp, err
+}
+
+func observeLag(d time.Duration) {
+	probeLag.Observe(max(d, 0).Seconds())
+}

@@ -1,0 +1,237 @@
+package prober
+
+import (
+	"container/heap"
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// Job is one run of a scheduled task, for example one probe cycle of a shoot. It returns how long to
+// wait before the next run. ctx ends when the task is removed or the scheduler stops.
+type Job func(ctx context.Context) time.Duration
+
+// Scheduler runs tasks at their next-run times on a bounded pool of workers: a min-heap of next-run
+// times feeds the workers, never a goroutine per task, and a task is never run twice at once.
+//
+// Locking: mu guards the heap and the task map; a task's run happens outside it.
+type Scheduler struct {
+	clock   clock.WithTicker
+	workers int
+	// lag, when set, observes how late each run started against its scheduled time.
+	lag func(time.Duration)
+
+	mu    sync.Mutex
+	queue taskHeap
+	tasks map[string]*task
+	wake  chan struct{}
+}
+
+// task is one scheduled key.
+type task struct {
+	key     string
+	job     Job
+	next    time.Time
+	index   int  // position in the heap, -1 while running or removed
+	running bool // a run is in flight
+	removed bool
+	cancel  context.CancelFunc // cancels the run in flight
+	done    chan struct{}      // closed when the run in flight ends
+}
+
+// NewScheduler returns a scheduler with the given number of workers; lag, if not nil, is told how
+// late every run started.
+func NewScheduler(clk clock.WithTicker, workers int, lag func(time.Duration)) *Scheduler {
+	return &Scheduler{clock: clk, workers: max(workers, 1), lag: lag, tasks: map[string]*task{}, wake: make(chan struct{}, 1)}
+}
+
+// Schedule runs job for key first at at, then as the job says. A key already scheduled keeps its
+// place in time but runs the new job from its next run on.
+func (s *Scheduler) Schedule(key string, at time.Time, job Job) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.tasks[key]; ok {
+		t.job = job
+		return
+	}
+	t := &task{key: key, job: job, next: at}
+	s.tasks[key] = t
+	heap.Push(&s.queue, t)
+	s.signal()
+}
+
+// Scheduled reports whether key is scheduled.
+func (s *Scheduler) Scheduled(key string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.tasks[key]
+	return ok
+}
+
+// Len returns the number of scheduled tasks.
+func (s *Scheduler) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.tasks)
+}
+
+// Remove unschedules key; a run in flight is cancelled, and Remove returns when it has ended.
+func (s *Scheduler) Remove(key string) {
+	s.mu.Lock()
+	t, ok := s.tasks[key]
+	if !ok {
+		s.mu.Unlock()
+		return
+	}
+	delete(s.tasks, key)
+	t.removed = true
+	if t.index >= 0 {
+		heap.Remove(&s.queue, t.index)
+	}
+	running, done := t.running, t.done
+	if running && t.cancel != nil {
+		t.cancel()
+	}
+	s.mu.Unlock()
+	if running {
+		<-done
+	}
+}
+
+// Start runs the workers until ctx ends, then waits for the runs in flight. It is a manager.Runnable.
+func (s *Scheduler) Start(ctx context.Context) error {
+	work := make(chan *task)
+	var wg sync.WaitGroup
+	for range s.workers {
+		wg.Go(func() {
+			for t := range work {
+				s.run(ctx, t)
+			}
+		})
+	}
+	s.dispatch(ctx, work)
+	close(work)
+	wg.Wait()
+	return nil
+}
+
+// dispatch hands due tasks to the workers, in order of their next-run times, until ctx ends.
+func (s *Scheduler) dispatch(ctx context.Context, work chan<- *task) {
+	for {
+		t, wait := s.due()
+		if t != nil {
+			select {
+			case work <- t:
+				continue
+			case <-ctx.Done():
+				s.requeue(t, t.next)
+				return
+			}
+		}
+		if !s.sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+// sleep waits for wait (for ever when 0), a wake-up or the end of ctx; false when ctx ended.
+func (s *Scheduler) sleep(ctx context.Context, wait time.Duration) bool {
+	var timer <-chan time.Time
+	if wait > 0 {
+		tm := s.clock.NewTimer(wait)
+		defer tm.Stop()
+		timer = tm.C()
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.wake:
+	case <-timer:
+	}
+	return true
+}
+
+// due pops the first task if its time has come, else returns how long until it will (0: nothing
+// scheduled).
+func (s *Scheduler) due() (*task, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) == 0 {
+		return nil, 0
+	}
+	first := s.queue[0]
+	if wait := first.next.Sub(s.clock.Now()); wait > 0 {
+		return nil, wait
+	}
+	heap.Pop(&s.queue)
+	first.running, first.done = true, make(chan struct{})
+	return first, 0
+}
+
+// run runs one task's job and schedules its next run.
+func (s *Scheduler) run(ctx context.Context, t *task) {
+	s.mu.Lock()
+	runCtx, cancel := context.WithCancel(ctx)
+	t.cancel = cancel
+	job, scheduled := t.job, t.next
+	removed := t.removed
+	s.mu.Unlock()
+	if s.lag != nil {
+		s.lag(s.clock.Since(scheduled))
+	}
+	var next time.Duration
+	if !removed {
+		next = job(runCtx)
+	}
+	cancel()
+	s.requeue(t, s.clock.Now().Add(next))
+}
+
+// requeue ends a run: the task goes back into the heap at next unless it was removed meanwhile.
+func (s *Scheduler) requeue(t *task, next time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.running {
+		t.running = false
+		close(t.done)
+	}
+	if t.removed {
+		return
+	}
+	t.next = next
+	heap.Push(&s.queue, t)
+	s.signal()
+}
+
+// signal wakes the dispatcher; mu must be held.
+func (s *Scheduler) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// taskHeap orders tasks by next-run time.
+type taskHeap []*task
+
+func (h taskHeap) Len() int           { return len(h) }
+func (h taskHeap) Less(i, j int) bool { return h[i].next.Before(h[j].next) }
+func (h taskHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *taskHeap) Push(x any) {
+	t := x.(*task)
+	t.index = len(*h)
+	*h = append(*h, t)
+}
+func (h *taskHeap) Pop() any {
+	old := *h
+	t := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	t.index = -1
+	return t
+}

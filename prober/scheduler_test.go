@@ -1,0 +1,130 @@
+package prober
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// startScheduler runs a scheduler on a fake clock until the test ends.
+func startScheduler(t *testing.T, workers int, lag func(time.Duration)) (*Scheduler, *clocktesting.FakeClock) {
+	clk := clocktesting.NewFakeClock(t0)
+	s := NewScheduler(clk, workers, lag)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return s, clk
+}
+
+// counter is a job that counts its runs and asks to run again after every.
+func counter(n *atomic.Int32, every time.Duration) Job {
+	return func(context.Context) time.Duration { n.Add(1); return every }
+}
+
+func TestSchedulerRunsEachTaskAtItsTime(t *testing.T) {
+	s, clk := startScheduler(t, 2, nil)
+	var a, b atomic.Int32
+	s.Schedule("a", t0, counter(&a, 10*time.Second))
+	s.Schedule("b", t0.Add(5*time.Second), counter(&b, 10*time.Second))
+	require.Eventually(t, func() bool { return a.Load() == 1 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, int32(0), b.Load(), "b is not due yet")
+
+	clk.Step(5 * time.Second)
+	require.Eventually(t, func() bool { return b.Load() == 1 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, int32(1), a.Load())
+
+	clk.Step(5 * time.Second)
+	require.Eventually(t, func() bool { return a.Load() == 2 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, 2, s.Len())
+}
+
+func TestSchedulerNeverRunsATaskTwiceAtOnce(t *testing.T) {
+	s, clk := startScheduler(t, 4, nil)
+	var inFlight, overlaps, runs atomic.Int32
+	release := make(chan struct{})
+	s.Schedule("slow", t0, func(context.Context) time.Duration {
+		if inFlight.Add(1) > 1 {
+			overlaps.Add(1)
+		}
+		runs.Add(1)
+		<-release
+		inFlight.Add(-1)
+		return 0 // due again at once
+	})
+	require.Eventually(t, func() bool { return runs.Load() == 1 }, 5*time.Second, time.Millisecond)
+	clk.Step(time.Minute) // long past due: still only the one run in flight
+	close(release)
+	require.Eventually(t, func() bool { return runs.Load() > 3 }, 5*time.Second, time.Millisecond)
+	assert.Zero(t, overlaps.Load())
+}
+
+func TestSchedulerRemoveCancelsAndWaits(t *testing.T) {
+	s, _ := startScheduler(t, 1, nil)
+	started, ended := make(chan struct{}), atomic.Bool{}
+	s.Schedule("a", t0, func(ctx context.Context) time.Duration {
+		close(started)
+		<-ctx.Done()
+		ended.Store(true)
+		return time.Second
+	})
+	<-started
+	s.Remove("a")
+	assert.True(t, ended.Load(), "Remove returns only after the run in flight has ended")
+	assert.False(t, s.Scheduled("a"))
+	s.Remove("a") // removing twice is harmless
+}
+
+func TestSchedulerBoundsItsWorkers(t *testing.T) {
+	s, _ := startScheduler(t, 3, nil)
+	var inFlight, peak atomic.Int32
+	release := make(chan struct{})
+	var mu sync.Mutex
+	for _, key := range []string{"a", "b", "c", "d", "e", "f"} {
+		s.Schedule(key, t0, func(context.Context) time.Duration {
+			n := inFlight.Add(1)
+			mu.Lock()
+			if n > peak.Load() {
+				peak.Store(n)
+			}
+			mu.Unlock()
+			<-release
+			inFlight.Add(-1)
+			return time.Hour
+		})
+	}
+	require.Eventually(t, func() bool { return inFlight.Load() == 3 }, 5*time.Second, time.Millisecond)
+	close(release)
+	assert.Equal(t, int32(3), peak.Load())
+}
+
+func TestSchedulerReportsLag(t *testing.T) {
+	lags := make(chan time.Duration, 10)
+	s, clk := startScheduler(t, 1, func(d time.Duration) { lags <- d })
+	block := make(chan struct{})
+	var b atomic.Int32
+	s.Schedule("a", t0, func(context.Context) time.Duration { <-block; return time.Hour })
+	s.Schedule("b", t0, counter(&b, time.Hour))
+	assert.Equal(t, time.Duration(0), <-lags, "the first run starts on time")
+	clk.Step(3 * time.Second) // b waits for the only worker
+	close(block)
+	assert.Equal(t, 3*time.Second, <-lags, "the second run started 3s late")
+}
+
+func TestSchedulerReplacesTheJobOfAScheduledKey(t *testing.T) {
+	s, clk := startScheduler(t, 1, nil)
+	var first, second atomic.Int32
+	s.Schedule("a", t0.Add(time.Second), counter(&first, time.Hour))
+	s.Schedule("a", t0, counter(&second, time.Hour))
+	clk.Step(time.Second)
+	require.Eventually(t, func() bool { return second.Load() == 1 }, 5*time.Second, time.Millisecond)
+	assert.Zero(t, first.Load())
+}

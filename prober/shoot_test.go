@@ -1,0 +1,197 @@
+package prober
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// realShootJSON is a Shoot as a Cluster carries it, with many fields dwd does not read.
+const realShootJSON = `{
+  "apiVersion": "core.gardener.cloud/v1beta1",
+  "kind": "Shoot",
+  "metadata": {
+    "name": "crazy-botany", "namespace": "garden-dev", "uid": "0b2c", "generation": 7,
+    "creationTimestamp": "2026-01-02T03:04:05Z",
+    "deletionTimestamp": "2026-02-03T04:05:06Z",
+    "labels": {"shoot.gardener.cloud/status": "healthy"},
+    "annotations": {"gardener.cloud/created-by": "someone"},
+    "managedFields": [{"manager": "gardener-apiserver", "operation": "Update"}]
+  },
+  "spec": {
+    "cloudProfileName": "aws", "region": "eu-west-1", "secretBindingName": "my-secret",
+    "hibernation": {"enabled": false, "schedules": [{"start": "0 20 * * *", "location": "Europe/Berlin"}]},
+    "kubernetes": {
+      "version": "1.33.1",
+      "kubeAPIServer": {"enableAnonymousAuthentication": false},
+      "kubeControllerManager": {"nodeCIDRMaskSize": 24, "nodeMonitorGracePeriod": "2m0s"}
+    },
+    "networking": {"type": "calico", "nodes": "10.250.0.0/16"},
+    "provider": {
+      "type": "aws",
+      "controlPlaneConfig": {"apiVersion": "aws.provider.extensions.gardener.cloud/v1alpha1", "kind": "ControlPlaneConfig"},
+      "workers": [
+        {"name": "cpu-worker", "minimum": 2, "maximum": 5, "machine": {"type": "m5.large"},
+         "machineControllerManager": {"drainTimeout": "2h", "nodeConditions": ["ReadonlyFilesystem", "KernelDeadlock"]}},
+        {"name": "gpu-worker", "minimum": 0, "maximum": 2, "machine": {"type": "p3.2xlarge"}}
+      ]
+    }
+  },
+  "status": {
+    "gardener": {"id": "abc", "version": "1.120.0"},
+    "isHibernated": true,
+    "lastOperation": {"type": "Reconcile", "state": "Processing", "progress": 42, "description": "Waiting", "lastUpdateTime": "2026-02-01T00:00:00Z"},
+    "conditions": [{"type": "APIServerAvailable", "status": "True"}],
+    "technicalID": "shoot--dev--crazy-botany"
+  }
+}`
+
+func TestDecodeShootKeepsTheFieldsTheRulesRead(t *testing.T) {
+	shoot, err := DecodeShoot([]byte(realShootJSON))
+	require.NoError(t, err)
+
+	deleted := metav1.NewTime(time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC))
+	want := &Shoot{
+		Metadata: ShootMeta{
+			Name: "crazy-botany", Namespace: "garden-dev",
+			CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)),
+			DeletionTimestamp: &deleted,
+		},
+		Spec: ShootSpec{
+			Hibernation: &Hibernation{Enabled: ptr.To(false)},
+			Provider: Provider{Workers: []Worker{
+				{Name: "cpu-worker", MachineControllerManager: &MachineControllerManager{NodeConditions: []string{"ReadonlyFilesystem", "KernelDeadlock"}}},
+				{Name: "gpu-worker"},
+			}},
+			Kubernetes: Kubernetes{KubeControllerManager: &KubeControllerManager{NodeMonitorGracePeriod: &metav1.Duration{Duration: 2 * time.Minute}}},
+		},
+		Status: ShootStatus{IsHibernated: true, LastOperation: &LastOperation{Type: "Reconcile", State: "Processing"}},
+	}
+	assert.True(t, want.Metadata.CreationTimestamp.Equal(&shoot.Metadata.CreationTimestamp))
+	assert.True(t, want.Metadata.DeletionTimestamp.Equal(shoot.Metadata.DeletionTimestamp))
+	want.Metadata.CreationTimestamp, shoot.Metadata.CreationTimestamp = metav1.Time{}, metav1.Time{}
+	want.Metadata.DeletionTimestamp, shoot.Metadata.DeletionTimestamp = nil, nil
+	assert.Equal(t, want, shoot)
+	assert.False(t, shoot.HibernationEnabled())
+}
+
+func TestDecodeShootOfAnEmptyObject(t *testing.T) {
+	shoot, err := DecodeShoot([]byte(`{}`))
+	require.NoError(t, err)
+	assert.Equal(t, &Shoot{}, shoot)
+	assert.False(t, shoot.HibernationEnabled())
+}
+
+func TestDecodeShootNullsAreUnset(t *testing.T) {
+	shoot, err := DecodeShoot([]byte(`{"metadata":{"deletionTimestamp":null,"creationTimestamp":null},
+		"spec":{"hibernation":null,"kubernetes":{"kubeControllerManager":{"nodeMonitorGracePeriod":null}}},
+		"status":{"lastOperation":null}}`))
+	require.NoError(t, err)
+	assert.Nil(t, shoot.Metadata.DeletionTimestamp)
+	assert.True(t, shoot.Metadata.CreationTimestamp.IsZero())
+	assert.Nil(t, shoot.Spec.Hibernation)
+	assert.Nil(t, shoot.Spec.Kubernetes.KubeControllerManager.NodeMonitorGracePeriod)
+	assert.Nil(t, shoot.Status.LastOperation)
+}
+
+func TestDecodeShootErrors(t *testing.T) {
+	tests := []struct {
+		name, raw, want string
+	}{
+		{"nil", "", "spec.shoot is empty"},
+		{"blank", " \n\t", "spec.shoot is empty"},
+		{"null", "null", "spec.shoot is empty"},
+		{"null with spaces", " null ", "spec.shoot is empty"},
+		{"truncated", `{"status":`, "decoding spec.shoot: unexpected end of JSON input"},
+		{"not JSON", `shoot: yaml`, "decoding spec.shoot: invalid character"},
+		{"an array", `[]`, "decoding spec.shoot: the document: expected an object, got a JSON array"},
+		{"a string", `"shoot"`, "decoding spec.shoot: the document: expected an object, got a JSON string"},
+		{"metadata not an object", `{"metadata":"x"}`, "field metadata: expected an object, got a JSON string"},
+		{"name a number", `{"metadata":{"name":5}}`, "field metadata.name: expected a string, got a JSON number"},
+		{"deletionTimestamp malformed", `{"metadata":{"deletionTimestamp":"yesterday"}}`, "field metadata.deletionTimestamp: parsing time"},
+		{"deletionTimestamp a number", `{"metadata":{"deletionTimestamp":5}}`, "field metadata.deletionTimestamp: expected a string, got a JSON number"},
+		{"creationTimestamp malformed", `{"metadata":{"creationTimestamp":"2026-13-01"}}`, "field metadata.creationTimestamp: parsing time"},
+		{"hibernation enabled a string", `{"spec":{"hibernation":{"enabled":"yes"}}}`, "field spec.hibernation.enabled: expected a boolean, got a JSON string"},
+		{"workers an object", `{"spec":{"provider":{"workers":{}}}}`, "field spec.provider.workers: expected an array, got a JSON object"},
+		{"worker name a boolean", `{"spec":{"provider":{"workers":[{"name":true}]}}}`, "field spec.provider.workers.name: expected a string, got a JSON bool"},
+		{"nodeConditions a string", `{"spec":{"provider":{"workers":[{"name":"a","machineControllerManager":{"nodeConditions":"DiskPressure"}}]}}}`,
+			"field spec.provider.workers.machineControllerManager.nodeConditions: expected an array, got a JSON string"},
+		{"grace period malformed", `{"spec":{"kubernetes":{"kubeControllerManager":{"nodeMonitorGracePeriod":"forty"}}}}`,
+			`field spec.kubernetes.kubeControllerManager.nodeMonitorGracePeriod: time: invalid duration "forty"`},
+		{"grace period a number", `{"spec":{"kubernetes":{"kubeControllerManager":{"nodeMonitorGracePeriod":40}}}}`,
+			"field spec.kubernetes.kubeControllerManager.nodeMonitorGracePeriod: expected a string, got a JSON number"},
+		{"kubeControllerManager a number", `{"spec":{"kubernetes":{"kubeControllerManager":5}}}`,
+			"field spec.kubernetes.kubeControllerManager: expected an object, got a JSON number"},
+		{"isHibernated a string", `{"status":{"isHibernated":"true"}}`, "field status.isHibernated: expected a boolean, got a JSON string"},
+		{"lastOperation type a number", `{"status":{"lastOperation":{"type":1}}}`, "field status.lastOperation.type: expected a string, got a JSON number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			shoot, err := DecodeShoot([]byte(tt.raw))
+			require.Error(t, err)
+			assert.Nil(t, shoot)
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestDecodeShootTypeErrorsUnwrap(t *testing.T) {
+	_, err := DecodeShoot([]byte(`{"status":{"isHibernated":1}}`))
+	var typeErr *json.UnmarshalTypeError
+	require.True(t, errors.As(err, &typeErr), "the encoding/json error stays reachable")
+	assert.Equal(t, "status.isHibernated", typeErr.Field)
+}
+
+func TestEncodedShootDecodesToTheSame(t *testing.T) {
+	shoot, err := DecodeShoot([]byte(realShootJSON))
+	require.NoError(t, err)
+	trimmed, err := json.Marshal(shoot)
+	require.NoError(t, err)
+	assert.Less(t, len(trimmed), len(realShootJSON)/2, "the encoded form is trimmed")
+	again, err := DecodeShoot(trimmed)
+	require.NoError(t, err)
+	assert.Equal(t, shoot, again)
+
+	empty, err := json.Marshal(&Shoot{})
+	require.NoError(t, err)
+	assert.JSONEq(t, `{}`, string(empty), "unset fields are left out")
+}
+
+func FuzzDecodeShoot(f *testing.F) {
+	for _, seed := range []string{
+		realShootJSON, `{}`, `null`, ``, `[]`, `{"metadata":{"deletionTimestamp":"2026-01-01T00:00:00Z"}}`,
+		`{"spec":{"hibernation":{"enabled":true}},"status":{"isHibernated":true}}`,
+		`{"spec":{"provider":{"workers":[{"name":"a","machineControllerManager":{"nodeConditions":["X","X"]}}]}},"status":{"lastOperation":{"type":"Create","state":"Succeeded"}}}`,
+		`{"spec":{"kubernetes":{"kubeControllerManager":{"nodeMonitorGracePeriod":"-5s"}}}}`,
+		`{"metadata":{"creationTimestamp":"9999-12-31T23:59:59-23:59"}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		shoot, err := DecodeShoot(raw)
+		if err != nil {
+			if shoot != nil {
+				t.Fatalf("a shoot and an error: %v", err)
+			}
+			return
+		}
+		if shoot == nil {
+			t.Fatal("neither a shoot nor an error")
+		}
+		// Whatever decodes must be safe for the rules and for encoding.
+		run, spec, reason := Decide(shoot, 40*time.Second)
+		if run == (reason != "") {
+			t.Fatalf("run=%v with reason %q", run, reason)
+		}
+		if run && spec.NodeMonitorGracePeriod <= 0 {
+			t.Fatalf("non-positive grace period %v", spec.NodeMonitorGracePeriod)
+		}
+		_, _ = json.Marshal(shoot)
+	})
+}

@@ -1,0 +1,286 @@
+package scaler_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/scaler"
+	"github.com/sharded-dwd/dependency-watchdog/test"
+)
+
+var env *test.Environment
+
+func TestMain(m *testing.M) { os.Exit(test.Main(m, &env)) }
+
+// The two kinds of writes a flow makes.
+const (
+	opAnnotate = "annotate" // a patch of the annotations
+	opScale    = "scale"    // an update of the scale subresource
+)
+
+// write is one write that a flow sent to the API server.
+type write struct {
+	op       string
+	name     string
+	replicas int32 // the replicas written, for opScale
+	err      error
+}
+
+// journal records the writes made through a client, in order, and lets a test act around them. Its
+// hooks are set before a flow starts and may be called from several goroutines.
+type journal struct {
+	mu     sync.Mutex
+	writes []write
+	// before runs before a write; an error fails the write without sending it.
+	before func(ctx context.Context, w write) error
+	// after runs after a successful write.
+	after func(w write)
+	// ready makes every Deployment read report all its replicas ready, as a deployment controller would.
+	ready bool
+}
+
+// funcs returns the interceptor functions that feed the journal.
+func (j *journal) funcs() interceptor.Funcs {
+	return interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			err := c.Get(ctx, key, obj, opts...)
+			if d, ok := obj.(*appsv1.Deployment); ok && err == nil && j.ready {
+				d.Status.ReadyReplicas = ptr.Deref(d.Spec.Replicas, 1)
+			}
+			return err
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			return j.do(ctx, write{op: opAnnotate, name: obj.GetName()}, func() error { return c.Patch(ctx, obj, patch, opts...) })
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			w := write{op: sub, name: obj.GetName()}
+			o := &client.SubResourceUpdateOptions{}
+			o.ApplyOptions(opts)
+			if scale, ok := o.SubResourceBody.(*autoscalingv1.Scale); ok {
+				w.op, w.replicas = opScale, scale.Spec.Replicas
+			}
+			return j.do(ctx, w, func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
+		},
+	}
+}
+
+// do runs the hooks around one write and records it.
+func (j *journal) do(ctx context.Context, w write, send func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err // a cancelled flow must not write; a real client fails the same way
+	}
+	if j.before != nil {
+		if err := j.before(ctx, w); err != nil {
+			return err
+		}
+	}
+	w.err = send()
+	j.mu.Lock()
+	j.writes = append(j.writes, w)
+	j.mu.Unlock()
+	if w.err == nil && j.after != nil {
+		j.after(w)
+	}
+	return w.err
+}
+
+// done returns the successful writes, in order.
+func (j *journal) done() []write {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []write
+	for _, w := range j.writes {
+		if w.err == nil {
+			out = append(out, write{op: w.op, name: w.name, replicas: w.replicas})
+		}
+	}
+	return out
+}
+
+// failed returns the writes that failed at the API server.
+func (j *journal) failed() []write {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return slices.DeleteFunc(slices.Clone(j.writes), func(w write) bool { return w.err == nil })
+}
+
+// fixture is one test's namespace with a Scaler whose client is recorded by a journal.
+type fixture struct {
+	ns      string
+	journal *journal
+	events  *record.FakeRecorder
+	scaler  *scaler.Scaler
+}
+
+// newFixture returns a fixture in a new namespace, for the given resources.
+func newFixture(t *testing.T, infos []config.DependentResourceInfo) *fixture {
+	t.Helper()
+	env.Require(t)
+	f := &fixture{ns: env.Namespace(t)}
+	f.reset(t, infos)
+	return f
+}
+
+// reset gives the fixture a new Scaler, journal and recorder, as another replica would have.
+func (f *fixture) reset(t *testing.T, infos []config.DependentResourceInfo) {
+	t.Helper()
+	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	require.NoError(t, err)
+	f.journal = &journal{}
+	f.events = record.NewFakeRecorder(100)
+	f.scaler = &scaler.Scaler{
+		Client:    interceptor.NewClient(c, f.journal.funcs()),
+		Recorder:  f.events,
+		Log:       testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
+		Resources: infos,
+	}
+}
+
+// create creates a Deployment with the given replicas and annotations.
+func (f *fixture) create(t *testing.T, name string, replicas int32, annotations map[string]string) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: name, Annotations: annotations},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: podTemplate(labels),
+		},
+	}
+	require.NoError(t, env.Client.Create(context.Background(), d))
+}
+
+func podTemplate(labels map[string]string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+}
+
+// get reads a Deployment from the API server.
+func (f *fixture) get(t *testing.T, name string) *appsv1.Deployment {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, d))
+	return d
+}
+
+// state is what a test checks of a Deployment.
+type state struct {
+	replicas    int32
+	annotations map[string]string
+}
+
+// state returns the replicas and the scaler's annotations of a Deployment.
+func (f *fixture) state(t *testing.T, name string) state {
+	t.Helper()
+	d := f.get(t, name)
+	s := state{replicas: ptr.Deref(d.Spec.Replicas, 1)}
+	for _, k := range []string{scaler.ReplicasAnnotation, scaler.MeltdownProtectionAnnotation, scaler.IgnoreScalingAnnotation} {
+		if v, ok := d.Annotations[k]; ok {
+			if s.annotations == nil {
+				s.annotations = map[string]string{}
+			}
+			s.annotations[k] = v
+		}
+	}
+	return s
+}
+
+// recorded drains the Events recorded so far.
+func (f *fixture) recorded() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.events.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// marks are the annotations of a resource scaled down from n replicas.
+func marks(n string) map[string]string {
+	return map[string]string{scaler.ReplicasAnnotation: n, scaler.MeltdownProtectionAnnotation: ""}
+}
+
+// withoutDelays returns a copy of infos without initial delays.
+func withoutDelays(infos []config.DependentResourceInfo) []config.DependentResourceInfo {
+	return withTimings(infos, 0, config.DefaultScaleTimeout)
+}
+
+// withTimings returns a copy of infos with the given initial delay and timeout in both directions.
+func withTimings(infos []config.DependentResourceInfo, delay, timeout time.Duration) []config.DependentResourceInfo {
+	out := make([]config.DependentResourceInfo, len(infos))
+	for i, info := range infos {
+		up, down := *info.ScaleUp, *info.ScaleDown
+		for _, si := range []*config.ScaleInfo{&up, &down} {
+			si.InitialDelay, si.Timeout = &metav1.Duration{Duration: delay}, &metav1.Duration{Duration: timeout}
+		}
+		info.ScaleUp, info.ScaleDown = &up, &down
+		out[i] = info
+	}
+	return out
+}
+
+// only returns the entries of infos with the given names.
+func only(infos []config.DependentResourceInfo, names ...string) []config.DependentResourceInfo {
+	return slices.DeleteFunc(slices.Clone(infos), func(i config.DependentResourceInfo) bool {
+		return !slices.Contains(names, i.Ref.Name)
+	})
+}
+
+// index returns the position of the first write with op and name, failing when there is none.
+func index(t *testing.T, writes []write, op, name string) int {
+	t.Helper()
+	i := slices.IndexFunc(writes, func(w write) bool { return w.op == op && w.name == name })
+	require.GreaterOrEqual(t, i, 0, "no %s write of %s in %v", op, name, writes)
+	return i
+}
+
+// metricValue returns the value of a counter, or the sample count of a histogram, with the given labels
+// in the controller-runtime registry; 0 when it has no sample yet.
+func metricValue(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	require.NoError(t, err)
+	for _, fam := range families {
+		if fam.GetName() != name {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if !maps.Equal(got, labels) {
+				continue
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}

@@ -1,0 +1,31 @@
+package scaler
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// The results of scaling one resource, the values of the result label.
+const (
+	resultSuccess = "success"
+	resultSkipped = "skipped"
+	resultFailed  = "failed"
+)
+
+// The scale metrics. They carry no member label: a process is one member, and Prometheus adds the labels
+// of the pod it scrapes.
+var (
+	scaleOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_scale_operations_total",
+		Help: "Scale operations on single resources by direction and result (success, skipped, failed).",
+	}, []string{"direction", "result"})
+	scaleDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "dwd_scale_duration_seconds",
+		Help:    "Duration of whole scale flows (all levels), by direction.",
+		Buckets: []float64{0.1, 0.5, 1, 2.5, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300},
+	}, []string{"direction"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(scaleOperations, scaleDuration)
+}

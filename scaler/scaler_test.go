@@ -1,0 +1,453 @@
+package scaler_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sharded-dwd/dependency-watchdog/scaler"
+)
+
+var (
+	meltdown = scaler.Reason{Message: "node leases expired", ExpiredFraction: 0.75}
+	healthy  = scaler.Reason{Message: "node leases renewed", ExpiredFraction: 0}
+)
+
+const (
+	opsMetric      = "dwd_scale_operations_total"
+	durationMetric = "dwd_scale_duration_seconds"
+)
+
+func ops(dir scaler.Direction, result string) map[string]string {
+	return map[string]string{"direction": dir.String(), "result": result}
+}
+
+func TestScaleDownInLevelOrder(t *testing.T) {
+	f := newFixture(t, upstreamInfos(t))
+	before := map[string]int32{kcm: 1, mcm: 2, ca: 3}
+	for name, n := range before {
+		f.create(t, name, n, map[string]string{"other": "kept"})
+	}
+	success := metricValue(t, opsMetric, ops(scaler.Down, "success"))
+	flows := metricValue(t, durationMetric, map[string]string{"direction": "down"})
+
+	require.NoError(t, f.scaler.Scale(context.Background(), f.ns, scaler.Down, meltdown))
+
+	for name, n := range before {
+		assert.Equal(t, state{replicas: 0, annotations: marks(fmt.Sprint(n))}, f.state(t, name), name)
+		assert.Equal(t, "kept", f.get(t, name).Annotations["other"], name)
+	}
+	writes := f.journal.done()
+	require.Len(t, writes, 6, "one annotation and one scale write per resource: %v", writes)
+	for _, name := range []string{mcm, ca, kcm} {
+		assert.Less(t, index(t, writes, opAnnotate, name), index(t, writes, opScale, name), "annotations before replicas: %s", name)
+	}
+	for _, name := range []string{mcm, ca} {
+		assert.Less(t, index(t, writes, opScale, name), index(t, writes, opAnnotate, kcm), "level 0 (%s) before level 1", name)
+	}
+	assert.ElementsMatch(t, []string{
+		"Normal ScaledDown Scaled down from 1 to 0 replicas: node leases expired (expired fraction 0.75)",
+		"Normal ScaledDown Scaled down from 2 to 0 replicas: node leases expired (expired fraction 0.75)",
+		"Normal ScaledDown Scaled down from 3 to 0 replicas: node leases expired (expired fraction 0.75)",
+	}, f.recorded())
+	assert.Equal(t, success+3, metricValue(t, opsMetric, ops(scaler.Down, "success")))
+	assert.Equal(t, flows+1, metricValue(t, durationMetric, map[string]string{"direction": "down"}))
+}
+
+func TestScaleUpInLevelOrder(t *testing.T) {
+	f := newFixture(t, withoutDelays(upstreamInfos(t)))
+	f.journal.ready = true
+	f.create(t, kcm, 0, marks("2"))
+	f.create(t, mcm, 0, marks("3"))
+	f.create(t, ca, 0, map[string]string{scaler.MeltdownProtectionAnnotation: ""}) // no replicas annotation
+
+	require.NoError(t, f.scaler.Scale(context.Background(), f.ns, scaler.Up, healthy))
+
+	assert.Equal(t, state{replicas: 2}, f.state(t, kcm))
+	assert.Equal(t, state{replicas: 3}, f.state(t, mcm))
+	assert.Equal(t, state{replicas: 1}, f.state(t, ca), "absent replicas annotation: 1")
+	assert.Equal(t, []write{
+		{op: opScale, name: kcm, replicas: 2}, {op: opAnnotate, name: kcm},
+		{op: opScale, name: mcm, replicas: 3}, {op: opAnnotate, name: mcm},
+		{op: opScale, name: ca, replicas: 1}, {op: opAnnotate, name: ca},
+	}, f.journal.done(), "levels in order, replicas before the annotations are removed")
+	assert.Contains(t, f.recorded(), "Normal ScaledUp Scaled up from 0 to 3 replicas: node leases renewed (expired fraction 0.00)")
+}
+
+func TestScaleUpReplicasAnnotation(t *testing.T) {
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		want        int32
+		warning     bool
+	}{
+		{name: "recorded", annotations: marks("4"), want: 4},
+		{name: "absent", annotations: map[string]string{scaler.MeltdownProtectionAnnotation: ""}, want: 1},
+		{name: "no annotations", want: 1},
+		{name: "zero", annotations: marks("0"), want: 1, warning: true},
+		{name: "not a number", annotations: marks("many"), want: 1, warning: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, only(upstreamInfos(t), kcm))
+			f.journal.ready = true
+			f.create(t, kcm, 0, tt.annotations)
+
+			require.NoError(t, f.scaler.Scale(context.Background(), f.ns, scaler.Up, healthy))
+
+			assert.Equal(t, state{replicas: tt.want}, f.state(t, kcm))
+			warned := false
+			for _, e := range f.recorded() {
+				warned = warned || strings.HasPrefix(e, "Warning InvalidAnnotation")
+			}
+			assert.Equal(t, tt.warning, warned)
+		})
+	}
+}
+
+func TestIgnoreScaling(t *testing.T) {
+	ignore := func(more map[string]string) map[string]string {
+		a := map[string]string{scaler.IgnoreScalingAnnotation: "true"}
+		for k, v := range more {
+			a[k] = v
+		}
+		return a
+	}
+	tests := []struct {
+		name          string
+		dir           scaler.Direction
+		replicas      int32
+		annotations   map[string]string
+		want          map[string]string
+		wantAnnotated bool
+	}{
+		{name: "down", dir: scaler.Down, replicas: 2, annotations: ignore(nil), want: ignore(nil)},
+		{name: "down, meltdown annotation removed", dir: scaler.Down, replicas: 2, annotations: ignore(marks("2")),
+			want: ignore(map[string]string{scaler.ReplicasAnnotation: "2"}), wantAnnotated: true},
+		{name: "up", dir: scaler.Up, replicas: 0, annotations: ignore(nil), want: ignore(nil)},
+		{name: "up, meltdown annotation removed", dir: scaler.Up, replicas: 0, annotations: ignore(marks("3")),
+			want: ignore(map[string]string{scaler.ReplicasAnnotation: "3"}), wantAnnotated: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, only(withoutDelays(upstreamInfos(t)), mcm))
+			f.create(t, mcm, tt.replicas, tt.annotations)
+			skipped := metricValue(t, opsMetric, ops(tt.dir, "skipped"))
+
+			require.NoError(t, f.scaler.Scale(context.Background(), f.ns, tt.dir, meltdown))
+
+			assert.Equal(t, state{replicas: tt.replicas, annotations: tt.want}, f.state(t, mcm))
+			var want []write
+			if tt.wantAnnotated {
+				want = []write{{op: opAnnotate, name: mcm}}
+			}
+			assert.Equal(t, want, f.journal.done(), "no scale write")
+			assert.Equal(t, skipped+1, metricValue(t, opsMetric, ops(tt.dir, "skipped")))
+		})
+	}
+}
+
+func TestMissingResources(t *testing.T) {
+	t.Run("optional missing is skipped", func(t *testing.T) {
+		f := newFixture(t, upstreamInfos(t))
+		f.create(t, kcm, 1, nil)
+		f.create(t, mcm, 1, nil)
+
+		require.NoError(t, f.scaler.Scale(context.Background(), f.ns, scaler.Down, meltdown))
+
+		assert.Equal(t, state{annotations: marks("1")}, f.state(t, mcm))
+		assert.Equal(t, state{annotations: marks("1")}, f.state(t, kcm), "the flow went on to level 1")
+	})
+	t.Run("required missing stops the flow", func(t *testing.T) {
+		f := newFixture(t, upstreamInfos(t))
+		f.create(t, kcm, 1, nil)
+		f.create(t, ca, 2, nil)
+		failed := metricValue(t, opsMetric, ops(scaler.Down, "failed"))
+
+		err := f.scaler.Scale(context.Background(), f.ns, scaler.Down, meltdown)
+
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "Deployment "+f.ns+"/"+mcm)
+		assert.Contains(t, err.Error(), "level 0")
+		assert.NotContains(t, err.Error(), ca)
+		assert.Equal(t, state{annotations: marks("2")}, f.state(t, ca), "same level, scaled")
+		assert.Equal(t, state{replicas: 1}, f.state(t, kcm), "higher level, untouched")
+		events := strings.Join(f.recorded(), "\n")
+		assert.Contains(t, events, "Warning ScaleFailed Scale-down failed: required resource missing")
+		assert.Equal(t, failed+1, metricValue(t, opsMetric, ops(scaler.Down, "failed")))
+	})
+}
+
+func TestConflictIsRetried(t *testing.T) {
+	tests := []struct {
+		name   string
+		dir    scaler.Direction
+		start  state
+		before string                     // the write before which someone changes the Deployment
+		change func(d *appsv1.Deployment) // the change
+		want   state
+	}{
+		{
+			name: "down, replicas changed before the annotation write", dir: scaler.Down,
+			start: state{replicas: 2}, before: opAnnotate,
+			change: func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](5) },
+			want:   state{annotations: marks("5")},
+		},
+		{
+			name: "down, labels changed before the scale write", dir: scaler.Down,
+			start: state{replicas: 2}, before: opScale,
+			change: func(d *appsv1.Deployment) { d.Labels = map[string]string{"changed": "true"} },
+			want:   state{annotations: marks("2")},
+		},
+		{
+			name: "up, labels changed before the scale write", dir: scaler.Up,
+			start: state{annotations: marks("3")}, before: opScale,
+			change: func(d *appsv1.Deployment) { d.Labels = map[string]string{"changed": "true"} },
+			want:   state{replicas: 3},
+		},
+		{
+			name: "up, labels changed before the annotation removal", dir: scaler.Up,
+			start: state{annotations: marks("3")}, before: opAnnotate,
+			change: func(d *appsv1.Deployment) { d.Labels = map[string]string{"changed": "true"} },
+			want:   state{replicas: 3},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, only(upstreamInfos(t), kcm))
+			f.journal.ready = true
+			f.create(t, kcm, tt.start.replicas, tt.start.annotations)
+			var once sync.Once
+			f.journal.before = func(ctx context.Context, w write) (err error) {
+				if w.op == tt.before {
+					once.Do(func() {
+						d := f.get(t, kcm)
+						tt.change(d)
+						err = env.Client.Update(ctx, d)
+					})
+				}
+				return err
+			}
+
+			require.NoError(t, f.scaler.Scale(context.Background(), f.ns, tt.dir, meltdown))
+
+			assert.Equal(t, tt.want, f.state(t, kcm))
+			failed := f.journal.failed()
+			require.Len(t, failed, 1)
+			assert.True(t, apierrors.IsConflict(failed[0].err), "a stale write fails with Conflict: %v", failed[0].err)
+		})
+	}
+}
+
+func TestCancelledFlowIsCompleted(t *testing.T) {
+	up := map[string]state{kcm: {replicas: 1}, mcm: {replicas: 2}, ca: {replicas: 3}}
+	down := map[string]state{kcm: {annotations: marks("1")}, mcm: {annotations: marks("2")}, ca: {annotations: marks("3")}}
+	tests := []struct {
+		name        string
+		start       map[string]state
+		first, next scaler.Direction
+		cutAfter    write // the first flow is cancelled right after this write
+		want        map[string]state
+	}{
+		{name: "down, cut after annotating", start: up, first: scaler.Down, next: scaler.Down,
+			cutAfter: write{op: opAnnotate, name: mcm}, want: down},
+		{name: "down, cut after level 0", start: up, first: scaler.Down, next: scaler.Down,
+			cutAfter: write{op: opScale, name: mcm}, want: down},
+		{name: "down, cut after annotating the last level", start: up, first: scaler.Down, next: scaler.Down,
+			cutAfter: write{op: opAnnotate, name: kcm}, want: down},
+		{name: "down cut after annotating, then up", start: up, first: scaler.Down, next: scaler.Up,
+			cutAfter: write{op: opAnnotate, name: kcm}, want: up},
+		{name: "up, cut after restoring replicas", start: down, first: scaler.Up, next: scaler.Up,
+			cutAfter: write{op: opScale, name: kcm}, want: up},
+		{name: "up, cut after a level", start: down, first: scaler.Up, next: scaler.Up,
+			cutAfter: write{op: opAnnotate, name: mcm}, want: up},
+		{name: "up cut after restoring replicas, then down", start: down, first: scaler.Up, next: scaler.Down,
+			cutAfter: write{op: opScale, name: mcm}, want: down},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			infos := withoutDelays(upstreamInfos(t))
+			f := newFixture(t, infos)
+			for name, s := range tt.start {
+				f.create(t, name, s.replicas, s.annotations)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			f.journal.ready = true
+			f.journal.after = func(w write) {
+				if w.op == tt.cutAfter.op && w.name == tt.cutAfter.name {
+					cancel()
+				}
+			}
+			err := f.scaler.Scale(ctx, f.ns, tt.first, meltdown)
+			require.ErrorIs(t, err, context.Canceled)
+
+			f.reset(t, infos) // the next flow may run in another replica
+			f.journal.ready = true
+			needs, err := f.scaler.NeedsScaling(context.Background(), f.ns, tt.next)
+			require.NoError(t, err)
+			assert.True(t, needs, "the interrupted flow must be visible")
+			require.NoError(t, f.scaler.Scale(context.Background(), f.ns, tt.next, meltdown))
+			for name, s := range tt.want {
+				assert.Equal(t, s, f.state(t, name), name)
+			}
+
+			f.reset(t, infos)
+			needs, err = f.scaler.NeedsScaling(context.Background(), f.ns, tt.next)
+			require.NoError(t, err)
+			assert.False(t, needs, "nothing left to do")
+			require.NoError(t, f.scaler.Scale(context.Background(), f.ns, tt.next, meltdown))
+			assert.Empty(t, f.journal.done(), "a repeated flow writes nothing")
+		})
+	}
+}
+
+func TestNeedsScaling(t *testing.T) {
+	ignored := map[string]string{scaler.IgnoreScalingAnnotation: "true"}
+	ignoredMelted := map[string]string{scaler.IgnoreScalingAnnotation: "true", scaler.MeltdownProtectionAnnotation: ""}
+	running := state{replicas: 1}
+	stopped := state{annotations: marks("1")}
+	tests := []struct {
+		name      string
+		dir       scaler.Direction
+		resources map[string]*state // nil: missing
+		want      bool
+	}{
+		{"down, all running", scaler.Down, map[string]*state{kcm: &running, mcm: &running, ca: &running}, true},
+		{"down, one running", scaler.Down, map[string]*state{kcm: &stopped, mcm: &stopped, ca: &running}, true},
+		{"down, all at 0", scaler.Down, map[string]*state{kcm: &stopped, mcm: &stopped, ca: &stopped}, false},
+		{"down, only an ignored one running", scaler.Down,
+			map[string]*state{kcm: &stopped, mcm: {replicas: 1, annotations: ignored}, ca: &stopped}, false},
+		{"down, optional missing", scaler.Down, map[string]*state{kcm: &stopped, mcm: &stopped}, false},
+		{"down, required missing", scaler.Down, map[string]*state{kcm: &stopped, ca: &stopped}, true},
+		{"up, all running", scaler.Up, map[string]*state{kcm: &running, mcm: &running, ca: &running}, false},
+		{"up, one at 0", scaler.Up, map[string]*state{kcm: &running, mcm: &stopped, ca: &running}, true},
+		{"up, one at 0 without annotations", scaler.Up,
+			map[string]*state{kcm: &running, mcm: {}, ca: &running}, true},
+		{"up, only an ignored one at 0", scaler.Up,
+			map[string]*state{kcm: &running, mcm: {annotations: ignored}, ca: &running}, false},
+		{"up, running but still annotated", scaler.Up,
+			map[string]*state{kcm: {replicas: 2, annotations: marks("2")}, mcm: &running, ca: &running}, true},
+		{"up, ignored with the meltdown annotation", scaler.Up,
+			map[string]*state{kcm: &running, mcm: {replicas: 1, annotations: ignoredMelted}, ca: &running}, true},
+		{"up, optional missing", scaler.Up, map[string]*state{kcm: &running, mcm: &running}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, upstreamInfos(t))
+			for name, s := range tt.resources {
+				f.create(t, name, s.replicas, s.annotations)
+			}
+			got, err := f.scaler.NeedsScaling(context.Background(), f.ns, tt.dir)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
+
+func TestInitialDelayOnTheClock(t *testing.T) {
+	infos := withTimings(only(upstreamInfos(t), mcm), 10*time.Second, 30*time.Second)
+	t.Run("waits until the clock has passed the delay", func(t *testing.T) {
+		f := newFixture(t, infos)
+		clk := clocktesting.NewFakeClock(time.Now())
+		f.scaler.Clock = clk
+		f.create(t, mcm, 2, nil)
+		done := make(chan error, 1)
+		go func() { done <- f.scaler.Scale(context.Background(), f.ns, scaler.Down, meltdown) }()
+
+		require.Eventually(t, clk.HasWaiters, 10*time.Second, 10*time.Millisecond)
+		clk.Step(9 * time.Second)
+		assert.True(t, clk.HasWaiters(), "still waiting")
+		assert.Empty(t, f.journal.done())
+		clk.Step(time.Second)
+		require.Eventually(t, func() bool { return len(done) == 1 }, 10*time.Second, 10*time.Millisecond)
+
+		require.NoError(t, <-done)
+		assert.Equal(t, state{annotations: marks("2")}, f.state(t, mcm))
+	})
+	t.Run("cancelled during the delay", func(t *testing.T) {
+		f := newFixture(t, infos)
+		clk := clocktesting.NewFakeClock(time.Now())
+		f.scaler.Clock = clk
+		f.create(t, mcm, 2, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- f.scaler.Scale(ctx, f.ns, scaler.Down, meltdown) }()
+
+		require.Eventually(t, clk.HasWaiters, 10*time.Second, 10*time.Millisecond)
+		cancel()
+		require.Eventually(t, func() bool { return len(done) == 1 }, 10*time.Second, 10*time.Millisecond)
+
+		require.ErrorIs(t, <-done, context.Canceled)
+		assert.Empty(t, f.journal.done())
+		assert.Equal(t, state{replicas: 2}, f.state(t, mcm))
+	})
+}
+
+func TestReadyWait(t *testing.T) {
+	tests := []struct {
+		name    string
+		ready   bool
+		timeout time.Duration
+		min     time.Duration
+		max     time.Duration
+	}{
+		{name: "no controller: bounded by the timeout", timeout: 2 * time.Second, min: time.Second, max: 10 * time.Second},
+		{name: "replicas ready: returns at once", ready: true, timeout: time.Minute, max: 10 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, withTimings(only(upstreamInfos(t), kcm), 0, tt.timeout))
+			f.journal.ready = tt.ready
+			f.create(t, kcm, 0, marks("2"))
+
+			start := time.Now()
+			require.NoError(t, f.scaler.Scale(context.Background(), f.ns, scaler.Up, healthy))
+			elapsed := time.Since(start)
+
+			assert.Equal(t, state{replicas: 2}, f.state(t, kcm))
+			assert.GreaterOrEqual(t, elapsed, tt.min)
+			assert.Less(t, elapsed, tt.max)
+		})
+	}
+}
+
+func TestStatefulSet(t *testing.T) {
+	infos := withoutDelays(only(upstreamInfos(t), kcm))
+	infos[0].Ref.Kind = "StatefulSet"
+	f := newFixture(t, infos)
+	labels := map[string]string{"app": kcm}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: kcm},
+		Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3), ServiceName: kcm,
+			Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: podTemplate(labels)},
+	}
+	require.NoError(t, env.Client.Create(context.Background(), sts))
+	key := client.ObjectKeyFromObject(sts)
+
+	require.NoError(t, f.scaler.Scale(context.Background(), f.ns, scaler.Down, meltdown))
+	require.NoError(t, env.Client.Get(context.Background(), key, sts))
+	assert.Equal(t, int32(0), *sts.Spec.Replicas)
+	assert.Equal(t, "3", sts.Annotations[scaler.ReplicasAnnotation])
+
+	sts.Status.ReadyReplicas = 3 // no controller runs: pretend the pods are ready
+	sts.Status.Replicas = 3
+	require.NoError(t, env.Client.Status().Update(context.Background(), sts))
+	require.NoError(t, f.scaler.Scale(context.Background(), f.ns, scaler.Up, healthy))
+	require.NoError(t, env.Client.Get(context.Background(), key, sts))
+	assert.Equal(t, int32(3), *sts.Spec.Replicas)
+	assert.NotContains(t, sts.Annotations, scaler.ReplicasAnnotation)
+	assert.NotContains(t, sts.Annotations, scaler.MeltdownProtectionAnnotation)
+}
