@@ -139,6 +139,7 @@ func TestBrokenKubeconfigIsReported(t *testing.T) {
 	seed.Require(t)
 	s := newShoot(t, 2)
 	s.setSecret([]byte("this is not a kubeconfig"))
+	reported := counterSum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "kubeconfig"})
 	startReplica(t, seed.Namespace(t), "dwd-0")
 	require.Eventually(t, func() bool {
 		events := &corev1.EventList{}
@@ -151,6 +152,36 @@ func TestBrokenKubeconfigIsReported(t *testing.T) {
 		}
 		return false
 	}, 20*time.Second, 100*time.Millisecond, "an Event on the Secret says what is wrong")
+	assert.Equal(t, reported+1, counterSum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "kubeconfig"}),
+		"counted once, not on every probe")
+}
+
+func TestMalformedShootAffectsOnlyItsCluster(t *testing.T) {
+	seed.Require(t)
+	broken, healthy := newShoot(t, 2), newShoot(t, 2)
+	broken.updateShoot(shootJSON(func(shoot map[string]any) {
+		shoot["spec"].(map[string]any)["hibernation"] = map[string]any{"enabled": "not a boolean"}
+	}))
+	reported := counterSum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "cluster"})
+	r := startReplica(t, seed.Namespace(t), "dwd-0")
+	require.Eventually(t, func() bool { return r.prober.Probing(healthy.name) }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool {
+		events := &corev1.EventList{}
+		require.NoError(t, seed.Client.List(context.Background(), events, client.InNamespace("default")))
+		for _, e := range events.Items {
+			if e.Reason == "InvalidShoot" && e.InvolvedObject.Name == broken.name {
+				assert.Contains(t, e.Message, "spec.hibernation.enabled")
+				return true
+			}
+		}
+		return false
+	}, 20*time.Second, 100*time.Millisecond, "an Event on the Cluster names the bad field")
+	assert.False(t, r.prober.Probing(broken.name))
+	assert.Equal(t, reported+1, counterSum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "cluster"}))
+
+	healthy.renewLeases(2, time.Now().Add(-expired))
+	require.Eventually(t, func() bool { return healthy.replicas("kube-controller-manager") == 0 }, 20*time.Second, 50*time.Millisecond,
+		"the other shoot is probed and scaled as usual")
 }
 
 func TestTwoReplicasProbeEachShootOnce(t *testing.T) {
