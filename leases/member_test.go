@@ -142,9 +142,11 @@ func TestPartitionCompareAndSwap(t *testing.T) {
 	_, err = leases.Acquire(ctx, store, "dwd", 3, nil, "dwd-1", "inc-b", t0)
 	assert.True(t, apierrors.IsAlreadyExists(err), "a second creator loses")
 
-	released, err := leases.Release(ctx, store, a, t0.Add(time.Second))
+	handover := map[string]string{leases.HandoverAnnotationPrefix + "weeder": `[{"ns":"a"}]`}
+	released, err := leases.Release(ctx, store, a, handover, t0.Add(time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, "", leases.Holder(released))
+	assert.Equal(t, handover, leases.Handover(released), "the state travels in the release's own write")
 	at, ok := leases.ReleasedAt(released)
 	assert.True(t, ok)
 	assert.Equal(t, t0.Add(time.Second), at)
@@ -156,6 +158,7 @@ func TestPartitionCompareAndSwap(t *testing.T) {
 	assert.Equal(t, "dwd-1", leases.Holder(b))
 	_, ok = leases.ReleasedAt(b)
 	assert.False(t, ok)
+	assert.Empty(t, leases.Handover(b), "the next holder's acquire consumes the handover")
 	assert.Equal(t, int32(0), *b.Spec.LeaseTransitions, "taking a free lease is not a transition")
 
 	c, err := leases.Acquire(ctx, store, "dwd", 3, b, "dwd-2", "inc-c", t0.Add(3*time.Second))

@@ -18,6 +18,9 @@ const (
 	IncarnationAnnotation = "dwd.gardener.cloud/incarnation"
 	// ReleasedAtAnnotation records when the last holder released a partition (RFC 3339, holder's clock).
 	ReleasedAtAnnotation = "dwd.gardener.cloud/released-at"
+	// HandoverAnnotationPrefix prefixes the annotations in which a releasing holder hands the state of
+	// its partition's work to the next; the next holder's acquire removes them.
+	HandoverAnnotationPrefix = "dwd.gardener.cloud/handover-"
 )
 
 // Values of KindLabel.

@@ -2,6 +2,7 @@ package leases
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -30,14 +31,32 @@ func Acquire(ctx context.Context, store Store, group string, p int, cached *coor
 }
 
 // Release clears the holder of a partition lease by compare-and-swap on cached, the copy this member
-// holds. The caller must have stopped the partition's work before.
-func Release(ctx context.Context, store Store, cached *coordinationv1.Lease, now time.Time) (*coordinationv1.Lease, error) {
+// holds, and writes handover, the state of the partition's work for the next holder (annotations
+// with HandoverAnnotationPrefix). The caller must have stopped the partition's work before.
+func Release(ctx context.Context, store Store, cached *coordinationv1.Lease, handover map[string]string, now time.Time) (*coordinationv1.Lease, error) {
 	lease := cached.DeepCopy()
 	lease.Spec.HolderIdentity = nil
 	lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now))
 	delete(lease.Annotations, IncarnationAnnotation)
 	setAnnotation(lease, ReleasedAtAnnotation, now.UTC().Format(time.RFC3339Nano))
+	for k, v := range handover {
+		setAnnotation(lease, k, v)
+	}
 	return store.Update(ctx, lease)
+}
+
+// Handover returns the handover annotations of a partition lease.
+func Handover(l *coordinationv1.Lease) map[string]string {
+	var state map[string]string
+	for k, v := range l.Annotations {
+		if strings.HasPrefix(k, HandoverAnnotationPrefix) {
+			if state == nil {
+				state = map[string]string{}
+			}
+			state[k] = v
+		}
+	}
+	return state
 }
 
 // ReleasedAt returns when the last holder released the partition, if it recorded it.
@@ -66,6 +85,9 @@ func setHolder(lease *coordinationv1.Lease, holder, incarnation string, now time
 	lease.Spec.RenewTime = &t
 	setAnnotation(lease, IncarnationAnnotation, incarnation)
 	delete(lease.Annotations, ReleasedAtAnnotation)
+	for k := range Handover(lease) {
+		delete(lease.Annotations, k)
+	}
 }
 
 func setAnnotation(lease *coordinationv1.Lease, key, value string) {

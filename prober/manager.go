@@ -65,13 +65,14 @@ func (m *Manager) jitterFactor() float64   { return *m.Config.BackoffJitterFacto
 // Reconcile brings the probe of one Cluster (named after its shoot namespace) in line with the
 // lifecycle rules and this replica's ownership.
 func (m *Manager) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	return reconcile.Result{}, m.sync(ctx, req.Name, false)
+	return reconcile.Result{}, m.sync(ctx, req.Name)
 }
 
-// Acquired starts the probes of the clusters in partition p; it does not wait for them.
-func (m *Manager) Acquired(ctx context.Context, p int) {
+// Acquired starts the probes of the clusters in partition p; it does not wait for them. However the
+// partition came here, its clusters start after a short jitter (new clusters after initialDelay).
+func (m *Manager) Acquired(ctx context.Context, p int, _ sharding.Takeover) {
 	for _, ns := range m.clustersIn(ctx, p) {
-		if err := m.sync(ctx, ns, true); err != nil {
+		if err := m.sync(ctx, ns); err != nil {
 			m.Log.Error(err, "Starting probe of an acquired partition", "namespace", ns, "partition", p)
 		}
 	}
@@ -103,9 +104,8 @@ func (m *Manager) clustersIn(ctx context.Context, p int) []string {
 	return names
 }
 
-// sync starts, restarts or stops the probe of ns. takeover marks a cluster whose partition this
-// replica has just acquired: it is probed after a short jitter unless it is newer than initialDelay.
-func (m *Manager) sync(ctx context.Context, ns string, takeover bool) error {
+// sync starts, restarts or stops the probe of ns.
+func (m *Manager) sync(ctx context.Context, ns string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.Ownership.Owns(ns) {
@@ -133,18 +133,17 @@ func (m *Manager) sync(ctx context.Context, ns string, takeover bool) error {
 		m.stopLocked(ns)
 		return nil
 	}
-	m.startLocked(ns, spec, m.firstRun(cluster, takeover))
+	m.startLocked(ns, spec, m.firstRun(cluster))
 	return nil
 }
 
 // firstRun is when a new probe first runs: initialDelay after the cluster's creation for a cluster
-// younger than that, else after a short jitter.
-func (m *Manager) firstRun(cluster *unstructured.Unstructured, takeover bool) time.Time {
+// younger than that, else (also when taken over from another replica) after a short jitter.
+func (m *Manager) firstRun(cluster *unstructured.Unstructured) time.Time {
 	now := m.Clock.Now()
 	if due := cluster.GetCreationTimestamp().Add(m.Config.InitialDelay.Duration); due.After(now) {
 		return due
 	}
-	_ = takeover // an old cluster starts after the jitter whether taken over or seen for the first time
 	return now.Add(time.Duration(rand.Int64N(int64(takeoverJitter))))
 }
 

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 	"github.com/sharded-dwd/dependency-watchdog/test"
 )
@@ -34,9 +35,10 @@ const (
 // workLog records which member runs each partition's work, across every member of the test, and
 // fails the test when two run the same partition at once.
 type workLog struct {
-	t      *testing.T
-	mu     sync.Mutex
-	acting map[int]string
+	t         *testing.T
+	mu        sync.Mutex
+	acting    map[int]string
+	takeovers map[int]sharding.Takeover // the last takeover of each partition
 }
 
 func (w *workLog) handler(member string) sharding.PartitionHandler {
@@ -67,13 +69,40 @@ type memberWork struct {
 	member string
 }
 
-func (h memberWork) Acquired(_ context.Context, p int) {
+func (h memberWork) Acquired(_ context.Context, p int, takeover sharding.Takeover) {
 	h.log.mu.Lock()
 	defer h.log.mu.Unlock()
 	if other, ok := h.log.acting[p]; ok && other != h.member {
 		h.log.t.Errorf("partition %d acted on by %s and %s at once", p, other, h.member)
 	}
 	h.log.acting[p] = h.member
+	h.log.takeovers[p] = takeover
+}
+
+// handoverKey carries the test's partition state; even partitions have some.
+const handoverKey = leases.HandoverAnnotationPrefix + "test"
+
+func (h memberWork) HandoverState(p int) (string, string) {
+	if p%2 != 0 {
+		return handoverKey, ""
+	}
+	return handoverKey, fmt.Sprintf("%d from %s", p, h.member)
+}
+
+// checkTakeovers asserts how the partitions moved from one member came to their new holders.
+func (w *workLog) checkTakeovers(t *testing.T, moved []int, from string, cause sharding.TakeoverCause) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range moved {
+		got := w.takeovers[p]
+		assert.Equal(t, cause, got.Cause, "partition %d", p)
+		if cause == sharding.Handover && p%2 == 0 {
+			assert.Equal(t, fmt.Sprintf("%d from %s", p, from), got.State[handoverKey], "partition %d carries its state", p)
+		} else {
+			assert.Empty(t, got.State, "partition %d", p)
+		}
+	}
 }
 
 func (h memberWork) Released(p int) {
@@ -105,7 +134,7 @@ func newGroup(t *testing.T) *group {
 	s := config.DefaultSharding("it")
 	s.Namespace = env.Namespace(t)
 	s.MemberLeaseDuration, s.MemberRenewDeadline, s.MemberRetryPeriod = itLeaseDuration, itRenewDeadline, itRetryPeriod
-	return &group{t: t, settings: s, work: &workLog{t: t, acting: map[int]string{}}}
+	return &group{t: t, settings: s, work: &workLog{t: t, acting: map[int]string{}, takeovers: map[int]sharding.Takeover{}}}
 }
 
 // start runs a member through a proxy of its own.
@@ -168,6 +197,8 @@ func TestGroupSharesAndHandsOver(t *testing.T) {
 		}
 	})
 
+	left := g.work.heldBy()["dwd-2"]
+
 	t.Run("graceful leave", func(t *testing.T) {
 		start := time.Now()
 		c.stop()
@@ -175,12 +206,17 @@ func TestGroupSharesAndHandsOver(t *testing.T) {
 		g.converge(3*time.Second, "dwd-0", "dwd-1")
 		t.Logf("handover after a graceful leave: %s from the stop signal (the stop itself: %s)",
 			time.Since(start).Round(time.Millisecond), stopped.Round(time.Millisecond))
+		g.work.checkTakeovers(t, left, "dwd-2", sharding.Handover)
 	})
 
 	t.Run("join", func(t *testing.T) {
+		before := g.work.heldBy()
 		g.start("dwd-2")
 		took := g.converge(3*time.Second, "dwd-0", "dwd-1", "dwd-2")
 		t.Logf("handover after a join: %s", took.Round(time.Millisecond))
+		for _, from := range []string{"dwd-0", "dwd-1"} {
+			g.work.checkTakeovers(t, intersect(before[from], g.work.heldBy()["dwd-2"]), from, sharding.Handover)
+		}
 	})
 }
 
@@ -205,6 +241,7 @@ func TestCrashedMemberIsTakenOverAfterTheLeaseDuration(t *testing.T) {
 	assert.GreaterOrEqual(t, tookOver, itLeaseDuration-itRetryPeriod,
 		"nobody may take a crashed member's partitions before its lease can have expired")
 	g.converge(time.Second, "dwd-0", "dwd-1")
+	g.work.checkTakeovers(t, before["dwd-2"], "dwd-2", sharding.Crash)
 	crashed.stop()
 	t.Logf("cut-off member fenced after %s; others held everything after %s (D = %s)",
 		fenced.Round(time.Millisecond), tookOver.Round(time.Millisecond), itLeaseDuration)
@@ -236,6 +273,20 @@ func gauge(t *testing.T, name, group, member string) float64 {
 	}
 	t.Fatalf("no %s for member %s of group %s", name, member, group)
 	return 0
+}
+
+func intersect(a, b []int) []int {
+	in := map[int]bool{}
+	for _, p := range b {
+		in[p] = true
+	}
+	var out []int
+	for _, p := range a {
+		if in[p] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // balance describes how many partitions each member holds.

@@ -158,16 +158,17 @@ func (r *Runner) reconcileNext(ctx context.Context, queue workqueue.TypedRateLim
 	return true
 }
 
-// shutdown leaves the group: it stops the work of every partition, then stops renewing and releases
-// the member lease. The others see a released member lease at once and take its partitions over
-// without waiting for the lease duration; the partition leases are left naming this member, which
-// saves a write per partition and is safe because no work runs here any more.
+// shutdown leaves the group: it stops the work of every partition (handing over the state of those
+// that have any), then stops renewing and releases the member lease. The others see a released member
+// lease at once and take its partitions over without waiting for the lease duration.
 func (r *Runner) shutdown(stopMember context.CancelFunc, member *sync.WaitGroup) {
-	r.coordinator.Fence()
-	stopMember()
-	member.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), r.settings.MemberRenewDeadline)
 	defer cancel()
+	if err := r.coordinator.Leave(ctx); err != nil {
+		r.log.Error(err, "Handing over partitions on shutdown; their state is lost")
+	}
+	stopMember()
+	member.Wait()
 	if err := r.member.Release(ctx, r.clock.Now()); err != nil {
 		r.log.Error(err, "Releasing the member lease on shutdown; the others take over after the lease duration")
 		return

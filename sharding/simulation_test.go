@@ -123,7 +123,7 @@ type simHandler struct {
 	node string
 }
 
-func (h simHandler) Acquired(_ context.Context, p int) {
+func (h simHandler) Acquired(_ context.Context, p int, _ Takeover) {
 	h.sim.actingMu.Lock()
 	defer h.sim.actingMu.Unlock()
 	if other, ok := h.sim.acting[p]; ok && other != h.node {
@@ -185,7 +185,7 @@ func (s *simulation) crash(n *simNode) {
 // leave shuts a node down gracefully, as the Runner does: all work stopped, then the member lease
 // released.
 func (s *simulation) leave(n *simNode) {
-	n.coordinator.Fence()
+	_ = n.coordinator.Leave(context.Background())
 	_ = n.member.Release(context.Background(), n.clock.Now())
 	s.crash(n)
 }

@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,13 +15,14 @@ import (
 // release stops the work of partition p if it runs here, then clears the lease's holder by
 // compare-and-swap on the newest copy this replica has: its own last write, else the cached one.
 func (c *Coordinator) release(ctx context.Context, p int, cached *coordinationv1.Lease) error {
+	var handover map[string]string
 	if own, ok := c.stop(p); ok {
-		cached = own
+		cached, handover = own, c.handoverState(p)
 	}
 	if cached == nil || leases.Holder(cached) != c.cfg.Member {
 		return nil
 	}
-	_, err := leases.Release(ctx, c.store, cached, c.clock.Now())
+	_, err := leases.Release(ctx, c.store, cached, handover, c.clock.Now())
 	c.metrics.write("release", err)
 	if err != nil && !isLostRace(err) {
 		return fmt.Errorf("releasing partition %d: %w", p, err)
@@ -41,6 +43,7 @@ func (c *Coordinator) acquire(ctx context.Context, p int, cached *coordinationv1
 			return err
 		}
 	}
+	takeover := c.takeover(cached, holder)
 	lease, err := leases.Acquire(ctx, c.store, c.cfg.Group, p, cached, c.cfg.Member, c.cfg.Incarnation, now)
 	c.metrics.write("acquire", err)
 	if isLostRace(err) {
@@ -49,7 +52,7 @@ func (c *Coordinator) acquire(ctx context.Context, p int, cached *coordinationv1
 	if err != nil {
 		return fmt.Errorf("acquiring partition %d: %w", p, err)
 	}
-	if !c.start(p, lease) {
+	if !c.start(p, lease, takeover) {
 		return nil
 	}
 	c.observeHandover(cached, holder, now)
@@ -88,6 +91,42 @@ func (e *expiryConfirmer) expired(ctx context.Context, holder string) (bool, err
 	return e.results[holder], nil
 }
 
+// takeover tells the handlers how the partition whose lease was cached comes here.
+func (c *Coordinator) takeover(cached *coordinationv1.Lease, holder string) Takeover {
+	switch {
+	case cached == nil:
+		return Takeover{Cause: Fresh}
+	case holder == "":
+		if _, released := leases.ReleasedAt(cached); released {
+			return Takeover{Cause: Handover, State: leases.Handover(cached)}
+		}
+		return Takeover{Cause: Fresh}
+	case holder != c.cfg.Member:
+		if _, held, ok := c.observer.Seen(holder); ok && !held {
+			return Takeover{Cause: Handover}
+		}
+	}
+	return Takeover{Cause: Crash}
+}
+
+// handoverState collects what the handlers hand over for partition p, after its Released.
+func (c *Coordinator) handoverState(p int) map[string]string {
+	var state map[string]string
+	for _, h := range c.handlers {
+		sh, ok := h.(StateHandler)
+		if !ok {
+			continue
+		}
+		if k, v := sh.HandoverState(p); v != "" {
+			if state == nil {
+				state = map[string]string{}
+			}
+			state[k] = v
+		}
+	}
+	return state
+}
+
 // observeHandover records how long a partition was without a working holder: since its release, or
 // since its holder left the group (cause "release"), or since the holder's last observed renewal when
 // its lease expired (cause "expiry").
@@ -113,7 +152,7 @@ func (c *Coordinator) observeHandover(cached *coordinationv1.Lease, holder strin
 }
 
 // start runs the handlers' Acquired for partition p unless the replica is fenced by now.
-func (c *Coordinator) start(p int, lease *coordinationv1.Lease) bool {
+func (c *Coordinator) start(p int, lease *coordinationv1.Lease, takeover Takeover) bool {
 	c.partitions[p].Lock()
 	defer c.partitions[p].Unlock()
 	if c.liveness.Fenced(c.clock.Now()) {
@@ -124,7 +163,7 @@ func (c *Coordinator) start(p int, lease *coordinationv1.Lease) bool {
 	c.held[p] = &heldPartition{lease: lease, cancel: cancel}
 	c.mu.Unlock()
 	for _, h := range c.handlers {
-		h.Acquired(ctx, p)
+		h.Acquired(ctx, p, takeover)
 	}
 	return true
 }
@@ -163,6 +202,28 @@ func (c *Coordinator) Fence() {
 	}
 	wg.Wait()
 	c.updateMetrics()
+}
+
+// Leave stops the work of every partition, for a graceful shutdown, and hands over the state of
+// those whose handlers have any by releasing their leases with it. The other partitions' leases are
+// left naming this member: once its member lease is released (the caller's next step), the others
+// take them over at once, and a write per partition is saved.
+func (c *Coordinator) Leave(ctx context.Context) error {
+	var errs []error
+	for _, p := range c.Held() {
+		own, ok := c.stop(p)
+		state := c.handoverState(p)
+		if !ok || len(state) == 0 {
+			continue
+		}
+		_, err := leases.Release(ctx, c.store, own, state, c.clock.Now())
+		c.metrics.write("release", err)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("handing over partition %d: %w", p, err))
+		}
+	}
+	c.Fence()
+	return errors.Join(errs...)
 }
 
 // forEach runs fn for every partition, WriteConcurrency at a time, in order when that is 1.

@@ -1,0 +1,148 @@
+package weeder
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// ServiceKey names a Service in a namespace.
+type ServiceKey struct {
+	Namespace, Service string
+}
+
+// Tracker tells from EndpointSlices whether a service is ready: ready when at least one endpoint
+// across all of the service's slices is ready, not ready when none is (an empty slice contributes
+// nothing). An endpoint whose ready condition is unset counts as ready, because the
+// discovery.k8s.io/v1 API asks consumers to interpret an unknown state as ready.
+//
+// A service that is not tracked is not ready: a service first seen ready has turned ready, and so
+// has a service recreated ready after all of its slices were deleted. No tombstone is kept. (After a
+// restart every ready service is first seen ready: the caller bounds that burst with the Registry's
+// cap, or skips the informer's initial list.)
+//
+// Per service the Tracker keeps only the readiness of each slice by name, nothing per endpoint.
+// It is safe for concurrent use: informer event handlers feed it while others read it.
+type Tracker struct {
+	mu       sync.RWMutex
+	services map[ServiceKey]sliceReadiness
+}
+
+// sliceReadiness maps a slice name to whether the slice has a ready endpoint.
+type sliceReadiness map[string]bool
+
+// ready reports whether any slice has a ready endpoint.
+func (s sliceReadiness) ready() bool {
+	for _, ready := range s {
+		if ready {
+			return true
+		}
+	}
+	return false
+}
+
+// NewTracker returns an empty Tracker.
+func NewTracker() *Tracker {
+	return &Tracker{services: map[ServiceKey]sliceReadiness{}}
+}
+
+// Observe records an added or updated slice and reports whether its service just turned ready: it
+// was not ready (or not tracked) before and is ready now. A slice without the
+// kubernetes.io/service-name label is ignored and yields the zero key.
+func (t *Tracker) Observe(slice *discoveryv1.EndpointSlice) (key ServiceKey, turnedReady bool) {
+	key, ok := keyOf(slice)
+	if !ok {
+		return ServiceKey{}, false
+	}
+	ready := sliceReady(slice)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	state, tracked := t.services[key]
+	if !tracked {
+		state = sliceReadiness{}
+		t.services[cloneKey(key)] = state
+	}
+	before := state.ready()
+	if old, known := state[slice.Name]; !known || old != ready {
+		state[strings.Clone(slice.Name)] = ready
+	}
+	return key, !before && ready
+}
+
+// Forget records a deleted slice and returns its service's key (the zero key for a slice without
+// the service-name label). A delete never turns a service ready; it may turn it not ready. The
+// service is dropped from memory with its last slice.
+func (t *Tracker) Forget(slice *discoveryv1.EndpointSlice) ServiceKey {
+	key, ok := keyOf(slice)
+	if !ok {
+		return ServiceKey{}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if state, tracked := t.services[key]; tracked {
+		delete(state, slice.Name)
+		if len(state) == 0 {
+			delete(t.services, key)
+		}
+	}
+	return key
+}
+
+// Ready reports whether the service is ready; an untracked service is not.
+func (t *Tracker) Ready(key ServiceKey) bool {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.services[key].ready()
+}
+
+// ReadyServices returns the sorted names of the ready services in namespace.
+func (t *Tracker) ReadyServices(namespace string) []string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	var names []string
+	for key, state := range t.services {
+		if key.Namespace == namespace && state.ready() {
+			names = append(names, key.Service)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Len returns the number of tracked services (those with at least one slice).
+func (t *Tracker) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.services)
+}
+
+// keyOf returns the service a slice belongs to, or false when the slice has no service-name label.
+func keyOf(slice *discoveryv1.EndpointSlice) (ServiceKey, bool) {
+	if slice == nil {
+		return ServiceKey{}, false
+	}
+	service := slice.Labels[discoveryv1.LabelServiceName]
+	if service == "" {
+		return ServiceKey{}, false
+	}
+	return ServiceKey{Namespace: slice.Namespace, Service: service}, true
+}
+
+// sliceReady reports whether any endpoint of the slice is ready; a nil ready condition counts as
+// ready (the API defines unknown as ready).
+func sliceReady(slice *discoveryv1.EndpointSlice) bool {
+	for i := range slice.Endpoints {
+		if ready := slice.Endpoints[i].Conditions.Ready; ready == nil || *ready {
+			return true
+		}
+	}
+	return false
+}
+
+// cloneKey copies the key's strings so that the Tracker does not keep a decoded object's memory
+// alive after the informer has dropped the object.
+func cloneKey(key ServiceKey) ServiceKey {
+	return ServiceKey{Namespace: strings.Clone(key.Namespace), Service: strings.Clone(key.Service)}
+}
