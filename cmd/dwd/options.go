@@ -34,6 +34,7 @@ const (
 	defaultHealthBindAddress    = ":9644"
 	defaultConcurrentReconciles = 1
 	defaultProbeWorkers         = 32
+	defaultMaxWeedingWindows    = 100
 	defaultLeaderElectionNS     = "garden"
 	serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 )
@@ -51,6 +52,7 @@ type options struct {
 	proberConfigPath     string
 	weederConfigPath     string
 	probeWorkers         int
+	maxWeedingWindows    int
 	leaderElection       leaderElectionOptions
 	sharding             config.Sharding
 	zap                  zap.Options
@@ -83,6 +85,7 @@ func newOptions(group string) *options {
 		healthBindAddress:    defaultHealthBindAddress,
 		concurrentReconciles: defaultConcurrentReconciles,
 		probeWorkers:         defaultProbeWorkers,
+		maxWeedingWindows:    defaultMaxWeedingWindows,
 		leaderElection: leaderElectionOptions{
 			namespace:     defaultLeaderElectionNS,
 			leaseDuration: 15 * time.Second,
@@ -118,6 +121,11 @@ func (o *options) addProberFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.probeWorkers, "probe-workers", o.probeWorkers, "Maximum number of probes and scale flows in flight.")
 }
 
+// addWeederFlags binds the weeder's own flags.
+func (o *options) addWeederFlags(fs *pflag.FlagSet) {
+	fs.IntVar(&o.maxWeedingWindows, "max-weeding-windows", o.maxWeedingWindows, "Maximum number of weeding windows (pod watches of one service's dependants) open at once; more wait in a queue, oldest first.")
+}
+
 // addRoleFlags binds the flags only the original's `prober` and `weeder` commands have.
 func (o *options) addRoleFlags(fs *pflag.FlagSet, r role) {
 	path := &o.proberConfigPath
@@ -129,6 +137,8 @@ func (o *options) addRoleFlags(fs *pflag.FlagSet, r role) {
 		fs.IntVar(&o.concurrentReconciles, "concurrent-reconciles", o.concurrentReconciles, "Maximum number of concurrent reconciles of the "+string(r)+"'s controllers.")
 		if r == roleProber {
 			o.addProberFlags(fs)
+		} else {
+			o.addWeederFlags(fs)
 		}
 	})
 	le := &o.leaderElection
@@ -236,6 +246,9 @@ func (o *options) validate(roles []role) field.ErrorList {
 	}
 	if o.probeWorkers < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("--probe-workers"), o.probeWorkers, "must be at least 1"))
+	}
+	if o.maxWeedingWindows < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("--max-weeding-windows"), o.maxWeedingWindows, "must be at least 1"))
 	}
 	if o.concurrentReconciles < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("--concurrent-reconciles"), o.concurrentReconciles, "must be at least 1"))

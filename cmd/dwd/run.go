@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
+	"github.com/sharded-dwd/dependency-watchdog/weeder"
 )
 
 // defaultGroup is the sharding group of `dwd run`; `dwd prober` and `dwd weeder` use a group per role,
@@ -47,6 +49,7 @@ Give --prober-config, --weeder-config or both to choose the roles this replica r
 		fs.StringVar(&o.proberConfigPath, "prober-config", "", "Path to the prober config file (the original's format); leave out to run no prober.")
 		fs.StringVar(&o.weederConfigPath, "weeder-config", "", "Path to the weeder config file (the original's format); leave out to run no weeder.")
 		o.addProberFlags(fs)
+		o.addWeederFlags(fs)
 	})
 	o.addCommonFlags(cmd.Flags())
 	return cmd
@@ -124,9 +127,9 @@ func (o *options) newManager(ctx context.Context) (manager.Manager, error) {
 		return nil, err
 	}
 	le := o.leaderElection
-	var cacheOptions cache.Options
-	if o.proberConfig != nil {
-		cacheOptions.ByObject = prober.CacheOptions(o.proberConfig)
+	cacheOptions, err := o.cacheOptions()
+	if err != nil {
+		return nil, err
 	}
 	mgr, err := ctrl.NewManager(o.restConfig, manager.Options{
 		Scheme:                        scheme,
@@ -171,18 +174,38 @@ func (o *options) newManager(ctx context.Context) (manager.Manager, error) {
 	return mgr, nil
 }
 
+// cacheOptions are the seed caches of the roles this replica runs: only what they read.
+func (o *options) cacheOptions() (cache.Options, error) {
+	byObject := map[client.Object]cache.ByObject{}
+	if o.proberConfig != nil {
+		maps.Copy(byObject, prober.CacheOptions(o.proberConfig))
+	}
+	if o.weederConfig != nil {
+		weederObjects, err := weeder.CacheOptions(o.weederConfig)
+		if err != nil {
+			return cache.Options{}, err
+		}
+		maps.Copy(byObject, weederObjects)
+	}
+	return cache.Options{ByObject: byObject}, nil
+}
+
 // setupRoles adds the prober and the weeder this replica runs; the coordinator starts and stops
 // their work as partitions come and go.
 func (o *options) setupRoles(ctx context.Context, mgr manager.Manager, coordinator *sharding.Coordinator) error {
-	if o.proberConfig == nil {
-		return nil
+	if o.proberConfig != nil {
+		_, err := prober.Setup(ctx, mgr, o.proberConfig, coordinator, prober.Options{
+			Workers: o.probeWorkers, ConcurrentReconciles: o.concurrentReconciles, PartitionCount: o.sharding.PartitionCount,
+			QPS: float32(o.kubeAPIQPS), Burst: o.kubeAPIBurst,
+		})
+		if err != nil {
+			return fmt.Errorf("setting up the prober: %w", err)
+		}
 	}
-	_, err := prober.Setup(ctx, mgr, o.proberConfig, coordinator, prober.Options{
-		Workers: o.probeWorkers, ConcurrentReconciles: o.concurrentReconciles, PartitionCount: o.sharding.PartitionCount,
-		QPS: float32(o.kubeAPIQPS), Burst: o.kubeAPIBurst,
-	})
-	if err != nil {
-		return fmt.Errorf("setting up the prober: %w", err)
+	if o.weederConfig != nil {
+		if _, err := weeder.Setup(ctx, mgr, o.weederConfig, coordinator, o.maxWeedingWindows, o.sharding.PartitionCount); err != nil {
+			return fmt.Errorf("setting up the weeder: %w", err)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,245 @@
+package weeder_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
+	"github.com/sharded-dwd/dependency-watchdog/test"
+	"github.com/sharded-dwd/dependency-watchdog/weeder"
+)
+
+var env *test.Environment
+
+func TestMain(m *testing.M) { os.Exit(test.Main(m, &env)) }
+
+// weederConfig is the original's example with a watch duration short enough for tests.
+func weederConfig(watch time.Duration) *config.WeederConfig {
+	cfg, errs := config.DecodeWeederConfig([]byte(fmt.Sprintf(`
+watchDuration: %s
+servicesAndDependantSelectors:
+  etcd-main-client:
+    podSelectors:
+      - matchExpressions:
+          - {key: gardener.cloud/role, operator: In, values: [controlplane]}
+          - {key: role, operator: In, values: [apiserver]}
+  kube-apiserver:
+    podSelectors:
+      - matchExpressions:
+          - {key: gardener.cloud/role, operator: In, values: [controlplane]}
+          - {key: role, operator: NotIn, values: [main, apiserver]}
+`, watch)))
+	if len(errs) > 0 {
+		panic(errs.ToAggregate())
+	}
+	return cfg
+}
+
+// replica is one weeder replica: a manager with the weeder and a sharding member.
+type replica struct {
+	weeder *weeder.Manager
+	owns   func(namespace string) bool
+	stop   func()
+}
+
+func startReplica(t testing.TB, leaseNS, member string, cfg *config.WeederConfig, maxWindows int) *replica {
+	scheme := runtime.NewScheme()
+	require.NoError(t, clientgoscheme.AddToScheme(scheme))
+	byObject, err := weeder.CacheOptions(cfg)
+	require.NoError(t, err)
+	mgr, err := ctrl.NewManager(env.Config, manager.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
+		Cache: cache.Options{ByObject: byObject}})
+	require.NoError(t, err)
+	settings := config.DefaultSharding("weeders")
+	settings.Namespace, settings.MemberName = leaseNS, member
+	leaseClient, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(env.Config, settings.PartitionCount))
+	require.NoError(t, err)
+	runner := sharding.NewRunner(settings, leaseClient, logr.Discard())
+	require.NoError(t, mgr.Add(runner))
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := weeder.Setup(ctx, mgr, cfg, runner.Coordinator(), maxWindows, settings.PartitionCount)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	r := &replica{weeder: w, owns: runner.Coordinator().Owns, stop: func() { cancel(); <-done }}
+	t.Cleanup(r.stop)
+	require.Eventually(t, func() bool { return runner.ReadyCheck(nil) == nil }, 20*time.Second, 20*time.Millisecond)
+	return r
+}
+
+// setSlice creates or updates the EndpointSlice of service with one endpoint of the given readiness.
+func setSlice(t testing.TB, ns, service string, ready bool) {
+	ctx := context.Background()
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: service + "-abcde", Namespace: ns,
+		Labels: map[string]string{discoveryv1.LabelServiceName: service}}, AddressType: discoveryv1.AddressTypeIPv4}
+	err := env.Client.Get(ctx, client.ObjectKeyFromObject(slice), slice)
+	if err != nil && !apierrors.IsNotFound(err) {
+		require.NoError(t, err)
+	}
+	slice.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(ready)}}}
+	if apierrors.IsNotFound(err) {
+		require.NoError(t, env.Client.Create(ctx, slice))
+	} else {
+		require.NoError(t, env.Client.Update(ctx, slice))
+	}
+}
+
+// createPod creates a pod with the given labels whose only container is waiting for reason (empty:
+// running).
+func createPod(t *testing.T, ns, name string, podLabels map[string]string, reason string) *corev1.Pod {
+	ctx := context.Background()
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: podLabels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/c"}}}}
+	require.NoError(t, env.Client.Create(ctx, pod))
+	state := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	if reason != "" {
+		state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: state}}
+	require.NoError(t, env.Client.Status().Update(ctx, pod))
+	return pod
+}
+
+func exists(t *testing.T, pod *corev1.Pod) bool {
+	err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(pod), &corev1.Pod{})
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	require.NoError(t, err)
+	return true
+}
+
+var (
+	apiserverLabels = map[string]string{"gardener.cloud/role": "controlplane", "role": "apiserver"}
+	otherLabels     = map[string]string{"app": "something-else"}
+)
+
+func TestEtcdTurningReadyWeedsCrashLoopingAPIServers(t *testing.T) {
+	env.Require(t)
+	ns := env.Namespace(t)
+	setSlice(t, ns, "etcd-main-client", false)
+	crashing := []*corev1.Pod{
+		createPod(t, ns, "kube-apiserver-0", apiserverLabels, "CrashLoopBackOff"),
+		createPod(t, ns, "kube-apiserver-1", apiserverLabels, "CrashLoopBackOff"),
+	}
+	healthy := createPod(t, ns, "kube-apiserver-2", apiserverLabels, "")
+	outside := createPod(t, ns, "other-0", otherLabels, "CrashLoopBackOff")
+	r := startReplica(t, env.Namespace(t), "dwd-0", weederConfig(3*time.Second), 10)
+	require.Eventually(t, func() bool { return r.owns(ns) }, 20*time.Second, 10*time.Millisecond)
+	assert.Never(t, func() bool { return !exists(t, crashing[0]) }, time.Second, 50*time.Millisecond,
+		"nothing is weeded while etcd is not ready")
+
+	readyAt := time.Now()
+	setSlice(t, ns, "etcd-main-client", true)
+	require.Eventually(t, func() bool { return !exists(t, crashing[0]) || !exists(t, crashing[1]) }, 10*time.Second, 5*time.Millisecond)
+	t.Logf("slice turned ready → first pod deleted: %s", time.Since(readyAt).Round(time.Millisecond))
+	require.Eventually(t, func() bool { return !exists(t, crashing[0]) && !exists(t, crashing[1]) }, 10*time.Second, 20*time.Millisecond)
+	assert.True(t, exists(t, healthy), "a healthy pod is left alone")
+	assert.True(t, exists(t, outside), "a pod outside the selector is left alone")
+
+	// A pod that starts crash-looping while the window is open is weeded too.
+	late := createPod(t, ns, "kube-apiserver-3", apiserverLabels, "CrashLoopBackOff")
+	require.Eventually(t, func() bool { return !exists(t, late) }, 5*time.Second, 20*time.Millisecond)
+
+	// After the window has ended, nothing is deleted any more.
+	require.Eventually(t, func() bool { return len(windowsIn(r, ns)) == 0 }, 10*time.Second, 50*time.Millisecond)
+	afterWindow := createPod(t, ns, "kube-apiserver-4", apiserverLabels, "CrashLoopBackOff")
+	assert.Never(t, func() bool { return !exists(t, afterWindow) }, 2*time.Second, 50*time.Millisecond)
+
+	// A slice that stays ready opens nothing new.
+	setSlice(t, ns, "etcd-main-client", true)
+	assert.Never(t, func() bool { return len(windowsIn(r, ns)) > 0 || !exists(t, afterWindow) }, 2*time.Second, 50*time.Millisecond)
+}
+
+func TestWindowCapHoldsAcrossNamespaces(t *testing.T) {
+	env.Require(t)
+	namespaces := make([]string, 5)
+	pods := make([]*corev1.Pod, 5)
+	for i := range namespaces {
+		namespaces[i] = env.Namespace(t)
+		setSlice(t, namespaces[i], "etcd-main-client", false)
+		pods[i] = createPod(t, namespaces[i], "kube-apiserver-0", apiserverLabels, "CrashLoopBackOff")
+	}
+	r := startReplica(t, env.Namespace(t), "dwd-0", weederConfig(2*time.Second), 2)
+	for _, ns := range namespaces {
+		setSlice(t, ns, "etcd-main-client", true)
+	}
+	peak := 0
+	require.Eventually(t, func() bool {
+		peak = max(peak, len(r.weeder.Running()))
+		for _, p := range pods {
+			if exists(t, p) {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 10*time.Millisecond, "queued windows run once a slot is free")
+	assert.LessOrEqual(t, peak, 2, "at most 2 windows run at once")
+}
+
+func TestWindowMovesWithItsPartition(t *testing.T) {
+	env.Require(t)
+	leaseNS := env.Namespace(t)
+	cfg := weederConfig(time.Minute)
+	a := startReplica(t, leaseNS, "dwd-0", cfg, 10)
+	ns := env.Namespace(t)
+	setSlice(t, ns, "etcd-main-client", false)
+	setSlice(t, ns, "etcd-main-client", true)
+	require.Eventually(t, func() bool { return len(windowsIn(a, ns)) == 1 }, 10*time.Second, 20*time.Millisecond)
+	window := windowsIn(a, ns)[0]
+	assert.Equal(t, weeder.ServiceKey{Namespace: ns, Service: "etcd-main-client"}, window.Key)
+
+	b := startReplica(t, leaseNS, "dwd-1", cfg, 10)
+	a.stop() // graceful: the window travels in the partition lease
+	require.Eventually(t, func() bool { return len(windowsIn(b, ns)) == 1 }, 10*time.Second, 20*time.Millisecond,
+		"the other replica resumes the window")
+	assert.True(t, window.Deadline.Equal(windowsIn(b, ns)[0].Deadline), "for its remaining time, not a new one")
+	pod := createPod(t, ns, "kube-apiserver-0", apiserverLabels, "CrashLoopBackOff")
+	require.Eventually(t, func() bool { return !exists(t, pod) }, 10*time.Second, 20*time.Millisecond,
+		"and weeds in it")
+}
+
+func TestReadyServicesGetWindowsWhenAPartitionComesWithoutHandover(t *testing.T) {
+	env.Require(t)
+	ns := env.Namespace(t)
+	setSlice(t, ns, "kube-apiserver", true)
+	pod := createPod(t, ns, "kube-controller-manager-0", map[string]string{"gardener.cloud/role": "controlplane", "role": "controller-manager"}, "CrashLoopBackOff")
+	// The first replica of a group takes every partition fresh, as a replica does after a crash: it
+	// opens windows for the services that are ready, as the original does on every restart.
+	r := startReplica(t, env.Namespace(t), "dwd-0", weederConfig(time.Minute), 10)
+	require.Eventually(t, func() bool { return !exists(t, pod) }, 10*time.Second, 20*time.Millisecond)
+	assert.Len(t, windowsIn(r, ns), 1)
+}
+
+// windowsIn returns a replica's running windows in one namespace: namespaces of earlier tests linger
+// in the test API server (no namespace controller deletes their contents), with their ready services.
+func windowsIn(r *replica, ns string) []weeder.Window {
+	var in []weeder.Window
+	for _, w := range r.weeder.Running() {
+		if w.Key.Namespace == ns {
+			in = append(in, w)
+		}
+	}
+	return in
+}

@@ -1,0 +1,216 @@
+package weeder
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/leases"
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
+)
+
+// HandoverKey is the partition lease annotation that carries the open windows of a partition to its
+// next holder.
+const HandoverKey = leases.HandoverAnnotationPrefix + "weeder"
+
+// Manager runs the weeding windows of the shoot namespaces this replica owns. It is fed the
+// EndpointSlices of the configured services, and it is the weeder's sharding.StateHandler.
+type Manager struct {
+	Config    *config.WeederConfig
+	Ownership sharding.Ownership
+	// Client watches and deletes pods.
+	Client   kubernetes.Interface
+	Recorder record.EventRecorder
+	Clock    clock.WithTicker
+	Log      logr.Logger
+
+	tracker   *Tracker
+	registry  *Registry
+	selectors map[string][]labels.Selector
+	// namespaces lists the namespaces with slices of the configured services in partition p.
+	namespaces func(p int) []string
+	workCtx    context.Context // parent of every window's watches
+	cancelWork context.CancelFunc
+	wake       chan struct{}
+
+	mu       sync.Mutex
+	runs     map[ServiceKey]*windowRun
+	handover map[int][]Window // windows of released partitions, until handed over
+}
+
+var _ sharding.StateHandler = (*Manager)(nil)
+
+// NewManager prepares a weeder; maxWindows bounds the windows that run at once.
+func NewManager(cfg *config.WeederConfig, maxWindows int) (*Manager, error) {
+	registerMetrics()
+	selectors := map[string][]labels.Selector{}
+	for service, deps := range cfg.ServicesAndDependantSelectors {
+		for _, s := range deps.PodSelectors {
+			sel, err := metav1.LabelSelectorAsSelector(s)
+			if err != nil {
+				return nil, fmt.Errorf("pod selector of service %s: %w", service, err)
+			}
+			selectors[service] = append(selectors[service], sel)
+		}
+	}
+	workCtx, cancel := context.WithCancel(context.Background())
+	return &Manager{Config: cfg, tracker: NewTracker(), registry: NewRegistry(maxWindows), selectors: selectors,
+		workCtx: workCtx, cancelWork: cancel,
+		wake: make(chan struct{}, 1), runs: map[ServiceKey]*windowRun{}, handover: map[int][]Window{}}, nil
+}
+
+// Start runs the windows until ctx ends: it ends them at their deadlines and starts queued ones as
+// slots free up. On return every window has ended and every watch is gone. It is a manager.Runnable.
+func (m *Manager) Start(ctx context.Context) error {
+	defer m.cancelWork()
+	for {
+		m.expire()
+		if !m.sleep(ctx) {
+			break
+		}
+	}
+	m.stopAll()
+	return nil
+}
+
+// sleep waits for the next deadline or a change; false when ctx ended.
+func (m *Manager) sleep(ctx context.Context) bool {
+	var timer <-chan time.Time
+	if next, ok := m.registry.NextDeadline(); ok {
+		t := m.Clock.NewTimer(max(next.Sub(m.Clock.Now()), 0))
+		defer t.Stop()
+		timer = t.C()
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer:
+	case <-m.wake:
+	}
+	return true
+}
+
+// expire ends the windows whose deadline has passed and starts queued ones in the slots they free.
+func (m *Manager) expire() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ended, started := m.registry.Expire(m.Clock.Now())
+	for _, key := range ended {
+		m.stopLocked(key)
+	}
+	m.startLocked(started)
+}
+
+// open opens (or extends) the weeding window of a service until deadline, if this replica owns its
+// namespace. The ownership check and the start happen under mu, which Released holds too, so no
+// window starts in a namespace whose partition is being released.
+func (m *Manager) open(key ServiceKey, deadline time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.Ownership.Owns(key.Namespace) {
+		return false
+	}
+	result := m.registry.Open(key, deadline)
+	if result == Started || result == Queued {
+		windowsOpened.WithLabelValues(key.Service).Inc()
+		m.Log.Info("Opened weeding window", "namespace", key.Namespace, "service", key.Service, "until", deadline, "state", result.String())
+	}
+	if result == Started {
+		m.startLocked([]Window{{Key: key, Deadline: deadline}})
+	}
+	m.updateGauges()
+	m.signal()
+	return true
+}
+
+// startLocked starts the pod watches of windows; mu must be held.
+func (m *Manager) startLocked(windows []Window) {
+	for _, w := range windows {
+		if _, running := m.runs[w.Key]; running {
+			continue
+		}
+		m.runs[w.Key] = m.runWindow(w)
+	}
+	m.updateGauges()
+}
+
+// stopLocked ends the pod watches of a window and waits for them; mu must be held.
+func (m *Manager) stopLocked(key ServiceKey) {
+	if run, ok := m.runs[key]; ok {
+		run.stop()
+		delete(m.runs, key)
+		m.Log.V(1).Info("Weeding window ended", "namespace", key.Namespace, "service", key.Service)
+	}
+	m.updateGauges()
+}
+
+func (m *Manager) stopAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key := range m.runs {
+		m.stopLocked(key)
+	}
+}
+
+func (m *Manager) updateGauges() {
+	windowsOpen.Set(float64(len(m.runs)))
+	windowsQueued.Set(float64(len(m.registry.Queued())))
+}
+
+func (m *Manager) signal() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Running returns the windows whose watches run now, with their deadlines.
+func (m *Manager) Running() []Window {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	windows := make([]Window, 0, len(m.runs))
+	for key := range m.runs {
+		if deadline, ok := m.registry.Deadline(key); ok {
+			windows = append(windows, Window{Key: key, Deadline: deadline})
+		}
+	}
+	return windows
+}
+
+// handoverWindow is a window as it travels in the partition lease.
+type handoverWindow struct {
+	Namespace string    `json:"namespace"`
+	Service   string    `json:"service"`
+	Deadline  time.Time `json:"deadline"`
+}
+
+func encodeWindows(windows []Window) string {
+	list := make([]handoverWindow, 0, len(windows))
+	for _, w := range windows {
+		list = append(list, handoverWindow{Namespace: w.Key.Namespace, Service: w.Key.Service, Deadline: w.Deadline.UTC()})
+	}
+	data, _ := json.Marshal(list)
+	return string(data)
+}
+
+func decodeWindows(value string) ([]Window, error) {
+	var list []handoverWindow
+	if err := json.Unmarshal([]byte(value), &list); err != nil {
+		return nil, err
+	}
+	windows := make([]Window, 0, len(list))
+	for _, w := range list {
+		windows = append(windows, Window{Key: ServiceKey{Namespace: w.Namespace, Service: w.Service}, Deadline: w.Deadline})
+	}
+	return windows, nil
+}

@@ -1,0 +1,34 @@
+package weeder
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+var (
+	windowsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dwd_weeder_windows_open", Help: "Weeding windows whose pod watches run now.",
+	})
+	windowsQueued = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dwd_weeder_windows_queued", Help: "Weeding windows waiting for a free slot.",
+	})
+	windowsOpened = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_weeder_windows_opened_total", Help: "Weeding windows opened (not extended), by service.",
+	}, []string{"service"})
+	podsDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_weeder_pods_deleted_total", Help: "CrashLoopBackOff pods deleted, by the service whose readiness opened the window.",
+	}, []string{"service"})
+	deleteFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_weeder_pod_delete_failures_total", Help: "Pod deletions that failed (other than the pod being gone or replaced), by service.",
+	}, []string{"service"})
+)
+
+var registerOnce sync.Once
+
+func registerMetrics() {
+	registerOnce.Do(func() {
+		metrics.Registry.MustRegister(windowsOpen, windowsQueued, windowsOpened, podsDeleted, deleteFailures)
+	})
+}

@@ -1,0 +1,112 @@
+package weeder
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
+)
+
+// partitionIndex indexes the cached EndpointSlices by the partition of their namespace.
+const partitionIndex = "dwd.partition"
+
+// CacheOptions is the weeder's seed cache: only the EndpointSlices of the configured services,
+// selected on the server side.
+func CacheOptions(cfg *config.WeederConfig) (map[client.Object]cache.ByObject, error) {
+	services := make([]string, 0, len(cfg.ServicesAndDependantSelectors))
+	for service := range cfg.ServicesAndDependantSelectors {
+		services = append(services, service)
+	}
+	req, err := labels.NewRequirement(discoveryv1.LabelServiceName, selection.In, services)
+	if err != nil {
+		return nil, fmt.Errorf("selecting the EndpointSlices of %v: %w", services, err)
+	}
+	return map[client.Object]cache.ByObject{
+		&discoveryv1.EndpointSlice{}: {Label: labels.NewSelector().Add(*req), Transform: trimSlice},
+	}, nil
+}
+
+// trimSlice keeps what readiness needs of an EndpointSlice: its identity, its service label and
+// each endpoint's ready condition (no addresses, ports, topology or managed fields).
+func trimSlice(obj any) (any, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return obj, nil
+	}
+	out := &discoveryv1.EndpointSlice{AddressType: s.AddressType, ObjectMeta: metav1.ObjectMeta{
+		Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
+		Labels: map[string]string{discoveryv1.LabelServiceName: s.Labels[discoveryv1.LabelServiceName]},
+	}}
+	if len(s.Endpoints) > 0 {
+		out.Endpoints = make([]discoveryv1.Endpoint, len(s.Endpoints))
+		for i, e := range s.Endpoints {
+			out.Endpoints[i].Conditions.Ready = e.Conditions.Ready
+		}
+	}
+	return out, nil
+}
+
+// Setup adds the weeder to mgr, whose cache must have been built with CacheOptions, and registers it
+// with coordinator, which tells it what this replica owns.
+func Setup(ctx context.Context, mgr manager.Manager, cfg *config.WeederConfig, coordinator *sharding.Coordinator, maxWindows, partitionCount int) (*Manager, error) {
+	m, err := NewManager(cfg, maxWindows)
+	if err != nil {
+		return nil, err
+	}
+	m.Client, err = kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("creating the pod client: %w", err)
+	}
+	m.Ownership, m.Clock, m.Log = coordinator, clock.RealClock{}, ctrl.Log.WithName("weeder")
+	m.Recorder = mgr.GetEventRecorderFor("dependency-watchdog-weeder")
+	key := func(p int) string { return strconv.Itoa(p) }
+	err = mgr.GetFieldIndexer().IndexField(ctx, &discoveryv1.EndpointSlice{}, partitionIndex, func(o client.Object) []string {
+		return []string{key(sharding.PartitionOf(o.GetNamespace(), partitionCount))}
+	})
+	if err != nil {
+		return nil, fmt.Errorf("indexing endpoint slices: %w", err)
+	}
+	m.namespaces = func(p int) []string { return slicesNamespaces(ctx, mgr.GetCache(), key(p)) }
+	informer, err := mgr.GetCache().GetInformer(ctx, &discoveryv1.EndpointSlice{})
+	if err != nil {
+		return nil, fmt.Errorf("watching endpoint slices: %w", err)
+	}
+	if _, err := informer.AddEventHandler(m); err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(m); err != nil {
+		return nil, err
+	}
+	coordinator.AddHandler(m)
+	return m, nil
+}
+
+// slicesNamespaces lists the namespaces of the cached slices in a partition.
+func slicesNamespaces(ctx context.Context, c cache.Cache, partition string) []string {
+	list := &discoveryv1.EndpointSliceList{}
+	if err := c.List(ctx, list, client.MatchingFields{partitionIndex: partition}); err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var namespaces []string
+	for _, s := range list.Items {
+		if !seen[s.Namespace] {
+			seen[s.Namespace] = true
+			namespaces = append(namespaces, s.Namespace)
+		}
+	}
+	return namespaces
+}
