@@ -2,6 +2,7 @@ package leases
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -47,10 +48,15 @@ func (m *Member) Renew(ctx context.Context, now time.Time) error {
 	cached := m.lease
 	m.mu.Unlock()
 	lease, err := m.write(ctx, cached, now)
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) {
 		lease, err = m.write(ctx, nil, now)
 	}
 	if err != nil {
+		if errors.Is(err, ErrIdentityTaken) {
+			m.mu.Lock()
+			m.renewedAt = time.Time{}
+			m.mu.Unlock()
+		}
 		return fmt.Errorf("renewing member lease %s: %w", m.LeaseName(), err)
 	}
 	m.mu.Lock()
@@ -71,6 +77,8 @@ func (m *Member) write(ctx context.Context, cached *coordinationv1.Lease, now ti
 			return m.Store.Create(ctx, m.newLease(now))
 		case err != nil:
 			return nil, err
+		case m.taken(stored):
+			return nil, fmt.Errorf("%w: incarnation %s holds it", ErrIdentityTaken, Incarnation(stored))
 		}
 		cached = stored
 	}
@@ -79,6 +87,20 @@ func (m *Member) write(ctx context.Context, cached *coordinationv1.Lease, now ti
 	lease.Labels = labels(m.Group, KindMember)
 	lease.Spec.LeaseDurationSeconds = ptr.To(int32(m.LeaseDuration.Round(time.Second) / time.Second))
 	return m.Store.Update(ctx, lease)
+}
+
+// ErrIdentityTaken says that another process renews this member's lease under the same name: a
+// newer incarnation (a replacement pod, or a second replica given the same name). This process stays
+// fenced for good rather than fight over the lease.
+var ErrIdentityTaken = errors.New("another process holds this member's lease")
+
+// taken reports whether stored names this member with another incarnation after this process has
+// held it: someone else runs under this name now. A process that never held the lease takes it
+// over from its predecessor (the normal restart).
+func (m *Member) taken(stored *coordinationv1.Lease) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lease != nil && Holder(stored) == m.Name && Incarnation(stored) != m.Incarnation
 }
 
 func (m *Member) newLease(now time.Time) *coordinationv1.Lease {

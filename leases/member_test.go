@@ -64,6 +64,33 @@ func TestMemberRenewAfterForeignWrite(t *testing.T) {
 	assert.Equal(t, "dwd-0", store.Holder("dwd-member-dwd-0"))
 }
 
+func TestMemberRecreatesADeletedLease(t *testing.T) {
+	ctx := context.Background()
+	store := leasestest.NewStore()
+	m := newMember(store, clocktesting.NewFakeClock(t0))
+	require.NoError(t, m.Renew(ctx, t0))
+	store.Delete("dwd-member-dwd-0")
+	require.NoError(t, m.Renew(ctx, t0.Add(2*time.Second)))
+	assert.Equal(t, "dwd-0", store.Holder("dwd-member-dwd-0"))
+}
+
+func TestMemberYieldsToANewerIncarnation(t *testing.T) {
+	ctx := context.Background()
+	store := leasestest.NewStore()
+	old := newMember(store, clocktesting.NewFakeClock(t0))
+	require.NoError(t, old.Renew(ctx, t0))
+	// A replacement process under the same name takes the lease over from its predecessor...
+	replacement := newMember(store, clocktesting.NewFakeClock(t0))
+	replacement.Incarnation = "inc-2"
+	require.NoError(t, replacement.Renew(ctx, t0.Add(time.Second)))
+	// ...and the old one, still running somewhere, stops instead of fighting for it.
+	err := old.Renew(ctx, t0.Add(2*time.Second))
+	require.ErrorIs(t, err, leases.ErrIdentityTaken)
+	assert.True(t, old.Fenced(t0.Add(2*time.Second)))
+	l, _ := store.Get(ctx, "dwd-member-dwd-0")
+	assert.Equal(t, "inc-2", leases.Incarnation(l))
+}
+
 func TestMemberRelease(t *testing.T) {
 	ctx := context.Background()
 	store := leasestest.NewStore()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // KubeconfigKey is the key of the kubeconfig in the shoot access Secret.
@@ -113,25 +115,46 @@ func (c *ShootClients) build(secret *corev1.Secret) (*ShootClient, error) {
 }
 
 // restConfigFromSecret parses the kubeconfig in secret. Credentials that would make the watchdog run
-// a program or read its own files (exec plugins, auth providers, file paths) are refused.
+// a program or read its own files (exec plugins, auth providers, file paths) are refused before
+// anything is read or run.
 func restConfigFromSecret(secret *corev1.Secret) (*rest.Config, error) {
 	data, ok := secret.Data[KubeconfigKey]
 	if !ok || len(data) == 0 {
 		return nil, fmt.Errorf("no %q key", KubeconfigKey)
 	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(data)
+	raw, err := clientcmd.Load(data)
 	if err != nil {
 		return nil, fmt.Errorf("invalid kubeconfig: %w", err)
 	}
-	switch {
-	case cfg.ExecProvider != nil || cfg.AuthProvider != nil:
-		return nil, errors.New("kubeconfig uses an exec plugin or auth provider, which the watchdog does not run")
-	case cfg.CertFile != "" || cfg.KeyFile != "" || cfg.CAFile != "" || cfg.BearerTokenFile != "":
-		return nil, errors.New("kubeconfig refers to files; it must carry its credentials inline")
-	case cfg.Host == "":
+	if err := refuseExternalCredentials(raw); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*raw, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("invalid kubeconfig: %w", err)
+	}
+	if cfg.Host == "" {
 		return nil, errors.New("kubeconfig names no server")
 	}
 	return cfg, nil
+}
+
+// refuseExternalCredentials rejects a kubeconfig whose credentials live outside it.
+func refuseExternalCredentials(raw *clientcmdapi.Config) error {
+	for _, user := range raw.AuthInfos {
+		switch {
+		case user.Exec != nil || user.AuthProvider != nil:
+			return errors.New("kubeconfig uses an exec plugin or auth provider, which the watchdog does not run")
+		case user.ClientCertificate != "" || user.ClientKey != "" || user.TokenFile != "":
+			return errors.New("kubeconfig refers to files; it must carry its credentials inline")
+		}
+	}
+	for _, cluster := range raw.Clusters {
+		if cluster.CertificateAuthority != "" {
+			return errors.New("kubeconfig refers to files; it must carry its CA inline")
+		}
+	}
+	return nil
 }
 
 // Version calls GET /version, the API server probe.
@@ -169,11 +192,15 @@ func (c *ShootClient) NodeLeases(ctx context.Context) ([]coordinationv1.Lease, e
 }
 
 // retryOnce runs call, and once more on fresh connections when it failed without an answer from
-// the API server (a stale or broken connection, not an error status).
+// the API server on a connection that broke (a stale or broken connection). An error status is an
+// answer, and a timeout already took probeTimeout: neither is retried, so a call never takes longer
+// than probeTimeout plus one connection attempt.
 func (c *ShootClient) retryOnce(ctx context.Context, call func() error) error {
 	err := call()
 	var status apierrors.APIStatus
-	if err == nil || errors.As(err, &status) || ctx.Err() != nil {
+	var netErr net.Error
+	if err == nil || errors.As(err, &status) || ctx.Err() != nil ||
+		errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()) {
 		return err
 	}
 	c.http.CloseIdleConnections()

@@ -56,6 +56,7 @@ func TestShootClientsRefuseUnusableKubeconfigs(t *testing.T) {
 		{"not a kubeconfig", []byte("{{{"), "invalid kubeconfig"},
 		{"exec plugin", kubeconfig("https://127.0.0.1:1", map[string]any{"exec": map[string]any{"apiVersion": "client.authentication.k8s.io/v1", "command": "/bin/true", "interactiveMode": "Never"}}), "exec plugin"},
 		{"token file", kubeconfig("https://127.0.0.1:1", map[string]any{"tokenFile": "/etc/passwd"}), "refers to files"},
+		{"missing certificate file", kubeconfig("https://127.0.0.1:1", map[string]any{"client-certificate": "/nonexistent/cert", "client-key": "/nonexistent/key"}), "refers to files"},
 		{"no server", kubeconfig("", map[string]any{"token": "secret-token"}), ""},
 	}
 	for _, tt := range tests {
@@ -69,6 +70,7 @@ func TestShootClientsRefuseUnusableKubeconfigs(t *testing.T) {
 			assert.Contains(t, err.Error(), "kubeconfig Secret shoot--p--s/access")
 			assert.Contains(t, err.Error(), tt.want)
 			assert.NotContains(t, err.Error(), "secret-token", "never the Secret's contents")
+			assert.NotContains(t, err.Error(), "/nonexistent", "nothing about the watchdog's own files")
 		})
 	}
 }

@@ -90,12 +90,14 @@ func (s *Scheduler) Remove(key string) {
 	if t.index >= 0 {
 		heap.Remove(&s.queue, t.index)
 	}
-	running, done := t.running, t.done
-	if running && t.cancel != nil {
+	// A task handed to a worker that has not begun its run yet (no cancel yet) will see removed and
+	// skip its job: nothing to wait for.
+	wait, done := t.running && t.cancel != nil, t.done
+	if wait {
 		t.cancel()
 	}
 	s.mu.Unlock()
-	if running {
+	if wait {
 		<-done
 	}
 }

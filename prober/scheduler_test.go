@@ -128,3 +128,28 @@ func TestSchedulerReplacesTheJobOfAScheduledKey(t *testing.T) {
 	require.Eventually(t, func() bool { return second.Load() == 1 }, 5*time.Second, time.Millisecond)
 	assert.Zero(t, first.Load())
 }
+
+func TestSchedulerRemoveDoesNotWaitForATaskNotYetStarted(t *testing.T) {
+	s, _ := startScheduler(t, 1, nil)
+	block := make(chan struct{})
+	defer close(block)
+	started := make(chan struct{})
+	s.Schedule("busy", t0, func(context.Context) time.Duration { close(started); <-block; return time.Hour })
+	<-started
+	var ran atomic.Bool
+	s.Schedule("due", t0, func(context.Context) time.Duration { ran.Store(true); return time.Hour })
+	// "due" is popped for the only worker, which is busy: Remove must not wait for that worker.
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.tasks["due"] != nil && s.tasks["due"].running
+	}, 5*time.Second, time.Millisecond)
+	removed := make(chan struct{})
+	go func() { s.Remove("due"); close(removed) }()
+	select {
+	case <-removed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Remove waited for an unrelated run")
+	}
+	assert.False(t, ran.Load())
+}

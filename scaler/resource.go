@@ -174,13 +174,33 @@ func (s *Scaler) ignore(ctx context.Context, obj client.Object) (outcome, error)
 }
 
 // unmark removes both scale-down annotations from obj, provided it is still at resourceVersion rv.
+//
+// The controller of a resource just scaled up writes its status at once, which changes the
+// resourceVersion the removal is locked on; so a Conflict is retried on a fresh read of the scale, a
+// few times, as long as the resource is still scaled up.
 func (s *Scaler) unmark(ctx context.Context, obj client.Object, rv string) error {
 	drop := map[string]*string{ReplicasAnnotation: nil, MeltdownProtectionAnnotation: nil}
-	if err := s.patchAnnotations(ctx, obj, rv, drop); err != nil {
-		return fmt.Errorf("removing the annotations after scaling up: %w", err)
+	for attempt := 1; ; attempt++ {
+		err := s.patchAnnotations(ctx, obj, rv, drop)
+		if err == nil {
+			return nil
+		}
+		if !apierrors.IsConflict(err) || attempt == unmarkAttempts {
+			return fmt.Errorf("removing the annotations after scaling up: %w", err)
+		}
+		scale := &autoscalingv1.Scale{}
+		if err := s.Client.SubResource("scale").Get(ctx, obj, scale); err != nil {
+			return fmt.Errorf("reading the scale to remove the annotations: %w", err)
+		}
+		if scale.Spec.Replicas == 0 {
+			return fmt.Errorf("scaled down again before the annotations were removed: %w", err)
+		}
+		rv = scale.ResourceVersion
 	}
-	return nil
 }
+
+// unmarkAttempts bounds the tries to remove the annotations after a scale-up.
+const unmarkAttempts = 5
 
 // patchAnnotations applies an annotation patch (see annotationPatch) locked on resourceVersion rv; obj
 // then holds the object the API server returned.

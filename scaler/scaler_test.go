@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -249,6 +250,26 @@ func TestConflictIsRetried(t *testing.T) {
 			assert.True(t, apierrors.IsConflict(failed[0].err), "a stale write fails with Conflict: %v", failed[0].err)
 		})
 	}
+}
+
+func TestAnnotationRemovalOutlastsAControllerWritingStatus(t *testing.T) {
+	f := newFixture(t, only(upstreamInfos(t), kcm))
+	f.journal.ready = true
+	f.create(t, kcm, 0, marks("3"))
+	// After a scale-up the Deployment's controller writes its status several times; each write makes
+	// the annotation removal, locked on the resourceVersion, conflict.
+	var conflicts atomic.Int32
+	f.journal.before = func(ctx context.Context, w write) error {
+		if w.op != opAnnotate || conflicts.Add(1) > 4 {
+			return nil
+		}
+		d := f.get(t, kcm)
+		d.Labels = map[string]string{"status-write": fmt.Sprint(conflicts.Load())}
+		return env.Client.Update(ctx, d)
+	}
+	require.NoError(t, f.scaler.Scale(context.Background(), f.ns, scaler.Up, meltdown))
+	assert.Equal(t, state{replicas: 3}, f.state(t, kcm))
+	assert.Len(t, f.journal.failed(), 4, "every conflict was retried on a fresh read")
 }
 
 func TestCancelledFlowIsCompleted(t *testing.T) {

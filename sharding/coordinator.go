@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -57,7 +58,10 @@ type Coordinator struct {
 	handlers []PartitionHandler
 	metrics  *memberMetrics
 	// namespaces lists the shoot namespaces known to the replica, for the shoots-owned metric.
-	namespaces func() []string
+	namespaces func(ctx context.Context) []string
+	// fences counts the fences; work starts only if none happened since its reconcile began, so a
+	// write sent before a fence never starts work after it.
+	fences atomic.Uint64
 
 	workCtx    context.Context
 	observer   *leases.Observer
@@ -96,8 +100,8 @@ func (c *Coordinator) AddHandler(h PartitionHandler) {
 }
 
 // SetNamespaces gives the Coordinator the list of shoot namespaces to count for the shoots-owned
-// metric. Call it before the first reconcile.
-func (c *Coordinator) SetNamespaces(list func() []string) {
+// metric; list must answer from a cache and give up when ctx ends. Call it before the first reconcile.
+func (c *Coordinator) SetNamespaces(list func(ctx context.Context) []string) {
 	c.namespaces = list
 }
 
@@ -132,6 +136,7 @@ func (c *Coordinator) Held() []int {
 
 // Reconcile runs one step of the protocol and returns how long to wait at most before the next.
 func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
+	epoch := c.fences.Load()
 	now := c.clock.Now()
 	members, parts := c.snapshot()
 	c.observe(members, parts, now)
@@ -146,8 +151,9 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	release, acquire := c.plan(ring, parts, now)
 	errs := c.forEach(ctx, release, func(p int) error { return c.release(ctx, p, parts[p]) })
 	confirm := c.newExpiryConfirmer()
-	errs = append(errs, c.forEach(ctx, acquire, func(p int) error { return c.acquire(ctx, p, parts[p], now, confirm) })...)
+	errs = append(errs, c.forEach(ctx, acquire, func(p int) error { return c.acquire(ctx, p, parts[p], now, confirm, epoch) })...)
 	c.updateMetrics()
+	c.updateShootsOwned(ctx)
 	return c.requeueAfter(now), errors.Join(errs...)
 }
 

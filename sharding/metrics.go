@@ -1,7 +1,9 @@
 package sharding
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -81,14 +83,20 @@ func (m *memberMetrics) write(operation string, err error) {
 	partitionWrites.WithLabelValues(m.group, m.member, operation, result).Inc()
 }
 
-// updateMetrics sets the gauges from the held partitions.
+// updateMetrics sets the partitions gauge.
 func (c *Coordinator) updateMetrics() {
 	c.metrics.partitionsHeld.Set(float64(len(c.Held())))
+}
+
+// updateShootsOwned counts the shoots in the held partitions, waiting at most a second for the cache.
+func (c *Coordinator) updateShootsOwned(ctx context.Context) {
 	if c.namespaces == nil {
 		return
 	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
 	owned := 0
-	for _, ns := range c.namespaces() {
+	for _, ns := range c.namespaces(ctx) {
 		if c.Owns(ns) {
 			owned++
 		}

@@ -147,6 +147,12 @@ func (r *Runner) reconcileNext(ctx context.Context, queue workqueue.TypedRateLim
 		return false
 	}
 	defer queue.Done(key)
+	// Writes may not outlive the moment this member is fenced unless it renews.
+	if at := r.member.FenceAt(); !at.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, at)
+		defer cancel()
+	}
 	requeue, err := r.coordinator.Reconcile(ctx)
 	if err != nil && ctx.Err() == nil {
 		r.log.Error(err, "Reconciling partitions failed")

@@ -35,7 +35,7 @@ func (c *Coordinator) release(ctx context.Context, p int, cached *coordinationv1
 // A lease held by another member is taken only when a fresh read confirms that the holder's member
 // lease is still the one observed unchanged for a full lease duration: a lagging cache must not make
 // a live member look expired.
-func (c *Coordinator) acquire(ctx context.Context, p int, cached *coordinationv1.Lease, now time.Time, confirm *expiryConfirmer) error {
+func (c *Coordinator) acquire(ctx context.Context, p int, cached *coordinationv1.Lease, now time.Time, confirm *expiryConfirmer, epoch uint64) error {
 	holder := leases.Holder(cached)
 	if holder != "" && holder != c.cfg.Member {
 		expired, err := confirm.expired(ctx, holder)
@@ -52,7 +52,7 @@ func (c *Coordinator) acquire(ctx context.Context, p int, cached *coordinationv1
 	if err != nil {
 		return fmt.Errorf("acquiring partition %d: %w", p, err)
 	}
-	if !c.start(p, lease, takeover) {
+	if !c.start(p, lease, takeover, epoch) {
 		return nil
 	}
 	c.observeHandover(cached, holder, now)
@@ -151,11 +151,13 @@ func (c *Coordinator) observeHandover(cached *coordinationv1.Lease, holder strin
 	c.metrics.handover.WithLabelValues(cause).Observe(now.Sub(since).Seconds())
 }
 
-// start runs the handlers' Acquired for partition p unless the replica is fenced by now.
-func (c *Coordinator) start(p int, lease *coordinationv1.Lease, takeover Takeover) bool {
+// start runs the handlers' Acquired for partition p unless the replica is fenced now or has been
+// since the reconcile that wrote the lease began (epoch): a reply that arrives after a fence and a
+// later renewal must not start work the next holder may already be doing.
+func (c *Coordinator) start(p int, lease *coordinationv1.Lease, takeover Takeover, epoch uint64) bool {
 	c.partitions[p].Lock()
 	defer c.partitions[p].Unlock()
-	if c.liveness.Fenced(c.clock.Now()) {
+	if c.fences.Load() != epoch || c.liveness.Fenced(c.clock.Now()) {
 		return false
 	}
 	ctx, cancel := context.WithCancel(c.workCtx)
@@ -191,6 +193,7 @@ func (c *Coordinator) stop(p int) (*coordinationv1.Lease, bool) {
 // lease calls it when the renew deadline passes; the leases stay as they are, and the partitions are
 // confirmed by a fresh write before any work resumes.
 func (c *Coordinator) Fence() {
+	c.fences.Add(1)
 	if held := c.Held(); len(held) > 0 {
 		c.log.Info("Fenced: stopping the work of every partition", "partitions", len(held))
 	}

@@ -133,10 +133,11 @@ func (m *Manager) open(key ServiceKey, deadline time.Time) bool {
 	return true
 }
 
-// startLocked starts the pod watches of windows; mu must be held.
+// startLocked starts the pod watches of windows in namespaces this replica still owns (a window
+// promoted from the queue may belong to a partition being released); mu must be held.
 func (m *Manager) startLocked(windows []Window) {
 	for _, w := range windows {
-		if _, running := m.runs[w.Key]; running {
+		if _, running := m.runs[w.Key]; running || !m.Ownership.Owns(w.Key.Namespace) {
 			continue
 		}
 		m.runs[w.Key] = m.runWindow(w)

@@ -47,7 +47,8 @@ func (m *Manager) resume(p int, state string) {
 	}
 	now, resumed := m.Clock.Now(), 0
 	for _, w := range windows {
-		if w.Deadline.After(now) && m.Ownership.Partition(w.Key.Namespace) == p && m.open(w.Key, w.Deadline) {
+		_, configured := m.selectors[w.Key.Service]
+		if configured && w.Deadline.After(now) && m.Ownership.Partition(w.Key.Namespace) == p && m.open(w.Key, w.Deadline) {
 			resumed++
 		}
 	}

@@ -2,10 +2,44 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "dwd-sim: the simulated seed is not built yet; see README.md")
-	os.Exit(2)
+	ctx := ctrl.SetupSignalHandler()
+	root := &cobra.Command{
+		Use:           "dwd-sim",
+		Short:         "A local seed with simulated shoots, for the demo and the benchmarks",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.CompletionOptions.HiddenDefaultCmd = true
+	root.AddCommand(newUpCommand(), newDemoCommand())
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
+		os.Exit(1)
+	}
+}
+
+// quietLogs keeps controller-runtime's own logs out of the terminal.
+func quietLogs() {
+	ctrl.SetLogger(logr.Discard())
+}
+
+// progressPrinter reports the progress of creating things, on one line.
+func progressPrinter(w io.Writer, what string) func(done, total int) {
+	var mu sync.Mutex
+	return func(done, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		if done%25 == 0 || done == total {
+			fmt.Fprintf(w, "\rcreating %s: %d/%d", what, done, total)
+		}
+	}
 }

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -224,32 +224,30 @@ func (o *options) newShardingRunner(mgr manager.Manager) (*sharding.Runner, erro
 	return runner, nil
 }
 
-// shootNamespaces lists the shoot namespaces of the seed, named after their Clusters: from the
-// prober's Cluster cache when it runs, else from a metadata-only one. It lists none when the Cluster
-// kind is not installed.
-func shootNamespaces(c cache.Cache, proberCache bool) func() []string {
-	listGVK := prober.ClusterGVK.GroupVersion().WithKind("ClusterList")
-	return func() []string {
-		var list client.ObjectList
-		if proberCache {
-			u := &unstructured.UnstructuredList{}
-			u.SetGroupVersionKind(listGVK)
-			list = u
-		} else {
-			m := &metav1.PartialObjectMetadataList{}
-			m.SetGroupVersionKind(listGVK)
-			list = m
-		}
-		if err := c.List(context.Background(), list); err != nil {
-			return nil
-		}
+// shootNamespaces lists the shoot namespaces of the seed from the caches the roles already have:
+// the prober's Clusters (named after their namespaces), else the namespaces of the weeder's
+// EndpointSlices. It never starts an informer of its own.
+func shootNamespaces(c cache.Cache, fromClusters bool) func(ctx context.Context) []string {
+	return func(ctx context.Context) []string {
 		var names []string
-		_ = meta.EachListItem(list, func(o runtime.Object) error {
-			if obj, ok := o.(client.Object); ok {
-				names = append(names, obj.GetName())
+		if fromClusters {
+			list := &unstructured.UnstructuredList{}
+			list.SetGroupVersionKind(prober.ClusterGVK.GroupVersion().WithKind("ClusterList"))
+			if err := c.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
+				return nil
 			}
+			for _, item := range list.Items {
+				names = append(names, item.GetName())
+			}
+			return names
+		}
+		list := &discoveryv1.EndpointSliceList{}
+		if err := c.List(ctx, list, client.UnsafeDisableDeepCopy); err != nil {
 			return nil
-		})
-		return names
+		}
+		for _, item := range list.Items {
+			names = append(names, item.Namespace)
+		}
+		return slices.Compact(slices.Sorted(slices.Values(names)))
 	}
 }

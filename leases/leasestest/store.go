@@ -6,6 +6,7 @@ package leasestest
 import (
 	"context"
 	"errors"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -104,4 +105,27 @@ func (s *Store) Events(from int) []Event {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Event(nil), s.log[min(from, len(s.log)):]...)
+}
+
+// Delete removes a Lease, as a person or a garbage collector might.
+func (s *Store) Delete(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.objects, name)
+}
+
+// List returns copies of every stored Lease in name order, as an up-to-date cache would.
+func (s *Store) List() []*coordinationv1.Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.objects))
+	for name := range s.objects {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	list := make([]*coordinationv1.Lease, 0, len(names))
+	for _, name := range names {
+		list = append(list, s.objects[name].DeepCopy())
+	}
+	return list
 }

@@ -1,0 +1,254 @@
+package sim
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/clock"
+)
+
+// shootsPrefix starts the path of every shoot's API: https://<addr>/shoots/<name>/...
+const shootsPrefix = "/shoots/"
+
+// shutdownTimeout bounds how long Start waits for requests in flight when its context ends. They
+// all end with the server's context, so it is a safety net only.
+const shutdownTimeout = 5 * time.Second
+
+// ShootServerOptions configure a ShootServer. Zero fields get defaults.
+type ShootServerOptions struct {
+	// ListenAddr is where the server listens; 127.0.0.1:0 (a free port) by default.
+	ListenAddr string
+	// Clock gives the renewTime of the leases and times the Slow delays; the real clock by default.
+	// The certificates are dated by the real clock, since clients verify them against it.
+	Clock clock.Clock
+	// ExpiredAge is how old an expired lease's renewTime is in a Meltdown; 10m by default.
+	ExpiredAge time.Duration
+	// Token is the bearer token every request must carry, else it is answered 401; a random one by
+	// default. Kubeconfig hands it out.
+	Token string
+}
+
+// defaulted returns a copy of the options with the defaults filled in.
+func (o ShootServerOptions) defaulted() ShootServerOptions {
+	if o.ListenAddr == "" {
+		o.ListenAddr = "127.0.0.1:0"
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.ExpiredAge == 0 {
+		o.ExpiredAge = 10 * time.Minute
+	}
+	if o.Token == "" {
+		o.Token = rand.Text()
+	}
+	return o
+}
+
+// ShootServer is one HTTPS server that plays the kube-apiservers of many shoots, each under its own
+// path prefix /shoots/<name>, which client-go keeps when it is part of a kubeconfig's server URL. It
+// answers what the prober asks (GET /version, the Nodes, the node Leases) in the Scenario set per
+// shoot, and counts what it was asked.
+//
+// Lifecycle: NewShootServer listens, Start serves in a goroutine the server owns, and the end of
+// Start's context or Close stops it; Close waits for it.
+//
+// Locking: the shoots and their scenarios are changed only by AddShoot, RemoveShoot and SetScenario,
+// under the write lock of mu; a request reads its shoot and scenario once under the read lock and is
+// answered from that snapshot. A shoot's node names, encoded NodeList and lease template never change after AddShoot.
+// Counters are atomics. A ShootServer is safe for concurrent use.
+type ShootServer struct {
+	opts     ShootServerOptions
+	listener net.Listener
+	tls      *servingTLS
+	counts   *counters
+
+	// lifecycle guards the fields below, which Start and Close change.
+	lifecycle sync.Mutex
+	closed    bool
+	cancel    context.CancelFunc // ends the serving context
+	stopped   chan struct{}      // closed when serving has stopped; nil before Start
+	serveErr  error              // why serving stopped early; written before stopped is closed
+
+	mu     sync.RWMutex
+	shoots map[string]*shoot
+}
+
+// shoot is the state of one simulated shoot.
+type shoot struct {
+	nodes     []string
+	nodesJSON []byte
+	leases    leaseTemplate
+	requests  atomic.Uint64
+	scenario  Scenario // guarded by ShootServer.mu
+}
+
+// NewShootServer generates the server's CA and serving certificate and starts listening, so that
+// URL and Kubeconfig are known before Start. Connections wait in the listen backlog until Start. Close
+// releases the listener.
+func NewShootServer(opts ShootServerOptions) (*ShootServer, error) {
+	opts = opts.defaulted()
+	serving, err := newServingTLS(time.Now())
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", opts.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", opts.ListenAddr, err)
+	}
+	return &ShootServer{opts: opts, listener: ln, tls: serving, counts: newCounters(), shoots: map[string]*shoot{}}, nil
+}
+
+// Start serves HTTPS (HTTP/2 or HTTP/1.1, as the client offers) in a goroutine the server owns and
+// returns at once: the server listens since NewShootServer. It serves until ctx ends or Close is
+// called, then shuts down gracefully; request contexts derive from ctx, so a Slow answer in flight
+// ends at once. Shutting down takes about a second while HTTP/2 clients are connected: Go's HTTP/2
+// server gives them that long to leave after its GOAWAY. Start may be called once.
+func (s *ShootServer) Start(ctx context.Context) error {
+	s.lifecycle.Lock()
+	defer s.lifecycle.Unlock()
+	if s.stopped != nil || s.closed {
+		return errors.New("shoot server already started or closed")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	srv := &http.Server{
+		Handler:           s,
+		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{s.tls.cert}, MinVersion: tls.VersionTLS12},
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ReadHeaderTimeout: 10 * time.Second,
+	}
+	s.cancel, s.stopped = cancel, make(chan struct{})
+	go s.serve(ctx, srv)
+	return nil
+}
+
+// serve serves until ctx ends, then stops accepting, waits for the requests in flight (which end with
+// ctx) and closes the connections. It closes s.stopped when done.
+func (s *ShootServer) serve(ctx context.Context, srv *http.Server) {
+	defer close(s.stopped)
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeTLS(s.listener, "", "") }()
+	select {
+	case err := <-served:
+		s.serveErr = fmt.Errorf("serving: %w", err)
+		return
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close() // the safety net ran out: drop what is left
+	}
+	<-served // http.ErrServerClosed
+}
+
+// Close stops the server, as the end of Start's context does, and waits until it has stopped. It
+// returns the error that stopped serving early, if any. Close releases the listener also when Start
+// was never called; it may be called more than once.
+func (s *ShootServer) Close() error {
+	s.lifecycle.Lock()
+	defer s.lifecycle.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.stopped == nil {
+		return s.listener.Close()
+	}
+	s.cancel()
+	<-s.stopped
+	return s.serveErr
+}
+
+// URL returns the server's base URL, https://127.0.0.1:<port> by default.
+func (s *ShootServer) URL() string { return "https://" + s.listener.Addr().String() }
+
+// CAData returns the PEM of the server's own CA, which signed its serving certificate for 127.0.0.1
+// and localhost.
+func (s *ShootServer) CAData() []byte { return s.tls.caPEM }
+
+// AddShoot adds a Healthy shoot with the given nodes, each with a node lease that its kubelet renews:
+// the renewTime is computed when the leases are listed, so no goroutine runs per node. It replaces a
+// shoot of the same name, with its scenario and request count. name must be one path segment.
+func (s *ShootServer) AddShoot(name string, nodes []string) {
+	sh := &shoot{nodes: append([]string(nil), nodes...)}
+	sh.nodesJSON = nodeListJSON(sh.nodes, s.opts.Clock.Now())
+	sh.leases = newLeaseTemplate(sh.nodes)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shoots[name] = sh
+}
+
+// RemoveShoot removes a shoot; its requests are answered 404 from then on and it leaves Requests.
+func (s *ShootServer) RemoveShoot(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.shoots, name)
+}
+
+// SetScenario sets how a shoot's API server behaves from its next request on. It fails for an
+// unknown shoot or an invalid scenario.
+func (s *ShootServer) SetScenario(name string, sc Scenario) error {
+	if err := sc.validate(); err != nil {
+		return fmt.Errorf("shoot %q: %w", name, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sh, ok := s.shoots[name]
+	if !ok {
+		return fmt.Errorf("shoot %q not found", name)
+	}
+	sh.scenario = sc
+	return nil
+}
+
+// Kubeconfig returns a kubeconfig (YAML) for a shoot, added or not: its server is URL()/shoots/<name>,
+// its certificate-authority-data CAData and its user the server's bearer token.
+func (s *ShootServer) Kubeconfig(name string) []byte {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[name] = &clientcmdapi.Cluster{Server: s.URL() + shootsPrefix + name, CertificateAuthorityData: s.tls.caPEM}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: s.opts.Token}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	cfg.CurrentContext = name
+	data, err := clientcmd.Write(*cfg)
+	if err != nil {
+		panic(fmt.Sprintf("encoding a kubeconfig: %v", err)) // a Config of plain strings always encodes
+	}
+	return data
+}
+
+// Requests returns how many requests each shoot received since it was added, whatever the answer.
+// Stats.Total also counts requests for unknown shoots and paths.
+func (s *ShootServer) Requests() map[string]uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	requests := make(map[string]uint64, len(s.shoots))
+	for name, sh := range s.shoots {
+		requests[name] = sh.requests.Load()
+	}
+	return requests
+}
+
+// Stats returns the counts of all requests received since the server was created.
+func (s *ShootServer) Stats() Stats { return s.counts.snapshot() }
+
+// lookup returns a shoot and its scenario, or nil when there is no such shoot.
+func (s *ShootServer) lookup(name string) (*shoot, Scenario) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	sh, ok := s.shoots[name]
+	if !ok {
+		return nil, Scenario{}
+	}
+	return sh, sh.scenario
+}

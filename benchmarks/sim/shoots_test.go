@@ -1,0 +1,395 @@
+package sim
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	testingclock "k8s.io/utils/clock/testing"
+)
+
+// t0 is when the fake clocks of these tests start; whole seconds, so that renewTimes compare exactly.
+var t0 = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+
+// startShootServer starts a ShootServer that stops when the test ends.
+func startShootServer(t *testing.T, opts ShootServerOptions) *ShootServer {
+	t.Helper()
+	s, err := NewShootServer(opts)
+	require.NoError(t, err)
+	require.NoError(t, s.Start(t.Context()))
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	return s
+}
+
+// restConfig parses the kubeconfig the server hands out for a shoot, as the prober does.
+func restConfig(t *testing.T, s *ShootServer, name string) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(s.Kubeconfig(name))
+	require.NoError(t, err)
+	return cfg
+}
+
+func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	return cs
+}
+
+func listNodes(ctx context.Context, cs kubernetes.Interface) (*corev1.NodeList, error) {
+	return cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+}
+
+func listLeases(ctx context.Context, cs kubernetes.Interface) (*coordinationv1.LeaseList, error) {
+	return cs.CoordinationV1().Leases(nodeLeaseNamespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+}
+
+// getNodesOnce lists the nodes without client-go's retries, which wait a second after a 429 or a
+// broken connection.
+func getNodesOnce(ctx context.Context, cs kubernetes.Interface) error {
+	return cs.CoreV1().RESTClient().Get().Resource("nodes").Param("resourceVersion", "0").MaxRetries(0).Do(ctx).Error()
+}
+
+func renewTimes(leases []coordinationv1.Lease) []time.Time {
+	times := make([]time.Time, len(leases))
+	for i, l := range leases {
+		times[i] = l.Spec.RenewTime.UTC()
+	}
+	return times
+}
+
+func TestKubeconfig(t *testing.T) {
+	t.Parallel()
+	s := startShootServer(t, ShootServerOptions{Token: "secret"})
+	cfg := restConfig(t, s, "shoot--p--a")
+	assert.Equal(t, s.URL()+"/shoots/shoot--p--a", cfg.Host)
+	assert.Equal(t, s.CAData(), cfg.CAData)
+	assert.Equal(t, "secret", cfg.BearerToken)
+	assert.Regexp(t, `^https://127\.0\.0\.1:\d+$`, s.URL())
+}
+
+func TestShootServerServesTheProbersEndpoints(t *testing.T) {
+	t.Parallel()
+	s := startShootServer(t, ShootServerOptions{Clock: testingclock.NewFakeClock(t0)})
+	s.AddShoot("a", []string{"a-0", "a-1", "a-2"})
+	s.AddShoot("b", []string{"b-0"})
+	cs := clientFor(t, restConfig(t, s, "a"))
+
+	info, err := cs.Discovery().ServerVersion()
+	require.NoError(t, err)
+	assert.Equal(t, "v1.36.3", info.GitVersion)
+	assert.Equal(t, []string{"1", "36"}, []string{info.Major, info.Minor})
+
+	nodes, err := listNodes(t.Context(), cs)
+	require.NoError(t, err)
+	require.Len(t, nodes.Items, 3)
+	for i, n := range nodes.Items {
+		assert.Equal(t, []string{"a-0", "a-1", "a-2"}[i], n.Name)
+		assert.Equal(t, "pool-a", n.Labels["worker.gardener.cloud/pool"])
+		require.Len(t, n.Status.Conditions, 1)
+		assert.Equal(t, corev1.NodeReady, n.Status.Conditions[0].Type)
+		assert.Equal(t, corev1.ConditionTrue, n.Status.Conditions[0].Status)
+	}
+
+	leases, err := listLeases(t.Context(), cs)
+	require.NoError(t, err)
+	require.Len(t, leases.Items, 3)
+	for i, l := range leases.Items {
+		node := []string{"a-0", "a-1", "a-2"}[i]
+		assert.Equal(t, node, l.Name)
+		assert.Equal(t, nodeLeaseNamespace, l.Namespace)
+		assert.Equal(t, node, *l.Spec.HolderIdentity)
+		assert.Equal(t, int32(40), *l.Spec.LeaseDurationSeconds)
+		assert.Equal(t, t0, l.Spec.RenewTime.UTC())
+	}
+
+	// The path prefix chose the shoot: b's client sees b's nodes.
+	nodes, err = listNodes(t.Context(), clientFor(t, restConfig(t, s, "b")))
+	require.NoError(t, err)
+	require.Len(t, nodes.Items, 1)
+	assert.Equal(t, "b-0", nodes.Items[0].Name)
+	assert.Equal(t, map[string]uint64{"a": 3, "b": 1}, s.Requests())
+}
+
+func TestShootServerRenewsLeasesLikeKubelets(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0)
+	s := startShootServer(t, ShootServerOptions{Clock: clk})
+	s.AddShoot("a", []string{"a-0", "a-1"})
+	cs := clientFor(t, restConfig(t, s, "a"))
+
+	clk.Step(25 * time.Second)
+	leases, err := listLeases(t.Context(), cs)
+	require.NoError(t, err)
+	assert.Equal(t, []time.Time{t0.Add(25 * time.Second), t0.Add(25 * time.Second)}, renewTimes(leases.Items))
+}
+
+func TestShootServerMeltdown(t *testing.T) {
+	t.Parallel()
+	nodes := []string{"n-0", "n-1", "n-2", "n-3"}
+	old := t0.Add(-5 * time.Minute)
+	tests := []struct {
+		fraction float64
+		want     []time.Time
+	}{
+		{fraction: 0, want: []time.Time{t0, t0, t0, t0}},
+		{fraction: 0.5, want: []time.Time{old, old, t0, t0}},
+		{fraction: 0.3, want: []time.Time{old, t0, t0, t0}},   // round(1.2) = 1
+		{fraction: 0.125, want: []time.Time{old, t0, t0, t0}}, // round(0.5) = 1, half away from zero
+		{fraction: 1, want: []time.Time{old, old, old, old}},
+	}
+	s := startShootServer(t, ShootServerOptions{Clock: testingclock.NewFakeClock(t0), ExpiredAge: 5 * time.Minute})
+	s.AddShoot("a", nodes)
+	cs := clientFor(t, restConfig(t, s, "a"))
+	for _, tt := range tests {
+		t.Run(time.Duration(tt.fraction*1000).String(), func(t *testing.T) {
+			require.NoError(t, s.SetScenario("a", Scenario{Kind: Meltdown, ExpiredFraction: tt.fraction}))
+			leases, err := listLeases(t.Context(), cs)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, renewTimes(leases.Items))
+		})
+	}
+}
+
+func TestShootServerTLS(t *testing.T) {
+	t.Parallel()
+	s := startShootServer(t, ShootServerOptions{})
+	s.AddShoot("a", []string{"a-0"})
+	other, err := NewShootServer(ShootServerOptions{})
+	require.NoError(t, err)
+	require.NoError(t, other.Close())
+
+	t.Run("its CA verifies 127.0.0.1", func(t *testing.T) {
+		_, err := clientFor(t, restConfig(t, s, "a")).Discovery().ServerVersion()
+		assert.NoError(t, err)
+	})
+	t.Run("its CA verifies localhost", func(t *testing.T) {
+		cfg := restConfig(t, s, "a")
+		_, port, err := net.SplitHostPort(s.listener.Addr().String())
+		require.NoError(t, err)
+		cfg.Host = "https://localhost:" + port + "/shoots/a"
+		_, err = clientFor(t, cfg).Discovery().ServerVersion()
+		assert.NoError(t, err)
+	})
+	t.Run("another CA fails", func(t *testing.T) {
+		cfg := restConfig(t, s, "a")
+		cfg.CAData = other.CAData()
+		_, err := clientFor(t, cfg).Discovery().ServerVersion()
+		var unknownAuthority x509.UnknownAuthorityError
+		assert.ErrorAs(t, err, &unknownAuthority)
+	})
+	t.Run("client-go speaks HTTP/2", func(t *testing.T) {
+		httpClient, err := rest.HTTPClientFor(restConfig(t, s, "a"))
+		require.NoError(t, err)
+		resp, err := httpClient.Get(s.URL() + "/shoots/a/version")
+		require.NoError(t, err)
+		defer func() { _ = resp.Body.Close() }()
+		assert.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, 2, resp.ProtoMajor)
+	})
+}
+
+func TestShootServerAuthentication(t *testing.T) {
+	t.Parallel()
+	s := startShootServer(t, ShootServerOptions{Token: "right"})
+	s.AddShoot("a", []string{"a-0"})
+	tests := []struct {
+		name, token string
+		wantErr     func(error) bool
+	}{
+		{name: "no token", token: "", wantErr: apierrors.IsUnauthorized},
+		{name: "wrong token", token: "wrong", wantErr: apierrors.IsUnauthorized},
+		{name: "right token", token: "right", wantErr: func(err error) bool { return err == nil }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := restConfig(t, s, "a")
+			cfg.BearerToken = tt.token
+			_, err := listNodes(t.Context(), clientFor(t, cfg))
+			assert.True(t, tt.wantErr(err), "unexpected error: %v", err)
+		})
+	}
+	assert.Equal(t, map[int]uint64{http.StatusUnauthorized: 2, http.StatusOK: 1}, s.Stats().ByCode)
+}
+
+func TestShootServerThrottled(t *testing.T) {
+	t.Parallel()
+	s := startShootServer(t, ShootServerOptions{})
+	s.AddShoot("a", []string{"a-0"})
+	require.NoError(t, s.SetScenario("a", Scenario{Kind: Throttled}))
+
+	err := getNodesOnce(t.Context(), clientFor(t, restConfig(t, s, "a")))
+	assert.True(t, apierrors.IsTooManyRequests(err), "unexpected error: %v", err)
+	var status apierrors.APIStatus
+	require.ErrorAs(t, err, &status)
+	assert.Equal(t, &metav1.StatusDetails{RetryAfterSeconds: 1}, status.Status().Details)
+	delay, ok := apierrors.SuggestsClientDelay(err)
+	assert.True(t, ok)
+	assert.Equal(t, 1, delay)
+	assert.Equal(t, map[int]uint64{http.StatusTooManyRequests: 1}, s.Stats().ByCode)
+}
+
+func TestShootServerDown(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		nextProto []string
+	}{
+		{name: "HTTP/2 stream reset", nextProto: nil},
+		{name: "HTTP/1.1 connection closed", nextProto: []string{"http/1.1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := startShootServer(t, ShootServerOptions{})
+			s.AddShoot("down", []string{"d-0"})
+			s.AddShoot("up", []string{"u-0"})
+			require.NoError(t, s.SetScenario("down", Scenario{Kind: Down}))
+			down, up := restConfig(t, s, "down"), restConfig(t, s, "up")
+			down.NextProtos, up.NextProtos = tt.nextProto, tt.nextProto
+
+			err := getNodesOnce(t.Context(), clientFor(t, down))
+			require.Error(t, err)
+			var status apierrors.APIStatus
+			assert.False(t, errors.As(err, &status), "an API status instead of a transport error: %v", err)
+			// Another shoot, on the same client-go transport, is not affected.
+			_, err = listNodes(t.Context(), clientFor(t, up))
+			assert.NoError(t, err)
+
+			assert.Equal(t, Stats{Total: 2, Closed: 1, ByCode: map[int]uint64{http.StatusOK: 1},
+				ByEndpoint: map[Endpoint]uint64{EndpointNodes: 2}}, s.Stats())
+		})
+	}
+}
+
+func TestShootServerSlow(t *testing.T) {
+	t.Parallel()
+	t.Run("real clock", func(t *testing.T) {
+		const delay = 50 * time.Millisecond
+		s := startShootServer(t, ShootServerOptions{})
+		s.AddShoot("a", []string{"a-0"})
+		require.NoError(t, s.SetScenario("a", Scenario{Kind: Slow, Delay: delay}))
+		start := time.Now()
+		_, err := listNodes(t.Context(), clientFor(t, restConfig(t, s, "a")))
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, time.Since(start), delay)
+	})
+	t.Run("fake clock", func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		s := startShootServer(t, ShootServerOptions{Clock: clk})
+		s.AddShoot("a", []string{"a-0"})
+		require.NoError(t, s.SetScenario("a", Scenario{Kind: Slow, Delay: time.Hour}))
+		listed := make(chan error, 1)
+		go func() {
+			_, err := listLeases(t.Context(), clientFor(t, restConfig(t, s, "a")))
+			listed <- err
+		}()
+		require.Eventually(t, clk.HasWaiters, 5*time.Second, time.Millisecond)
+		assert.Empty(t, listed, "answered before the delay passed")
+		clk.Step(time.Hour)
+		assert.NoError(t, <-listed)
+	})
+	t.Run("client gives up", func(t *testing.T) {
+		clk := testingclock.NewFakeClock(t0)
+		s := startShootServer(t, ShootServerOptions{Clock: clk})
+		s.AddShoot("a", []string{"a-0"})
+		require.NoError(t, s.SetScenario("a", Scenario{Kind: Slow, Delay: time.Hour}))
+		ctx, cancel := context.WithCancel(t.Context())
+		listed := make(chan error, 1)
+		go func() {
+			_, err := listNodes(ctx, clientFor(t, restConfig(t, s, "a")))
+			listed <- err
+		}()
+		require.Eventually(t, clk.HasWaiters, 5*time.Second, time.Millisecond)
+		cancel()
+		assert.ErrorIs(t, <-listed, context.Canceled)
+		require.Eventually(t, func() bool { return s.Stats().Abandoned == 1 }, 5*time.Second, time.Millisecond)
+	})
+}
+
+func TestShootServerCounts(t *testing.T) {
+	t.Parallel()
+	s := startShootServer(t, ShootServerOptions{})
+	s.AddShoot("a", []string{"a-0"})
+	s.AddShoot("b", []string{"b-0"})
+	s.AddShoot("idle", nil)
+	a, b := clientFor(t, restConfig(t, s, "a")), clientFor(t, restConfig(t, s, "b"))
+	ctx := t.Context()
+
+	_, err := a.Discovery().ServerVersion()
+	require.NoError(t, err)
+	_, err = listNodes(ctx, a)
+	require.NoError(t, err)
+	_, err = listLeases(ctx, a)
+	require.NoError(t, err)
+	_, err = b.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "unexpected error: %v", err)
+	_, err = listNodes(ctx, clientFor(t, restConfig(t, s, "unknown")))
+	assert.True(t, apierrors.IsNotFound(err), "unexpected error: %v", err)
+	require.NoError(t, s.SetScenario("b", Scenario{Kind: Throttled}))
+	assert.True(t, apierrors.IsTooManyRequests(getNodesOnce(ctx, b)))
+
+	assert.Equal(t, map[string]uint64{"a": 3, "b": 2, "idle": 0}, s.Requests())
+	assert.Equal(t, Stats{
+		Total:      6,
+		ByEndpoint: map[Endpoint]uint64{EndpointVersion: 1, EndpointNodes: 3, EndpointLeases: 1, EndpointOther: 1},
+		ByCode:     map[int]uint64{http.StatusOK: 3, http.StatusNotFound: 2, http.StatusTooManyRequests: 1},
+	}, s.Stats())
+}
+
+func TestShootServerRemoveShoot(t *testing.T) {
+	t.Parallel()
+	s := startShootServer(t, ShootServerOptions{})
+	s.AddShoot("a", []string{"a-0"})
+	cs := clientFor(t, restConfig(t, s, "a"))
+	_, err := listNodes(t.Context(), cs)
+	require.NoError(t, err)
+
+	s.RemoveShoot("a")
+	_, err = listNodes(t.Context(), cs)
+	assert.True(t, apierrors.IsNotFound(err), "unexpected error: %v", err)
+	assert.Empty(t, s.Requests())
+	assert.Error(t, s.SetScenario("a", Scenario{Kind: Down}))
+}
+
+func TestSetScenarioValidates(t *testing.T) {
+	t.Parallel()
+	s, err := NewShootServer(ShootServerOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, s.Close()) })
+	s.AddShoot("a", []string{"a-0"})
+	tests := []struct {
+		name     string
+		shoot    string
+		scenario Scenario
+		wantErr  string
+	}{
+		{name: "valid", shoot: "a", scenario: Scenario{Kind: Slow, Delay: time.Second}},
+		{name: "unknown shoot", shoot: "b", scenario: Scenario{}, wantErr: `shoot "b" not found`},
+		{name: "unknown kind", shoot: "a", scenario: Scenario{Kind: 7}, wantErr: "unknown scenario kind ScenarioKind(7)"},
+		{name: "fraction above 1", shoot: "a", scenario: Scenario{Kind: Meltdown, ExpiredFraction: 1.5}, wantErr: "expiredFraction 1.5 is not in [0, 1]"},
+		{name: "negative delay", shoot: "a", scenario: Scenario{Kind: Slow, Delay: -time.Second}, wantErr: "delay -1s is negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := s.SetScenario(tt.shoot, tt.scenario)
+			if tt.wantErr == "" {
+				assert.NoError(t, err)
+				return
+			}
+			assert.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+}

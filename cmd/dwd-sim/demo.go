@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
+	"github.com/sharded-dwd/dependency-watchdog/config"
+)
+
+// The demo's timings: short enough to watch, the protocol's order kept (retry < renew < lease).
+const (
+	demoLeaseDuration = 8 * time.Second
+	demoRenewDeadline = 5 * time.Second
+	demoRetryPeriod   = time.Second
+	demoProbeInterval = 2 * time.Second
+	demoNamespace     = "garden"
+)
+
+const demoProberConfig = `kubeConfigSecretName: ` + sim.KubeconfigSecretName + `
+probeInterval: 2s
+initialDelay: 2s
+probeTimeout: 5s
+kcmNodeMonitorGraceDuration: 40s
+nodeLeaseFailureFraction: 0.6
+dependentResourceInfos:
+  - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
+    scaleUp: {level: 0}
+    scaleDown: {level: 1}
+  - ref: {kind: Deployment, name: machine-controller-manager, apiVersion: apps/v1}
+    scaleUp: {level: 1, initialDelay: 2s}
+    scaleDown: {level: 0}
+  - ref: {kind: Deployment, name: cluster-autoscaler, apiVersion: apps/v1}
+    optional: true
+    scaleUp: {level: 2}
+    scaleDown: {level: 0}
+`
+
+const demoWeederConfig = `watchDuration: 30s
+servicesAndDependantSelectors:
+  etcd-main-client:
+    podSelectors:
+      - matchExpressions:
+          - {key: gardener.cloud/role, operator: In, values: [controlplane]}
+          - {key: role, operator: In, values: [apiserver]}
+  kube-apiserver:
+    podSelectors:
+      - matchExpressions:
+          - {key: gardener.cloud/role, operator: In, values: [controlplane]}
+          - {key: role, operator: NotIn, values: [main, apiserver]}
+`
+
+// demoOptions are the demo's flags.
+type demoOptions struct {
+	shoots, nodes, replicas int
+	dwd, dir                string
+}
+
+func newDemoCommand() *cobra.Command {
+	o := demoOptions{}
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run three dwd replicas against simulated shoots through a scripted outage",
+		Long: `Starts a local seed with simulated shoots and three dwd replicas as separate processes, shows
+what each replica does, and plays a script: a meltdown in some shoots (scale-down in level order), their
+recovery (scale-up), one replica killed (its shoots handed over), its return, and an etcd endpoint that
+recovers (crash-looping pods weeded). It ends with a summary and exits 1 if a step did not do what it
+should.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			quietLogs()
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), o)
+		},
+	}
+	cmd.Flags().IntVar(&o.shoots, "shoots", 300, "Number of simulated shoots.")
+	cmd.Flags().IntVar(&o.nodes, "nodes", 3, "Nodes per shoot.")
+	cmd.Flags().IntVar(&o.replicas, "replicas", 3, "Number of dwd replicas.")
+	cmd.Flags().StringVar(&o.dwd, "dwd", "", "Path of the dwd binary (default: dwd next to this binary).")
+	cmd.Flags().StringVar(&o.dir, "dir", "", "Folder for configs and replica logs (default: a new temporary folder).")
+	return cmd
+}
+
+// runDemo sets the stage, plays the script and prints the summary.
+func runDemo(ctx context.Context, out io.Writer, o demoOptions) error {
+	d, err := setUp(ctx, out, o)
+	if d != nil {
+		defer d.tearDown()
+	}
+	if err != nil {
+		return err
+	}
+	stop := d.watch(ctx)
+	d.play(ctx)
+	stop()
+	return d.summary()
+}
+
+// setUp starts the seed, creates the shoots and writes the replicas' configs.
+func setUp(ctx context.Context, out io.Writer, o demoOptions) (*demo, error) {
+	dwd, err := dwdPath(o.dwd)
+	if err != nil {
+		return nil, err
+	}
+	if o.dir == "" {
+		if o.dir, err = os.MkdirTemp("", "dwd-demo-"); err != nil {
+			return nil, err
+		}
+	}
+	fmt.Fprintf(out, "Starting a local seed (kube-apiserver and etcd) in %s\n", o.dir)
+	seed, err := sim.StartSeed(ctx, o.dir)
+	if err != nil {
+		return nil, err
+	}
+	d := &demo{out: out, seed: seed, opts: o}
+	if err := seed.CreateNamespace(ctx, demoNamespace); err != nil {
+		return d, err
+	}
+	start := time.Now()
+	if err := seed.CreateShoots(ctx, 0, o.shoots, o.nodes, progressPrinter(out, "simulated shoots")); err != nil {
+		return d, err
+	}
+	fmt.Fprintf(out, " (%s)\n", time.Since(start).Round(100*time.Millisecond))
+	d.rs, err = d.replicaSet(dwd)
+	return d, err
+}
+
+// dwdPath finds the dwd binary: the flag, else next to this binary.
+func dwdPath(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(filepath.Dir(self), "dwd")
+	if _, err := os.Stat(path); err != nil {
+		return "", errors.New("no dwd binary next to dwd-sim: build it (make build) or give --dwd")
+	}
+	return path, nil
+}
+
+// replicaSet writes the configs and returns the set the replicas start from.
+func (d *demo) replicaSet(dwd string) (*replicaSet, error) {
+	prober := filepath.Join(d.opts.dir, "prober.yaml")
+	weeder := filepath.Join(d.opts.dir, "weeder.yaml")
+	if err := os.WriteFile(prober, []byte(demoProberConfig), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(weeder, []byte(demoWeederConfig), 0o644); err != nil {
+		return nil, err
+	}
+	return &replicaSet{dwd: dwd, dir: d.opts.dir, baseArgs: []string{
+		"--kubeconfig=" + d.seed.KubeconfigPath(), "--prober-config=" + prober, "--weeder-config=" + weeder,
+		"--shard-namespace=" + demoNamespace, "--kube-api-qps=50", "--kube-api-burst=100",
+		"--member-lease-duration=" + demoLeaseDuration.String(), "--member-renew-deadline=" + demoRenewDeadline.String(),
+		"--member-retry-period=" + demoRetryPeriod.String(), "--zap-log-level=info",
+	}}, nil
+}
+
+// partitions is the demo group's partition count.
+const partitions = config.DefaultPartitionCount

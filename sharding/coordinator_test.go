@@ -1,0 +1,68 @@
+package sharding
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
+)
+
+// switchLiveness is a member lease a test fences and unfences at will.
+type switchLiveness struct{ fenced atomic.Bool }
+
+func (l *switchLiveness) Fenced(time.Time) bool { return l.fenced.Load() }
+
+// slowReplies plays writes whose replies arrive only after something else happened: hook runs
+// between the write and its reply.
+type slowReplies struct {
+	*leasestest.Store
+	hook func()
+}
+
+func (s slowReplies) Create(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	out, err := s.Store.Create(ctx, l)
+	s.hook()
+	return out, err
+}
+
+func TestNoWorkStartsOnAReplySentBeforeAFence(t *testing.T) {
+	liveness := &switchLiveness{}
+	var c *Coordinator
+	fenced := false
+	store := slowReplies{Store: leasestest.NewStore(), hook: func() {
+		if !fenced {
+			// The member lease loop fences the replica while the first acquire is in flight, and a
+			// renewal succeeds again before its reply arrives.
+			fenced = true
+			c.Fence()
+		}
+	}}
+	started := 0
+	c = NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i",
+		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store.Store, liveness,
+		clocktesting.NewFakeClock(time.Now()), logr.Discard(), countingHandler{&started})
+
+	_, err := c.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, c.Held(), "writes sent before the fence start no work")
+	assert.Zero(t, started)
+
+	_, err = c.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, c.Held(), 7, "the next reconcile confirms the partitions by fresh writes and starts them")
+	assert.Equal(t, 7, started)
+}
+
+type countingHandler struct{ started *int }
+
+func (h countingHandler) Acquired(context.Context, int, Takeover) { *h.started++ }
+func (h countingHandler) Released(int)                            {}
