@@ -62,7 +62,7 @@ verify: ## Fail if gofmt would change a file or go vet finds a problem.
 
 .PHONY: test-go
 test-go: tools ## Unit and integration tests with the race detector, against the real control plane.
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -p 1 ./...
 
 .PHONY: unit
 unit: ## Unit tests only (-short: no control plane), with the race detector.

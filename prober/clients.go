@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -30,7 +31,9 @@ const nodeLeaseNamespace = "kube-node-lease"
 // one per shoot namespace, rebuilt only when the Secret changes (its UID or resourceVersion), so that
 // connections are reused across probes. client-go's transport sends HTTP/2 pings on idle connections
 // (health checks), and every call is retried once on a fresh connection before its failure counts:
-// the original disabled keep-alive because stale connections caused false scale-downs.
+// the original disabled keep-alive because stale connections caused false scale-downs. client-go's
+// own retries (of 429 answers with Retry-After, and of some connection errors) are off: a throttled
+// shoot must show as throttled, not as a timeout.
 //
 // ShootClients is safe for concurrent use.
 type ShootClients struct {
@@ -160,35 +163,30 @@ func refuseExternalCredentials(raw *clientcmdapi.Config) error {
 // Version calls GET /version, the API server probe.
 func (c *ShootClient) Version(ctx context.Context) error {
 	return c.retryOnce(ctx, func() error {
-		_, err := c.kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw()
-		return err
+		return c.kube.Discovery().RESTClient().Get().AbsPath("/version").MaxRetries(0).Do(ctx).Error()
 	})
 }
 
 // Nodes lists the shoot's Nodes from the API server's watch cache.
 func (c *ShootClient) Nodes(ctx context.Context) ([]corev1.Node, error) {
-	var list *corev1.NodeList
-	err := c.retryOnce(ctx, func() (err error) {
-		list, err = c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		return err
+	list := &corev1.NodeList{}
+	err := c.retryOnce(ctx, func() error {
+		return c.kube.CoreV1().RESTClient().Get().Resource("nodes").
+			VersionedParams(&metav1.ListOptions{ResourceVersion: "0"}, scheme.ParameterCodec).
+			MaxRetries(0).Do(ctx).Into(list)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return list.Items, nil
+	return list.Items, err
 }
 
 // NodeLeases lists the kubelets' Leases from the API server's watch cache.
 func (c *ShootClient) NodeLeases(ctx context.Context) ([]coordinationv1.Lease, error) {
-	var list *coordinationv1.LeaseList
-	err := c.retryOnce(ctx, func() (err error) {
-		list, err = c.kube.CoordinationV1().Leases(nodeLeaseNamespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		return err
+	list := &coordinationv1.LeaseList{}
+	err := c.retryOnce(ctx, func() error {
+		return c.kube.CoordinationV1().RESTClient().Get().Namespace(nodeLeaseNamespace).Resource("leases").
+			VersionedParams(&metav1.ListOptions{ResourceVersion: "0"}, scheme.ParameterCodec).
+			MaxRetries(0).Do(ctx).Into(list)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return list.Items, nil
+	return list.Items, err
 }
 
 // retryOnce runs call, and once more on fresh connections when it failed without an answer from

@@ -219,6 +219,7 @@ func TestThrottledShootIsLeftAloneTenSeconds(t *testing.T) {
 		calls = append(calls, time.Now())
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", "1") // as real API servers send; client-go would retry it by itself
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"TooManyRequests","code":429}`))
 	}))

@@ -35,12 +35,15 @@ var (
 	machineGVK = schema.GroupVersionKind{Group: "machine.sapcloud.io", Version: "v1alpha1", Kind: "Machine"}
 )
 
-// Seed is a running simulated seed with its shoots' API servers.
+// Seed is a running simulated seed with its shoots' API servers, and a stand-in for the seed's
+// deployment controller that reports the dependents' replicas ready.
 type Seed struct {
 	Env    *test.Environment
 	Shoots *ShootServer
 	// Dir holds the seed's kubeconfig and whatever the caller writes next to it.
 	Dir string
+	// stop ends the deployment controller.
+	stop context.CancelFunc
 }
 
 // StartSeed starts the seed's control plane and the shoot server; dir receives the kubeconfig.
@@ -58,8 +61,13 @@ func StartSeed(ctx context.Context, dir string) (*Seed, error) {
 		_ = env.Stop()
 		return nil, err
 	}
-	s := &Seed{Env: env, Shoots: shoots, Dir: dir}
+	ctx, stop := context.WithCancel(ctx)
+	s := &Seed{Env: env, Shoots: shoots, Dir: dir, stop: stop}
 	if err := os.WriteFile(s.KubeconfigPath(), env.KubeConfig, 0o600); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	if err := s.runDeploymentController(ctx); err != nil {
 		_ = s.Stop()
 		return nil, err
 	}
@@ -71,9 +79,10 @@ func (s *Seed) KubeconfigPath() string {
 	return filepath.Join(s.Dir, "seed.kubeconfig")
 }
 
-// Stop stops the shoot server and the seed's control plane.
+// Stop stops the deployment controller, the shoot server and the seed's control plane.
 func (s *Seed) Stop() error {
-	s.Shoots.Close()
+	s.stop()
+	_ = s.Shoots.Close()
 	return s.Env.Stop()
 }
 

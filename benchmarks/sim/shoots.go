@@ -65,15 +65,15 @@ func (o ShootServerOptions) defaulted() ShootServerOptions {
 //
 // Locking: the shoots and their scenarios are changed only by AddShoot, RemoveShoot and SetScenario,
 // under the write lock of mu; a request reads its shoot and scenario once under the read lock and is
-// answered from that snapshot. A shoot's node names, encoded NodeList and lease template never change after AddShoot.
-// Counters are atomics. A ShootServer is safe for concurrent use.
+// answered from that snapshot. A shoot's node names, encoded NodeList and lease template never change
+// after AddShoot. Counters are atomics. A ShootServer is safe for concurrent use.
 type ShootServer struct {
 	opts     ShootServerOptions
 	listener net.Listener
 	tls      *servingTLS
 	counts   *counters
 
-	// lifecycle guards the fields below, which Start and Close change.
+	// lifecycle guards the next four fields, which Start and Close change.
 	lifecycle sync.Mutex
 	closed    bool
 	cancel    context.CancelFunc // ends the serving context
@@ -98,6 +98,9 @@ type shoot struct {
 // releases the listener.
 func NewShootServer(opts ShootServerOptions) (*ShootServer, error) {
 	opts = opts.defaulted()
+	if opts.ExpiredAge < 0 {
+		return nil, fmt.Errorf("expiredAge %v is negative", opts.ExpiredAge)
+	}
 	serving, err := newServingTLS(time.Now())
 	if err != nil {
 		return nil, err

@@ -60,7 +60,7 @@ func (s *ShootServer) serveScenario(w http.ResponseWriter, r *http.Request, sh *
 	case Slow:
 		if !s.wait(r.Context(), sc.Delay) {
 			s.counts.abandoned.Add(1)
-			return
+			panic(http.ErrAbortHandler) // returning would answer 200 with an empty body
 		}
 	}
 	switch endpoint {
@@ -75,8 +75,9 @@ func (s *ShootServer) serveScenario(w http.ResponseWriter, r *http.Request, sh *
 
 // closeUnanswered ends a request without an answer, so that the client sees a transport error: an
 // HTTP/1 connection is hijacked and closed; an HTTP/2 stream, which cannot be hijacked, is reset
-// (net/http resets it when the handler panics with http.ErrAbortHandler, and logs nothing). Resetting
-// only the stream matters: client-go shares one HTTP/2 connection among all shoots of this server.
+// (net/http resets the stream, or closes an HTTP/1 connection, when the handler panics with
+// http.ErrAbortHandler, and logs nothing). Resetting only the stream matters: client-go shares one
+// HTTP/2 connection among all shoots of this server.
 func (s *ShootServer) closeUnanswered(w http.ResponseWriter) {
 	s.counts.closed.Add(1)
 	if hijacker, ok := w.(http.Hijacker); ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"testing"
@@ -155,7 +156,7 @@ func TestShootServerMeltdown(t *testing.T) {
 	s.AddShoot("a", nodes)
 	cs := clientFor(t, restConfig(t, s, "a"))
 	for _, tt := range tests {
-		t.Run(time.Duration(tt.fraction*1000).String(), func(t *testing.T) {
+		t.Run(fmt.Sprintf("fraction=%v", tt.fraction), func(t *testing.T) {
 			require.NoError(t, s.SetScenario("a", Scenario{Kind: Meltdown, ExpiredFraction: tt.fraction}))
 			leases, err := listLeases(t.Context(), cs)
 			require.NoError(t, err)
