@@ -74,6 +74,11 @@ fuzz: ## Fuzz config loading briefly (FUZZTIME per target, default 10s).
 		$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./config || exit 1; \
 	done
 
+.PHONY: bench-micro
+bench-micro: ## Micro-benchmarks of the hot paths: ring, lease decision, candidate nodes, scale plan, readiness.
+	$(GO) test -run='^$$' -bench='NewRing|Partition|Owner|DecideScaling|CandidateNodes|Plan|TrackerObserve' -benchmem \
+		./sharding ./prober ./scaler ./weeder
+
 ##@ Run
 
 .PHONY: demo

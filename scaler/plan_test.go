@@ -98,3 +98,12 @@ func TestDirectionString(t *testing.T) {
 	assert.Equal(t, "up", scaler.Up.String())
 	assert.Equal(t, "Direction(0)", scaler.Direction(0).String())
 }
+
+func BenchmarkPlan(b *testing.B) {
+	infos := upstreamInfos(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		scaler.Plan(infos, scaler.Down)
+		scaler.Plan(infos, scaler.Up)
+	}
+}
