@@ -53,7 +53,7 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 		Recorder:  mgr.GetEventRecorderFor("dependency-watchdog-prober"),
 		Scheduler: NewScheduler(clk, opts.Workers, observeLag),
 		Clients:   &ShootClients{Timeout: cfg.ProbeTimeout.Duration, QPS: opts.QPS, Burst: opts.Burst, Wrap: CountRequests("shoot", "prober")},
-		Scaler: &scaler.Scaler{Client: scaleClient, Recorder: mgr.GetEventRecorderFor("dependency-watchdog-prober"),
+		Scaler: &scaler.Scaler{Client: scaleClient, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("dependency-watchdog-prober"),
 			Clock: clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos},
 	}
 	for _, r := range []manager.Runnable{dependents, m.Scheduler} {

@@ -70,17 +70,39 @@ func (s *Scaler) attempt(ctx context.Context, j job) (outcome, error) {
 	if err != nil || obj == nil {
 		return outcome{detail: "optional resource missing"}, err
 	}
-	if s.ignored(j, obj) {
-		return s.ignore(ctx, obj)
-	}
 	scale := &autoscalingv1.Scale{}
 	if err := s.Client.SubResource("scale").Get(ctx, obj, scale); err != nil {
 		return outcome{obj: obj}, fmt.Errorf("reading the scale subresource: %w", err)
+	}
+	if err := s.sameVersion(ctx, j, obj, scale); err != nil {
+		return outcome{obj: obj}, err
+	}
+	if s.ignored(j, obj) {
+		return s.ignore(ctx, obj)
 	}
 	if j.dir == Down {
 		return s.down(ctx, obj, scale)
 	}
 	return s.up(ctx, j, obj, scale)
+}
+
+// sameVersion reads obj afresh when its (cached) copy is older than the scale just read, so that its
+// annotations belong to the version the writes are locked on.
+func (s *Scaler) sameVersion(ctx context.Context, j job, obj client.Object, scale *autoscalingv1.Scale) error {
+	if obj.GetResourceVersion() == scale.ResourceVersion {
+		return nil
+	}
+	reader := s.APIReader
+	if reader == nil {
+		reader = s.Client
+	}
+	if err := reader.Get(ctx, j.key(), obj); err != nil {
+		return fmt.Errorf("reading afresh: %w", err)
+	}
+	if obj.GetResourceVersion() != scale.ResourceVersion {
+		return errors.New("changed while being read")
+	}
+	return nil
 }
 
 // read returns the resource, nil for a missing optional one; a missing required one is a permanent error.

@@ -30,6 +30,9 @@ type Scaler struct {
 	// Client reaches the seed. Reads of the resources may come from a cache; the scale subresource is
 	// read from the API server, and writes go to it.
 	Client client.Client
+	// APIReader reads a resource from the API server when the cached copy is older than its scale
+	// subresource, so that annotations and replicas are judged on the same version; nil uses Client.
+	APIReader client.Reader
 	// Recorder records Events on the scaled resources; nil records none.
 	Recorder record.EventRecorder
 	// Clock times initial delays, retries and the ready-replicas polls; nil is the real clock.

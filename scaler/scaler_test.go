@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
@@ -250,6 +251,31 @@ func TestConflictIsRetried(t *testing.T) {
 			assert.True(t, apierrors.IsConflict(failed[0].err), "a stale write fails with Conflict: %v", failed[0].err)
 		})
 	}
+}
+
+func TestAStaleCacheIsReadAfresh(t *testing.T) {
+	f := newFixture(t, only(upstreamInfos(t), kcm))
+	f.journal.ready = true
+	f.create(t, kcm, 0, marks("3"))
+	stale := f.get(t, kcm)
+	// The Deployment changes (another flow recorded 5 replicas) while the cache still has the old copy.
+	d := f.get(t, kcm)
+	d.Annotations[scaler.ReplicasAnnotation] = "5"
+	require.NoError(t, env.Client.Update(context.Background(), d))
+	live, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
+	require.NoError(t, err)
+	f.scaler.APIReader = live
+	f.scaler.Client = interceptor.NewClient(live, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if dep, ok := obj.(*appsv1.Deployment); ok && key.Name == kcm {
+				stale.DeepCopyInto(dep)
+				return nil
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	require.NoError(t, f.scaler.Scale(context.Background(), f.ns, scaler.Up, healthy))
+	assert.Equal(t, state{replicas: 5}, f.state(t, kcm), "the replicas come from the version the write is locked on")
 }
 
 func TestAnnotationRemovalOutlastsAControllerWritingStatus(t *testing.T) {
