@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,7 +90,7 @@ should.`,
 
 // runDemo sets the stage, plays the script and prints the summary.
 func runDemo(ctx context.Context, out io.Writer, o demoOptions) error {
-	d, err := setUp(ctx, out, o)
+	d, err := setUp(ctx, &lockedWriter{w: out}, o)
 	if d != nil {
 		defer d.tearDown()
 	}
@@ -167,3 +168,15 @@ func (d *demo) replicaSet(dwd string) (*replicaSet, error) {
 
 // partitions is the demo group's partition count.
 const partitions = config.DefaultPartitionCount
+
+// lockedWriter lets the script and the live view write to one output.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

@@ -51,6 +51,9 @@ func progressPrinter(w io.Writer, what string) func(done, total int) {
 
 // isTerminal reports whether w is a terminal.
 func isTerminal(w io.Writer) bool {
+	if l, ok := w.(*lockedWriter); ok {
+		w = l.w
+	}
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
