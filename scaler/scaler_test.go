@@ -254,7 +254,8 @@ func TestConflictIsRetried(t *testing.T) {
 }
 
 func TestAStaleCacheIsReadAfresh(t *testing.T) {
-	f := newFixture(t, only(upstreamInfos(t), kcm))
+	// No readiness is faked through this test's own client: a short timeout bounds the ready wait.
+	f := newFixture(t, withTimings(only(upstreamInfos(t), kcm), 0, 2*time.Second))
 	f.journal.ready = true
 	f.create(t, kcm, 0, marks("3"))
 	stale := f.get(t, kcm)
