@@ -3,7 +3,6 @@ package sharding
 import (
 	"context"
 	"errors"
-	"sort"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -68,14 +67,5 @@ func (v *cacheView) catchUp(until time.Time) bool {
 
 // List returns the cached Leases in name order.
 func (v *cacheView) List() []*coordinationv1.Lease {
-	names := make([]string, 0, len(v.objects))
-	for name := range v.objects {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	list := make([]*coordinationv1.Lease, 0, len(names))
-	for _, name := range names {
-		list = append(list, v.objects[name])
-	}
-	return list
+	return leasestest.InNameOrder(v.objects)
 }

@@ -118,14 +118,23 @@ func (s *Store) Delete(name string) {
 func (s *Store) List() []*coordinationv1.Lease {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	names := make([]string, 0, len(s.objects))
-	for name := range s.objects {
+	list := InNameOrder(s.objects)
+	for i, l := range list {
+		list[i] = l.DeepCopy()
+	}
+	return list
+}
+
+// InNameOrder returns the Leases of a map keyed by name, in name order.
+func InNameOrder(leases map[string]*coordinationv1.Lease) []*coordinationv1.Lease {
+	names := make([]string, 0, len(leases))
+	for name := range leases {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	list := make([]*coordinationv1.Lease, 0, len(names))
 	for _, name := range names {
-		list = append(list, s.objects[name].DeepCopy())
+		list = append(list, leases[name])
 	}
 	return list
 }
