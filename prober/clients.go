@@ -42,6 +42,8 @@ type ShootClients struct {
 	// QPS and Burst limit each shoot client, as --kube-api-qps/--kube-api-burst do for the seed.
 	QPS   float32
 	Burst int
+	// UserAgent is sent with every request (default "dwd-prober").
+	UserAgent string
 	// Wrap, if set, wraps every shoot client's transport, e.g. to count requests.
 	Wrap func(http.RoundTripper) http.RoundTripper
 
@@ -102,7 +104,10 @@ func (c *ShootClients) build(secret *corev1.Secret) (*ShootClient, error) {
 		return nil, err
 	}
 	cfg.Timeout, cfg.QPS, cfg.Burst = c.Timeout, c.QPS, c.Burst
-	cfg.UserAgent = "dwd-prober"
+	cfg.UserAgent = c.UserAgent
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "dwd-prober"
+	}
 	if c.Wrap != nil {
 		cfg.Wrap(c.Wrap)
 	}

@@ -34,7 +34,10 @@ var (
 	}, []string{"probe"})
 	probeLag = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "dwd_probe_lag_seconds", Help: "How late a probe started against its scheduled time.",
-		Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30},
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 2, 5, 10, 30},
+	})
+	missedCycles = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dwd_probe_missed_cycles_total", Help: "Probe cycles that did not run because the probe before started a whole probe interval or more late.",
 	})
 	probesActive = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dwd_probes_active", Help: "Shoots this replica probes.",
@@ -57,7 +60,7 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(probesTotal, probeDuration, probeLag, probesActive, expiredFraction,
+		metrics.Registry.MustRegister(probesTotal, probeDuration, probeLag, missedCycles, probesActive, expiredFraction,
 			apiRequests, apiThrottled, shootsInvalid)
 	})
 }
@@ -89,6 +92,14 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, err
 }
 
-func observeLag(d time.Duration) {
-	probeLag.Observe(max(d, 0).Seconds())
+// lagObserver observes how late probes start; a start a whole interval or more late counts as that many
+// missed cycles.
+func lagObserver(interval time.Duration) func(time.Duration) {
+	return func(d time.Duration) {
+		d = max(d, 0)
+		probeLag.Observe(d.Seconds())
+		if interval > 0 && d >= interval {
+			missedCycles.Add(float64(d / interval))
+		}
+	}
 }

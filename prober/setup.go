@@ -27,6 +27,9 @@ type Options struct {
 	// QPS and Burst limit each shoot client.
 	QPS   float32
 	Burst int
+	// UserAgent is what the shoot clients send as User-Agent, so that a shoot's audit log tells which
+	// replica probes it (default "dwd-prober").
+	UserAgent string
 }
 
 // Setup adds the prober to mgr, whose cache must have been built with CacheOptions: the Cluster
@@ -51,8 +54,9 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 	m := &Manager{
 		Config: cfg, Ownership: coordinator, Reader: mgr.GetCache(), Clock: clk, Log: log,
 		Recorder:  mgr.GetEventRecorderFor("dependency-watchdog-prober"),
-		Scheduler: NewScheduler(clk, opts.Workers, observeLag),
-		Clients:   &ShootClients{Timeout: cfg.ProbeTimeout.Duration, QPS: opts.QPS, Burst: opts.Burst, Wrap: CountRequests("shoot", "prober")},
+		Scheduler: NewScheduler(clk, opts.Workers, lagObserver(cfg.ProbeInterval.Duration)),
+		Clients: &ShootClients{Timeout: cfg.ProbeTimeout.Duration, QPS: opts.QPS, Burst: opts.Burst, UserAgent: opts.UserAgent,
+			Wrap: CountRequests("shoot", "prober")},
 		Scaler: &scaler.Scaler{Client: scaleClient, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("dependency-watchdog-prober"),
 			Clock: clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos},
 	}

@@ -91,6 +91,31 @@ type shoot struct {
 	leases    leaseTemplate
 	requests  atomic.Uint64
 	scenario  Scenario // guarded by ShootServer.mu
+
+	callerMu sync.Mutex
+	caller   Caller
+}
+
+// Caller is who last asked a shoot's API server, by User-Agent (dwd sends its replica's name there),
+// and since when.
+type Caller struct {
+	// Agent is the User-Agent of the last request.
+	Agent string
+	// Since is when the first of the requests from Agent in a row arrived: the handover of a shoot to
+	// another replica shows as a new Agent and Since.
+	Since time.Time
+	// Last is when the last request arrived.
+	Last time.Time
+}
+
+// called records a request from agent at now.
+func (sh *shoot) called(agent string, now time.Time) {
+	sh.callerMu.Lock()
+	defer sh.callerMu.Unlock()
+	if sh.caller.Agent != agent || sh.caller.Since.IsZero() {
+		sh.caller.Agent, sh.caller.Since = agent, now
+	}
+	sh.caller.Last = now
 }
 
 // NewShootServer generates the server's CA and serving certificate and starts listening, so that
@@ -240,6 +265,21 @@ func (s *ShootServer) Requests() map[string]uint64 {
 		requests[name] = sh.requests.Load()
 	}
 	return requests
+}
+
+// Callers returns, per shoot that received a request, who asked last and since when.
+func (s *ShootServer) Callers() map[string]Caller {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	callers := make(map[string]Caller, len(s.shoots))
+	for name, sh := range s.shoots {
+		sh.callerMu.Lock()
+		if !sh.caller.Last.IsZero() {
+			callers[name] = sh.caller
+		}
+		sh.callerMu.Unlock()
+	}
+	return callers
 }
 
 // Stats returns the counts of all requests received since the server was created.

@@ -35,6 +35,7 @@ func (s *ShootServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sh, sc := s.lookup(name)
 	if sh != nil {
 		sh.requests.Add(1)
+		sh.called(r.UserAgent(), s.opts.Clock.Now())
 	}
 	switch {
 	case sh != nil && sc.Kind == Down:

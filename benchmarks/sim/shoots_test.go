@@ -394,3 +394,30 @@ func TestSetScenarioValidates(t *testing.T) {
 		})
 	}
 }
+
+func TestShootServerRecordsWhoAsksAndSinceWhen(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0)
+	s := startShootServer(t, ShootServerOptions{Clock: clk})
+	s.AddShoot("a", []string{"a-0"})
+	s.AddShoot("idle", []string{"idle-0"})
+	as := func(agent string) kubernetes.Interface {
+		cfg := restConfig(t, s, "a")
+		cfg.UserAgent = agent
+		return clientFor(t, cfg)
+	}
+	one, two := as("dwd-prober/dev (dwd-0)"), as("dwd-prober/dev (dwd-1)")
+
+	require.NoError(t, getNodesOnce(t.Context(), one))
+	clk.Step(time.Second)
+	require.NoError(t, getNodesOnce(t.Context(), one))
+	assert.Equal(t, map[string]Caller{"a": {Agent: "dwd-prober/dev (dwd-0)", Since: t0, Last: t0.Add(time.Second)}}, s.Callers(),
+		"a run of requests from one agent keeps its start; a shoot never asked is left out")
+
+	clk.Step(time.Second)
+	require.NoError(t, getNodesOnce(t.Context(), two))
+	clk.Step(time.Second)
+	require.NoError(t, getNodesOnce(t.Context(), two))
+	assert.Equal(t, Caller{Agent: "dwd-prober/dev (dwd-1)", Since: t0.Add(2 * time.Second), Last: t0.Add(3 * time.Second)}, s.Callers()["a"],
+		"another agent starts a new run")
+}

@@ -197,6 +197,7 @@ func (o *options) setupRoles(ctx context.Context, mgr manager.Manager, coordinat
 		_, err := prober.Setup(ctx, mgr, o.proberConfig, coordinator, prober.Options{
 			Workers: o.probeWorkers, ConcurrentReconciles: o.concurrentReconciles, PartitionCount: o.sharding.PartitionCount,
 			QPS: float32(o.kubeAPIQPS), Burst: o.kubeAPIBurst,
+			UserAgent: "dwd-prober/" + version + " (" + o.sharding.MemberName + ")",
 		})
 		if err != nil {
 			return fmt.Errorf("setting up the prober: %w", err)
