@@ -228,6 +228,10 @@ func TestRunJoinsAndLeavesItsGroup(t *testing.T) {
 		n, ok := metricValue(r.metricsAddr, owned)
 		return ok && n >= 1
 	}, 30*time.Second, 100*time.Millisecond, "the replica counts the shoots it owns from the Clusters")
+	for _, name := range []string{"process_cpu_seconds_total ", "process_resident_memory_bytes ", "go_goroutines "} {
+		_, ok := metricValue(r.metricsAddr, name)
+		assert.True(t, ok, "the dashboards read %s", name)
+	}
 
 	require.Equal(t, 0, r.stop(t))
 	member := &coordinationv1.Lease{}
