@@ -77,10 +77,19 @@ fuzz: ## Fuzz config loading briefly (FUZZTIME per target, default 10s).
 		$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./config || exit 1; \
 	done
 
+##@ Benchmarks
+
+BENCH_NAME ?= latest
+BENCH_FLAGS ?=
+
+.PHONY: bench
+bench: tools build ## Load benchmarks of real dwd processes against simulated shoots (about 40 min) into benchmarks/results/BENCH_NAME.json, .md, .png.
+	$(BIN)/dwd-sim bench --name=$(BENCH_NAME) $(BENCH_FLAGS)
+
 .PHONY: bench-micro
 bench-micro: ## Micro-benchmarks of the hot paths: ring, lease decision, candidate nodes, scale plan, readiness.
 	$(GO) test -run='^$$' -bench='NewRing|Partition|Owner|DecideScaling|CandidateNodes|Plan|TrackerObserve' -benchmem \
-		./sharding ./prober ./scaler ./weeder
+		./sharding ./prober ./scaler ./weeder | tee benchmarks/results/micro-$(BENCH_NAME).txt
 
 ##@ Run
 

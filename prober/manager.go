@@ -30,7 +30,7 @@ var (
 
 // takeoverJitter bounds the delay of the first probe of a cluster this replica takes over, or that
 // is older than the initial delay: enough to spread a handover, short enough not to miss a cycle.
-const takeoverJitter = time.Second
+const takeoverJitter = 250 * time.Millisecond
 
 // Manager runs the probes of the shoots this replica owns. It is the Cluster reconciler (start, stop
 // and restart by the lifecycle rules) and the prober's sharding.PartitionHandler (start the probes

@@ -33,3 +33,20 @@ func counterValue(t *testing.T) float64 {
 	require.NoError(t, missedCycles.Write(m))
 	return m.GetCounter().GetValue()
 }
+
+func TestJitterAroundCentresOnTheInterval(t *testing.T) {
+	for _, tc := range []struct {
+		factor, r float64
+		want      time.Duration
+	}{
+		{factor: 0.2, r: 0, want: 9 * time.Second},
+		{factor: 0.2, r: 0.5, want: 10 * time.Second},
+		{factor: 0.2, r: 0.999999, want: 10999998 * time.Microsecond},
+		{factor: 0, r: 0.7, want: 10 * time.Second},
+		{factor: 3, r: 0, want: time.Second}, // never below a tenth of the interval
+		{factor: 3, r: 0.999999, want: 24999976 * time.Microsecond},
+	} {
+		got := jitterAround(10*time.Second, tc.factor, tc.r)
+		assert.InDelta(t, tc.want, got, float64(time.Microsecond), "factor %v, r %v", tc.factor, tc.r)
+	}
+}

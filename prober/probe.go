@@ -3,12 +3,12 @@ package prober
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
@@ -16,6 +16,17 @@ import (
 
 // throttleBackoff is how long a shoot is left alone after its API server answered 429.
 const throttleBackoff = 10 * time.Second
+
+// jitterAround spreads the period between probes uniformly over interval × [1 − factor/2, 1 + factor/2]
+// (r in [0, 1) picks the point), so that the mean period is the configured probeInterval and the
+// longest is interval × (1 + factor/2): 11 s for the defaults, which bounds how long an outage goes
+// unseen. The original jitters upwards only, to interval × (1 + factor). The period never falls below
+// a tenth of the interval, whatever the factor.
+func jitterAround(interval time.Duration, factor, r float64) time.Duration {
+	low := max(1-factor/2, 0.1)
+	high := 1 + factor/2
+	return time.Duration(float64(interval) * (low + (high-low)*r))
+}
 
 // shootProbe probes one shoot namespace: its API server, then its node leases, and runs a scale flow
 // when the leases call for one that the cached Deployments show is needed.
@@ -27,7 +38,7 @@ type shootProbe struct {
 
 // run is one probe cycle; it returns when the next should start.
 func (p *shootProbe) run(ctx context.Context) time.Duration {
-	next := wait.Jitter(p.m.interval(), p.m.jitterFactor())
+	next := jitterAround(p.m.interval(), p.m.jitterFactor(), rand.Float64())
 	result, err := p.cycle(ctx)
 	probesTotal.WithLabelValues(result).Inc()
 	if err != nil && ctx.Err() == nil {

@@ -88,9 +88,11 @@ type ShootServer struct {
 type shoot struct {
 	nodes     []string
 	nodesJSON []byte
-	leases    leaseTemplate
-	requests  atomic.Uint64
-	scenario  Scenario // guarded by ShootServer.mu
+	// nodesProtobuf is the NodeList for clients that accept protobuf.
+	nodesProtobuf []byte
+	leases        leaseTemplate
+	requests      atomic.Uint64
+	scenario      Scenario // guarded by ShootServer.mu
 
 	callerMu sync.Mutex
 	caller   Caller
@@ -211,6 +213,7 @@ func (s *ShootServer) CAData() []byte { return s.tls.caPEM }
 func (s *ShootServer) AddShoot(name string, nodes []string) {
 	sh := &shoot{nodes: append([]string(nil), nodes...)}
 	sh.nodesJSON = nodeListJSON(sh.nodes, s.opts.Clock.Now())
+	sh.nodesProtobuf = nodeListProtobuf(sh.nodes, s.opts.Clock.Now())
 	sh.leases = newLeaseTemplate(sh.nodes)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -64,14 +64,27 @@ func (s *ShootServer) serveScenario(w http.ResponseWriter, r *http.Request, sh *
 			panic(http.ErrAbortHandler) // returning would answer 200 with an empty body
 		}
 	}
-	switch endpoint {
-	case EndpointVersion:
+	proto := acceptsProtobuf(r)
+	switch {
+	case endpoint == EndpointVersion:
 		s.write(w, http.StatusOK, versionJSON)
-	case EndpointNodes:
+	case endpoint == EndpointNodes && proto:
+		s.writeAs(w, protobufContentType, http.StatusOK, sh.nodesProtobuf)
+	case endpoint == EndpointNodes:
 		s.write(w, http.StatusOK, sh.nodesJSON)
-	case EndpointLeases:
+	case endpoint == EndpointLeases && proto:
+		s.writeAs(w, protobufContentType, http.StatusOK,
+			leaseListProtobuf(sh.nodes, sc.expiredLeases(len(sh.nodes)), s.opts.Clock.Now(), s.opts.ExpiredAge))
+	case endpoint == EndpointLeases:
 		s.write(w, http.StatusOK, sh.leases.render(sc.expiredLeases(len(sh.nodes)), s.opts.Clock.Now(), s.opts.ExpiredAge))
 	}
+}
+
+// acceptsProtobuf reports whether the client asks for protobuf, as kube clients configured for it
+// do ("application/vnd.kubernetes.protobuf, application/json"); the lists are then answered in
+// protobuf, everything else in JSON, as an API server does.
+func acceptsProtobuf(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), protobufContentType)
 }
 
 // closeUnanswered ends a request without an answer, so that the client sees a transport error: an
@@ -110,8 +123,13 @@ func (s *ShootServer) wait(ctx context.Context, d time.Duration) bool {
 
 // write answers with a JSON body and counts the answer.
 func (s *ShootServer) write(w http.ResponseWriter, code int, body []byte) {
+	s.writeAs(w, "application/json", code, body)
+}
+
+// writeAs answers with a body of the given content type and counts the answer.
+func (s *ShootServer) writeAs(w http.ResponseWriter, contentType string, code int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", contentType)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(code)
 	_, _ = w.Write(body) // a client that went away is no error of the simulated server

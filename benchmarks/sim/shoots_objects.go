@@ -10,6 +10,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/utils/ptr"
 )
@@ -41,8 +44,12 @@ var versionJSON = mustMarshal(version.Info{
 
 // nodeListJSON encodes the NodeList of a shoot: every node Ready in pool-a since created.
 func nodeListJSON(nodes []string, created time.Time) []byte {
+	return mustMarshal(nodeList(nodes, created))
+}
+
+func nodeList(nodes []string, created time.Time) *corev1.NodeList {
 	since := metav1.NewTime(created)
-	list := corev1.NodeList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}}
+	list := &corev1.NodeList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}}
 	list.Items = make([]corev1.Node, len(nodes))
 	for i, name := range nodes {
 		list.Items[i] = corev1.Node{
@@ -53,14 +60,18 @@ func nodeListJSON(nodes []string, created time.Time) []byte {
 			}}},
 		}
 	}
-	return mustMarshal(list)
+	return list
 }
 
 // leaseListJSON encodes the node LeaseList of a shoot at now: the first expired leases were renewed
 // at now - expiredAge, the others at now.
 func leaseListJSON(nodes []string, expired int, now time.Time, expiredAge time.Duration) []byte {
+	return mustMarshal(leaseList(nodes, expired, now, expiredAge))
+}
+
+func leaseList(nodes []string, expired int, now time.Time, expiredAge time.Duration) *coordinationv1.LeaseList {
 	fresh, old := metav1.NewMicroTime(now), metav1.NewMicroTime(now.Add(-expiredAge))
-	list := coordinationv1.LeaseList{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "LeaseList"}}
+	list := &coordinationv1.LeaseList{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "LeaseList"}}
 	list.Items = make([]coordinationv1.Lease, len(nodes))
 	for i := range nodes {
 		renew := &fresh
@@ -74,7 +85,7 @@ func leaseListJSON(nodes []string, expired int, now time.Time, expiredAge time.D
 			},
 		}
 	}
-	return mustMarshal(list)
+	return list
 }
 
 // statusJSON encodes a failure Status as the API server sends it.
@@ -143,4 +154,35 @@ func (t leaseTemplate) render(expired int, now time.Time, expiredAge time.Durati
 		}
 	}
 	return append(out, t.parts[len(t.parts)-1]...)
+}
+
+// protobufContentType is the API server's protobuf media type, which kube clients (and dwd) ask for
+// first.
+const protobufContentType = "application/vnd.kubernetes.protobuf"
+
+// protobufCodec encodes the lists as the API server does for a client that accepts protobuf.
+var protobufCodec = func() *protobuf.Serializer {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(corev1.AddToScheme(scheme))
+	utilruntime.Must(coordinationv1.AddToScheme(scheme))
+	return protobuf.NewSerializer(scheme, scheme)
+}()
+
+// mustProtobuf encodes a list, which has its TypeMeta set, in the API server's protobuf envelope.
+func mustProtobuf(obj runtime.Object) []byte {
+	var buf bytes.Buffer
+	if err := protobufCodec.Encode(obj, &buf); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+// nodeListProtobuf is nodeListJSON's list in protobuf.
+func nodeListProtobuf(nodes []string, created time.Time) []byte {
+	return mustProtobuf(nodeList(nodes, created))
+}
+
+// leaseListProtobuf is leaseListJSON's list in protobuf.
+func leaseListProtobuf(nodes []string, expired int, now time.Time, expiredAge time.Duration) []byte {
+	return mustProtobuf(leaseList(nodes, expired, now, expiredAge))
 }

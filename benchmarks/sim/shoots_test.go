@@ -421,3 +421,46 @@ func TestShootServerRecordsWhoAsksAndSinceWhen(t *testing.T) {
 	assert.Equal(t, Caller{Agent: "dwd-prober/dev (dwd-1)", Since: t0.Add(2 * time.Second), Last: t0.Add(3 * time.Second)}, s.Callers()["a"],
 		"another agent starts a new run")
 }
+
+// contentTypes records the Content-Type of every answer.
+type contentTypes struct {
+	next http.RoundTripper
+	seen []string
+}
+
+func (c *contentTypes) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.next.RoundTrip(req)
+	if err == nil {
+		c.seen = append(c.seen, resp.Header.Get("Content-Type"))
+	}
+	return resp, err
+}
+
+func TestShootServerAnswersListsInProtobufWhenAsked(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0)
+	s := startShootServer(t, ShootServerOptions{Clock: clk})
+	s.AddShoot("a", []string{"a-0", "a-1", "a-2"})
+	require.NoError(t, s.SetScenario("a", Scenario{Kind: Meltdown, ExpiredFraction: 0.5}))
+
+	cfg := restConfig(t, s, "a")
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	recorder := &contentTypes{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { recorder.next = rt; return recorder })
+	viaProtobuf, viaJSON := clientFor(t, cfg), clientFor(t, restConfig(t, s, "a"))
+
+	protoNodes, err := listNodes(t.Context(), viaProtobuf)
+	require.NoError(t, err)
+	jsonNodes, err := listNodes(t.Context(), viaJSON)
+	require.NoError(t, err)
+	assert.Equal(t, jsonNodes.Items, protoNodes.Items)
+
+	protoLeases, err := listLeases(t.Context(), viaProtobuf)
+	require.NoError(t, err)
+	jsonLeases, err := listLeases(t.Context(), viaJSON)
+	require.NoError(t, err)
+	assert.Equal(t, renewTimes(jsonLeases.Items), renewTimes(protoLeases.Items), "the same scenario in both encodings")
+	assert.Contains(t, renewTimes(protoLeases.Items), t0.Add(-10*time.Minute), "the meltdown shows")
+	assert.Equal(t, []string{"application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf"}, recorder.seen)
+}

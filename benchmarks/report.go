@@ -1,0 +1,248 @@
+package benchmarks
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// Result is one run of the load benchmarks, as written to benchmarks/results/<name>.json. Seconds and
+// bytes are plain numbers.
+type Result struct {
+	Name    string  `json:"name"`
+	Command string  `json:"command"`
+	Started string  `json:"started"` // RFC 3339
+	Machine Machine `json:"machine"`
+	// Settings are the timings every scenario ran with.
+	Settings Settings    `json:"settings"`
+	Steady   []SteadyRun `json:"steady,omitempty"`
+	Handover *Handover   `json:"handover,omitempty"`
+	Meltdown *Meltdown   `json:"meltdown,omitempty"`
+	Goals    []Goal      `json:"goals,omitempty"`
+}
+
+// Machine is what the run ran on.
+type Machine struct {
+	Cores       int    `json:"cores"`
+	MemoryBytes uint64 `json:"memory_bytes"`
+	CPUModel    string `json:"cpu_model,omitempty"`
+	GoVersion   string `json:"go_version"`
+	OS          string `json:"os"`
+	Arch        string `json:"arch"`
+}
+
+// Settings are the prober and sharding timings of the run.
+type Settings struct {
+	ProbeIntervalSeconds       float64 `json:"probe_interval_seconds"`
+	MemberLeaseDurationSeconds float64 `json:"member_lease_duration_seconds"`
+	MemberRenewDeadlineSeconds float64 `json:"member_renew_deadline_seconds"`
+	MemberRetryPeriodSeconds   float64 `json:"member_retry_period_seconds"`
+	Partitions                 int     `json:"partitions"`
+	NodesPerShoot              int     `json:"nodes_per_shoot"`
+	ProbeWorkers               int     `json:"probe_workers"`
+}
+
+// SteadyRun is the steady scenario at one load: every shoot healthy, probed every interval.
+type SteadyRun struct {
+	Shoots          int     `json:"shoots"`
+	Replicas        int     `json:"replicas"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	Probes          float64 `json:"probes"`
+	ProbesPerSecond float64 `json:"probes_per_second"`
+	// The lag quantiles are interpolated within dwd_probe_lag_seconds' buckets, as histogram_quantile
+	// does.
+	ProbeLagP50Seconds float64 `json:"probe_lag_p50_seconds"`
+	ProbeLagP99Seconds float64 `json:"probe_lag_p99_seconds"`
+	MissedCycles       float64 `json:"missed_cycles"`
+	// Per replica, in the order of their names.
+	ProbesPerSecondPerReplica []float64 `json:"probes_per_second_per_replica"`
+	CPUSecondsPer1000Probes   []float64 `json:"cpu_seconds_per_1000_probes"`
+	CPUCores                  []float64 `json:"cpu_cores"`
+	RSSBytes                  []float64 `json:"rss_bytes"`
+	// Seed requests of every kind (watchdog and sharding) per probe; the split is below.
+	SeedRequestsPerProbe         float64 `json:"seed_requests_per_probe"`
+	SeedWatchdogRequestsPerProbe float64 `json:"seed_watchdog_requests_per_probe"`
+	SeedShardingRequestsPerProbe float64 `json:"seed_sharding_requests_per_probe"`
+	ShootRequestsPerProbe        float64 `json:"shoot_requests_per_probe"`
+	// UnhealthyProbes counts probes whose result was not healthy; a steady run expects none.
+	UnhealthyProbes float64 `json:"unhealthy_probes"`
+}
+
+// Handover is the handover scenario: replicas leave gracefully, join, and are killed, one at a time.
+type Handover struct {
+	Shoots   int `json:"shoots"`
+	Replicas int `json:"replicas"`
+	Repeats  int `json:"repeats"`
+	// The times run from the event (SIGTERM, process start, SIGKILL) until every partition is held by
+	// its owner in the ring of the live members and every shoot that moved was probed by its new owner.
+	HandoverGracefulP99Seconds float64   `json:"handover_graceful_p99_seconds"`
+	HandoverJoinP99Seconds     float64   `json:"handover_join_p99_seconds"`
+	HandoverKillP99Seconds     float64   `json:"handover_kill_p99_seconds"`
+	GracefulSeconds            []float64 `json:"graceful_seconds"`
+	JoinSeconds                []float64 `json:"join_seconds"`
+	KillSeconds                []float64 `json:"kill_seconds"`
+	// MovedFractionOverIdeal is the mean over all events of the fraction of shoots that changed
+	// replica, over the ideal (1/replicas); MovedFractionOverIdealMax is the worst event.
+	MovedFractionOverIdeal    float64 `json:"moved_fraction_over_ideal"`
+	MovedFractionOverIdealMax float64 `json:"moved_fraction_over_ideal_max"`
+	// BalanceMaxOverMean is the worst, over the settled states with all replicas, of the most shoots
+	// a replica probes over the mean.
+	BalanceMaxOverMean float64 `json:"balance_max_over_mean"`
+}
+
+// Meltdown is the meltdown scenario: the node leases of some shoots expire at once.
+type Meltdown struct {
+	Shoots  int `json:"shoots"`
+	Samples int `json:"samples"`
+	// From the moment the leases cross the threshold until the first scale-down write the seed's API
+	// server reports (a watch event).
+	DetectionToScaledownP50Seconds float64   `json:"detection_to_scaledown_p50_seconds"`
+	DetectionToScaledownP99Seconds float64   `json:"detection_to_scaledown_p99_seconds"`
+	DetectionToScaledownSeconds    []float64 `json:"detection_to_scaledown_seconds"`
+}
+
+// Goal is one of the figures the benchmarks must meet.
+type Goal struct {
+	Goal     string `json:"goal"`
+	Target   string `json:"target"`
+	Measured string `json:"measured"`
+	Met      bool   `json:"met"`
+}
+
+// WriteJSON writes r to path, indented.
+func (r *Result) WriteJSON(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// ReadResult reads a result written by WriteJSON.
+func ReadResult(path string) (*Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	r := &Result{}
+	if err := json.Unmarshal(data, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return r, nil
+}
+
+// ChartPoints are the steady runs as the chart shows them.
+func (r *Result) ChartPoints() []ChartPoint {
+	points := make([]ChartPoint, 0, len(r.Steady))
+	for _, s := range r.Steady {
+		points = append(points, ChartPoint{Shoots: s.Shoots, Replicas: s.Replicas,
+			ProbesPerSecondPerReplica: mean(s.ProbesPerSecondPerReplica), CPUCoresPerReplica: mean(s.CPUCores)})
+	}
+	return points
+}
+
+// WriteMarkdown writes the result as Markdown tables. With a baseline, each steady figure is followed
+// by the baseline's in brackets.
+func (r *Result) WriteMarkdown(w io.Writer, baseline *Result) error {
+	var b strings.Builder
+	m := r.Machine
+	fmt.Fprintf(&b, "# Load benchmark %s\n\n", r.Name)
+	fmt.Fprintf(&b, "`%s`, started %s on %d cores, %.1f GiB, %s, %s/%s", r.Command, r.Started, m.Cores,
+		float64(m.MemoryBytes)/(1<<30), m.GoVersion, m.OS, m.Arch)
+	if m.CPUModel != "" {
+		fmt.Fprintf(&b, ", %s", m.CPUModel)
+	}
+	s := r.Settings
+	fmt.Fprintf(&b, ".\nProbe interval %gs, member lease %gs (renew deadline %gs, retry %gs), %d partitions, %d nodes per shoot, %d probe workers per replica.\n",
+		s.ProbeIntervalSeconds, s.MemberLeaseDurationSeconds, s.MemberRenewDeadlineSeconds, s.MemberRetryPeriodSeconds,
+		s.Partitions, s.NodesPerShoot, s.ProbeWorkers)
+	if baseline != nil {
+		fmt.Fprintf(&b, "Figures in brackets are the baseline's (%s, %s).\n", baseline.Name, baseline.Started)
+	}
+	if len(r.Goals) > 0 {
+		b.WriteString("\n## Goals\n\n| goal | target | measured | met |\n|---|---|---|---|\n")
+		for _, g := range r.Goals {
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", g.Goal, g.Target, g.Measured, yesNo(g.Met))
+		}
+	}
+	if len(r.Steady) > 0 {
+		b.WriteString("\n## Steady\n\n| shoots | replicas | probes/s | lag p50 s | lag p99 s | missed cycles | CPU s per 1000 probes (per replica) | CPU cores (per replica) | RSS MiB (per replica) | seed req/probe | shoot req/probe |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, run := range r.Steady {
+			base := baseline.SteadyAt(run.Shoots, run.Replicas)
+			fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", run.Shoots, run.Replicas,
+				withBase(run.ProbesPerSecond, base, func(s *SteadyRun) float64 { return s.ProbesPerSecond }, "%.1f"),
+				withBase(run.ProbeLagP50Seconds, base, func(s *SteadyRun) float64 { return s.ProbeLagP50Seconds }, "%.3f"),
+				withBase(run.ProbeLagP99Seconds, base, func(s *SteadyRun) float64 { return s.ProbeLagP99Seconds }, "%.3f"),
+				withBase(run.MissedCycles, base, func(s *SteadyRun) float64 { return s.MissedCycles }, "%.0f"),
+				list(run.CPUSecondsPer1000Probes, "%.3f", 1), list(run.CPUCores, "%.3f", 1), list(run.RSSBytes, "%.0f", 1<<20),
+				withBase(run.SeedRequestsPerProbe, base, func(s *SteadyRun) float64 { return s.SeedRequestsPerProbe }, "%.4f"),
+				withBase(run.ShootRequestsPerProbe, base, func(s *SteadyRun) float64 { return s.ShootRequestsPerProbe }, "%.2f"))
+		}
+	}
+	if h := r.Handover; h != nil {
+		fmt.Fprintf(&b, "\n## Handover\n\n%d shoots, %d replicas, each event %d times.\n\n| event | p99 s | all s |\n|---|---|---|\n",
+			h.Shoots, h.Replicas, h.Repeats)
+		fmt.Fprintf(&b, "| graceful leave | %.2f | %s |\n", h.HandoverGracefulP99Seconds, list(h.GracefulSeconds, "%.2f", 1))
+		fmt.Fprintf(&b, "| join | %.2f | %s |\n", h.HandoverJoinP99Seconds, list(h.JoinSeconds, "%.2f", 1))
+		fmt.Fprintf(&b, "| kill -9 | %.2f | %s |\n", h.HandoverKillP99Seconds, list(h.KillSeconds, "%.2f", 1))
+		fmt.Fprintf(&b, "\nMoved fraction over ideal: %.3f mean, %.3f worst. Balance (max/mean shoots per replica): %.3f worst.\n",
+			h.MovedFractionOverIdeal, h.MovedFractionOverIdealMax, h.BalanceMaxOverMean)
+	}
+	if md := r.Meltdown; md != nil {
+		fmt.Fprintf(&b, "\n## Meltdown\n\n%d shoots, %d meltdowns: leases expired → first scale-down write p50 %.2f s, p99 %.2f s.\n",
+			md.Shoots, md.Samples, md.DetectionToScaledownP50Seconds, md.DetectionToScaledownP99Seconds)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// SteadyAt returns the steady run at a load, or nil; r may be nil.
+func (r *Result) SteadyAt(shoots, replicas int) *SteadyRun {
+	if r == nil {
+		return nil
+	}
+	for i := range r.Steady {
+		if r.Steady[i].Shoots == shoots && r.Steady[i].Replicas == replicas {
+			return &r.Steady[i]
+		}
+	}
+	return nil
+}
+
+// withBase formats v, followed by the baseline's figure in brackets when there is one.
+func withBase(v float64, base *SteadyRun, get func(*SteadyRun) float64, format string) string {
+	s := fmt.Sprintf(format, v)
+	if base != nil {
+		s += " (" + fmt.Sprintf(format, get(base)) + ")"
+	}
+	return s
+}
+
+// list formats values divided by unit, comma-separated.
+func list(values []float64, format string, unit float64) string {
+	parts := make([]string, len(values))
+	for i, v := range values {
+		parts[i] = fmt.Sprintf(format, v/unit)
+	}
+	return strings.Join(parts, ", ")
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+func mean(values []float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	total := 0.0
+	for _, v := range values {
+		total += v
+	}
+	return total / float64(len(values))
+}

@@ -1,0 +1,434 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
+)
+
+// steadyWarmUp is how many probe intervals a steady run waits after every shoot was probed before it
+// measures: a takeover probes every shoot at once, and the jitter of the following cycles
+// spreads them out.
+const steadyWarmUp = 3
+
+// steady measures one load: shoots healthy, probed by replicas, for the configured duration.
+func (b *bench) steady(ctx context.Context, shoots, replicas int) (benchmarks.SteadyRun, error) {
+	run := benchmarks.SteadyRun{Shoots: shoots, Replicas: replicas}
+	if err := b.startFresh(ctx, shoots, replicas); err != nil {
+		return run, err
+	}
+	defer b.stopAll()
+	warmUp := steadyWarmUp * b.opts.interval
+	fmt.Fprintf(b.out, "steady %d shoots × %d replicas: warming up %s, measuring %s\n", shoots, replicas, warmUp, b.opts.duration)
+	if err := pause(ctx, warmUp); err != nil {
+		return run, err
+	}
+	s0 := b.snapshot(ctx)
+	if err := pause(ctx, b.opts.duration); err != nil {
+		return run, err
+	}
+	s1 := b.snapshot(ctx)
+	if len(s1.metrics) != replicas || len(s0.metrics) != replicas {
+		return run, fmt.Errorf("only %d of %d replicas answered", min(len(s0.metrics), len(s1.metrics)), replicas)
+	}
+	elapsed := s1.at.Sub(s0.at).Seconds()
+	run.DurationSeconds = elapsed
+	var seedWatchdog, seedSharding float64
+	for _, r := range b.replicas {
+		probes := delta(s0, s1, r.name, "dwd_probes_total", "")
+		cpu := delta(s0, s1, r.name, "process_cpu_seconds_total", "")
+		run.Probes += probes
+		run.UnhealthyProbes += probes - delta(s0, s1, r.name, "dwd_probes_total", "result=healthy")
+		run.MissedCycles += delta(s0, s1, r.name, "dwd_probe_missed_cycles_total", "")
+		run.ProbesPerSecondPerReplica = append(run.ProbesPerSecondPerReplica, probes/elapsed)
+		run.CPUCores = append(run.CPUCores, cpu/elapsed)
+		run.CPUSecondsPer1000Probes = append(run.CPUSecondsPer1000Probes, cpu/max(probes, 1)*1000)
+		run.RSSBytes = append(run.RSSBytes, sum(s1.metrics[r.name], "process_resident_memory_bytes", ""))
+		seedWatchdog += delta(s0, s1, r.name, "dwd_api_requests_total", "api=seed,client=watchdog")
+		seedSharding += delta(s0, s1, r.name, "dwd_api_requests_total", "api=seed,client=sharding")
+	}
+	probes := max(run.Probes, 1)
+	run.ProbesPerSecond = run.Probes / elapsed
+	lag := histogramDelta(s0, s1, "dwd_probe_lag_seconds")
+	run.ProbeLagP50Seconds, run.ProbeLagP99Seconds = histogramQuantile(0.5, lag), histogramQuantile(0.99, lag)
+	run.SeedWatchdogRequestsPerProbe, run.SeedShardingRequestsPerProbe = seedWatchdog/probes, seedSharding/probes
+	run.SeedRequestsPerProbe = (seedWatchdog + seedSharding) / probes
+	run.ShootRequestsPerProbe = float64(s1.shoots.Total-s0.shoots.Total) / probes
+	fmt.Fprintf(b.out, "  %.1f probes/s, lag p50 %.3fs p99 %.3fs, %.0f missed cycles, CPU cores %v, seed req/probe %.4f, shoot req/probe %.2f\n",
+		run.ProbesPerSecond, run.ProbeLagP50Seconds, run.ProbeLagP99Seconds, run.MissedCycles, rounded(run.CPUCores),
+		run.SeedRequestsPerProbe, run.ShootRequestsPerProbe)
+	return run, nil
+}
+
+// handover plays a graceful leave, a join, a kill and a join again, repeats times, each time with
+// another victim, and measures how long until every moved shoot is probed by its new owner.
+func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks.Handover, error) {
+	h := &benchmarks.Handover{Shoots: shoots, Replicas: replicas, Repeats: b.opts.repeats}
+	if err := b.startFresh(ctx, shoots, replicas); err != nil {
+		return nil, err
+	}
+	defer b.stopAll()
+	ideal := float64(shoots) / float64(replicas)
+	var moved []float64
+	event := func(name string, do func(victim *replica) error, victim *replica) (float64, error) {
+		before := b.seed.Shoots.Callers()
+		start := time.Now()
+		if err := do(victim); err != nil {
+			return 0, err
+		}
+		settled, n, err := b.settle(ctx, start, before, benchLeaseDuration+time.Minute)
+		if err != nil {
+			return 0, fmt.Errorf("%s of %s: %w", name, victim.name, err)
+		}
+		took := settled.Sub(start).Seconds()
+		moved = append(moved, float64(n)/ideal)
+		fmt.Fprintf(b.out, "  %-8s %s: %d shoots moved, all probed by their new owner after %.2fs\n", name, victim.name, n, took)
+		return took, nil
+	}
+	leave := func(r *replica) error { r.terminate(30 * time.Second); b.forget(r); return nil }
+	kill := func(r *replica) error { r.kill(); b.forget(r); return nil }
+	join := func(r *replica) error { return b.rejoin(r) }
+	fmt.Fprintf(b.out, "handover, %d shoots × %d replicas, %d times each\n", shoots, replicas, b.opts.repeats)
+	for i := range b.opts.repeats {
+		victim := b.replicas[i%len(b.replicas)]
+		for _, e := range []struct {
+			name    string
+			do      func(*replica) error
+			samples *[]float64
+		}{
+			{"leave", leave, &h.GracefulSeconds}, {"join", join, &h.JoinSeconds},
+			{"kill -9", kill, &h.KillSeconds}, {"join", join, &h.JoinSeconds},
+		} {
+			took, err := event(e.name, e.do, victim)
+			if err != nil {
+				return nil, err
+			}
+			*e.samples = append(*e.samples, took)
+			if e.name == "join" {
+				h.BalanceMaxOverMean = max(h.BalanceMaxOverMean, b.balance())
+			}
+		}
+	}
+	h.HandoverGracefulP99Seconds = sampleQuantile(0.99, h.GracefulSeconds)
+	h.HandoverJoinP99Seconds = sampleQuantile(0.99, h.JoinSeconds)
+	h.HandoverKillP99Seconds = sampleQuantile(0.99, h.KillSeconds)
+	h.MovedFractionOverIdeal, h.MovedFractionOverIdealMax = meanOf(moved), slices.Max(moved)
+	return h, nil
+}
+
+// meltdown expires the node leases of some shoots at once and measures until the first scale-down
+// write of each, then lets them recover before the next round.
+func (b *bench) meltdown(ctx context.Context, shoots, replicas int) (*benchmarks.Meltdown, error) {
+	m := &benchmarks.Meltdown{Shoots: shoots}
+	if len(b.replicas) != replicas || b.shoots != shoots {
+		if err := b.startFresh(ctx, shoots, replicas); err != nil {
+			return nil, err
+		}
+	}
+	defer b.stopAll()
+	fmt.Fprintf(b.out, "meltdown, %d shoots × %d replicas, %d rounds of %d shoots\n", shoots, replicas, b.opts.meltdowns, b.opts.meltdownShoots)
+	for round := range b.opts.meltdowns {
+		var names []string
+		for j := range b.opts.meltdownShoots {
+			names = append(names, sim.ShootName((j*shoots/b.opts.meltdownShoots+round)%shoots))
+		}
+		samples, err := b.meltdownRound(ctx, names)
+		if err != nil {
+			return nil, fmt.Errorf("round %d: %w", round+1, err)
+		}
+		m.DetectionToScaledownSeconds = append(m.DetectionToScaledownSeconds, samples...)
+		fmt.Fprintf(b.out, "  round %d: first scale-down write %.2f–%.2fs after the leases expired\n", round+1, slices.Min(samples), slices.Max(samples))
+	}
+	m.Samples = len(m.DetectionToScaledownSeconds)
+	m.DetectionToScaledownP50Seconds = sampleQuantile(0.5, m.DetectionToScaledownSeconds)
+	m.DetectionToScaledownP99Seconds = sampleQuantile(0.99, m.DetectionToScaledownSeconds)
+	return m, nil
+}
+
+// meltdownRound melts the shoots down, returns the seconds until each one's first scale-down write,
+// and waits until they are scaled up again.
+func (b *bench) meltdownRound(ctx context.Context, names []string) ([]float64, error) {
+	firstDown, stop, err := b.watchScaleDowns(ctx, names)
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	start := time.Now()
+	for _, ns := range names {
+		if err := b.seed.Shoots.SetScenario(ns, sim.Scenario{Kind: sim.Meltdown, ExpiredFraction: 1}); err != nil {
+			return nil, err
+		}
+	}
+	var samples []float64
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, b.opts.interval+time.Minute, true, func(context.Context) (bool, error) {
+		downs := firstDown()
+		if len(downs) < len(names) {
+			return false, nil
+		}
+		samples = samples[:0]
+		for _, at := range downs {
+			samples = append(samples, at.Sub(start).Seconds())
+		}
+		return true, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("only %d of %d shoots scaled down: %w", len(firstDown()), len(names), err)
+	}
+	for _, ns := range names {
+		if err := b.seed.Shoots.SetScenario(ns, sim.Scenario{Kind: sim.Healthy}); err != nil {
+			return nil, err
+		}
+	}
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 4*b.opts.interval+time.Minute, true, func(ctx context.Context) (bool, error) {
+		return b.scaledUp(ctx, names), nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("not scaled up again: %w", err)
+	}
+	return samples, nil
+}
+
+// watchScaleDowns watches the dependents of the shoots and records when each shoot's first
+// dependent was scaled below its replicas.
+func (b *bench) watchScaleDowns(ctx context.Context, names []string) (func() map[string]time.Time, func(), error) {
+	cs, err := kubernetes.NewForConfig(b.seed.Env.Config)
+	if err != nil {
+		return nil, nil, err
+	}
+	var mu sync.Mutex
+	first := map[string]time.Time{}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, ns := range names {
+		w, err := cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			cancel()
+			wg.Wait()
+			return nil, nil, err
+		}
+		wg.Go(func() {
+			defer w.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case e, ok := <-w.ResultChan():
+					if !ok {
+						return
+					}
+					dep, isDep := e.Object.(*appsv1.Deployment)
+					if !isDep || dep.Spec.Replicas == nil || *dep.Spec.Replicas >= sim.Dependents[dep.Name] {
+						continue
+					}
+					mu.Lock()
+					if _, seen := first[ns]; !seen {
+						first[ns] = time.Now()
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	get := func() map[string]time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(first)
+	}
+	return get, func() { cancel(); wg.Wait() }, nil
+}
+
+// scaledUp reports whether every dependent of the shoots has its replicas back.
+func (b *bench) scaledUp(ctx context.Context, names []string) bool {
+	for _, ns := range names {
+		for name, want := range sim.Dependents {
+			dep := &appsv1.Deployment{}
+			err := b.seed.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, dep)
+			if err != nil || dep.Spec.Replicas == nil || *dep.Spec.Replicas != want {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// startFresh stops the replicas, makes sure there are shoots, starts replicas and waits until every
+// shoot has been probed by its owner.
+func (b *bench) startFresh(ctx context.Context, shoots, replicas int) error {
+	b.stopAll()
+	if err := b.ensureShoots(ctx, shoots); err != nil {
+		return err
+	}
+	start := time.Now()
+	for i := range replicas {
+		r, err := b.rs.start(fmt.Sprintf("dwd-%d", i))
+		if err != nil {
+			return err
+		}
+		b.replicas = append(b.replicas, r)
+	}
+	settled, _, err := b.settle(ctx, start, nil, 5*time.Minute)
+	if err != nil {
+		return fmt.Errorf("starting %d replicas: %w", replicas, err)
+	}
+	fmt.Fprintf(b.out, "%d replicas started; every shoot probed by its owner after %s\n", replicas, settled.Sub(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// ensureShoots creates shoots until there are n.
+func (b *bench) ensureShoots(ctx context.Context, n int) error {
+	if b.shoots >= n {
+		return nil
+	}
+	start := time.Now()
+	if err := b.seed.CreateShoots(ctx, b.shoots, n, b.opts.nodes, progressPrinter(b.out, "simulated shoots")); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.out, "%d shoots created in %s\n", n-b.shoots, time.Since(start).Round(time.Second))
+	b.shoots = n
+	return nil
+}
+
+// stopAll stops the running replicas gracefully.
+func (b *bench) stopAll() {
+	for _, r := range b.replicas {
+		if r.running() {
+			r.terminate(30 * time.Second)
+		}
+	}
+	b.replicas = nil
+}
+
+// forget drops a stopped replica from the running set; rejoin adds it back.
+func (b *bench) forget(r *replica) {
+	b.replicas = slices.DeleteFunc(b.replicas, func(x *replica) bool { return x == r })
+}
+
+// rejoin starts a stopped replica again under its name.
+func (b *bench) rejoin(r *replica) error {
+	if err := r.run(b.rs.dwd); err != nil {
+		return err
+	}
+	b.replicas = append(b.replicas, r)
+	slices.SortFunc(b.replicas, func(x, y *replica) int { return strings.Compare(x.name, y.name) })
+	return nil
+}
+
+// settle waits until every partition is held by its owner in the ring of the running replicas and
+// every shoot was probed by its owner: since start for a shoot whose owner changed from before (all
+// shoots when before is nil). It returns when the last moved shoot was first probed by its new owner
+// (or when the partitions were seen settled, if later) and how many shoots moved.
+func (b *bench) settle(ctx context.Context, start time.Time, before map[string]sim.Caller, timeout time.Duration) (time.Time, int, error) {
+	names := make([]string, len(b.replicas))
+	for i, r := range b.replicas {
+		names[i] = r.name
+	}
+	own, err := newOwnership(names)
+	if err != nil {
+		return time.Time{}, 0, err
+	}
+	wantHeld := own.held()
+	var settled time.Time
+	var moved int
+	var why string
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		now := time.Now()
+		for _, r := range b.replicas {
+			held := sum(r.metrics(ctx), "dwd_sharding_partitions_held", "")
+			if int(held) != wantHeld[r.name] {
+				why = fmt.Sprintf("%s holds %.0f partitions, its ring share is %d", r.name, held, wantHeld[r.name])
+				return false, nil
+			}
+		}
+		callers := b.seed.Shoots.Callers()
+		last, n := now, 0
+		lastProbe := time.Time{}
+		for i := range b.shoots {
+			shoot := sim.ShootName(i)
+			owner, c := own.owner(shoot), callers[shoot]
+			if memberOf(c.Agent) != owner {
+				why = fmt.Sprintf("%s is probed by %q, its owner is %s", shoot, memberOf(c.Agent), owner)
+				return false, nil
+			}
+			if before != nil && memberOf(before[shoot].Agent) == owner {
+				continue
+			}
+			if !c.Since.After(start) && !(before == nil && c.Last.After(start)) {
+				why = fmt.Sprintf("%s not probed by %s since the event", shoot, owner)
+				return false, nil
+			}
+			n++
+			if c.Since.After(lastProbe) {
+				lastProbe = c.Since
+			}
+		}
+		if n > 0 && before != nil {
+			last = lastProbe // exact: the shoot server's clock, not this poll's
+		}
+		settled, moved = last, n
+		return true, nil
+	})
+	if err != nil {
+		return time.Time{}, 0, fmt.Errorf("not settled after %s (%s): %w", timeout, why, err)
+	}
+	return settled, moved, nil
+}
+
+// balance is the most shoots a running replica probes over the mean, from the shoot server.
+func (b *bench) balance() float64 {
+	count := map[string]int{}
+	for _, c := range b.seed.Shoots.Callers() {
+		count[memberOf(c.Agent)]++
+	}
+	most, total := 0, 0
+	for _, r := range b.replicas {
+		most, total = max(most, count[r.name]), total+count[r.name]
+	}
+	if total == 0 {
+		return 0
+	}
+	return float64(most) / (float64(total) / float64(len(b.replicas)))
+}
+
+// pause waits for d unless ctx ends first; a measurement window, not a wait for a condition.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func meanOf(values []float64) float64 {
+	if len(values) == 0 {
+		return 0
+	}
+	total := 0.0
+	for _, v := range values {
+		total += v
+	}
+	return total / float64(len(values))
+}
+
+func rounded(values []float64) []string {
+	s := make([]string, len(values))
+	for i, v := range values {
+		s[i] = fmt.Sprintf("%.3f", v)
+	}
+	return s
+}
