@@ -42,6 +42,9 @@ type Settings struct {
 	Partitions                 int     `json:"partitions"`
 	NodesPerShoot              int     `json:"nodes_per_shoot"`
 	ProbeWorkers               int     `json:"probe_workers"`
+	// KubeAPIQPS and KubeAPIBurst limit each replica's seed client (--kube-api-qps/--kube-api-burst).
+	KubeAPIQPS   float64 `json:"kube_api_qps"`
+	KubeAPIBurst int     `json:"kube_api_burst"`
 }
 
 // SteadyRun is the steady scenario at one load: every shoot healthy, probed every interval.
@@ -155,9 +158,9 @@ func (r *Result) WriteMarkdown(w io.Writer, baseline *Result) error {
 		fmt.Fprintf(&b, ", %s", m.CPUModel)
 	}
 	s := r.Settings
-	fmt.Fprintf(&b, ".\nProbe interval %gs, member lease %gs (renew deadline %gs, retry %gs), %d partitions, %d nodes per shoot, %d probe workers per replica.\n",
+	fmt.Fprintf(&b, ".\nProbe interval %gs, member lease %gs (renew deadline %gs, retry %gs), %d partitions, %d nodes per shoot, %d probe workers and seed client %g QPS (burst %d) per replica.\n",
 		s.ProbeIntervalSeconds, s.MemberLeaseDurationSeconds, s.MemberRenewDeadlineSeconds, s.MemberRetryPeriodSeconds,
-		s.Partitions, s.NodesPerShoot, s.ProbeWorkers)
+		s.Partitions, s.NodesPerShoot, s.ProbeWorkers, s.KubeAPIQPS, s.KubeAPIBurst)
 	if baseline != nil {
 		fmt.Fprintf(&b, "Figures in brackets are the baseline's (%s, %s).\n", baseline.Name, baseline.Started)
 	}

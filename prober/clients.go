@@ -14,12 +14,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/flowcontrol"
 )
 
 // KubeconfigKey is the key of the kubeconfig in the shoot access Secret.
@@ -56,7 +57,8 @@ type ShootClients struct {
 type ShootClient struct {
 	secretUID     types.UID
 	secretVersion string
-	kube          kubernetes.Interface
+	core          *rest.RESTClient // /api/v1, and /version
+	coordination  *rest.RESTClient // /apis/coordination.k8s.io/v1
 	http          *http.Client
 }
 
@@ -120,11 +122,33 @@ func (c *ShootClients) build(secret *corev1.Secret) (*ShootClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the HTTP client: %w", err)
 	}
-	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
-	if err != nil {
-		return nil, fmt.Errorf("building the client: %w", err)
+	if cfg.QPS > 0 {
+		// One budget per shoot, shared by its two REST clients.
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(cfg.QPS, cfg.Burst)
 	}
-	return &ShootClient{secretUID: secret.UID, secretVersion: secret.ResourceVersion, kube: kube, http: httpClient}, nil
+	// Only the two REST clients the probes use, not a whole clientset: a clientset builds a client
+	// per API group, which thousands of shoots per replica would pay for in memory.
+	core, err := restClientFor(cfg, httpClient, "/api", corev1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	coordination, err := restClientFor(cfg, httpClient, "/apis", coordinationv1.SchemeGroupVersion)
+	if err != nil {
+		return nil, err
+	}
+	return &ShootClient{secretUID: secret.UID, secretVersion: secret.ResourceVersion, core: core, coordination: coordination, http: httpClient}, nil
+}
+
+// restClientFor builds the REST client of one API group version over the shared HTTP client.
+func restClientFor(base *rest.Config, httpClient *http.Client, apiPath string, gv schema.GroupVersion) (*rest.RESTClient, error) {
+	cfg := rest.CopyConfig(base)
+	cfg.APIPath, cfg.GroupVersion = apiPath, &gv
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	c, err := rest.RESTClientForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("building the %s client: %w", gv, err)
+	}
+	return c, nil
 }
 
 // restConfigFromSecret parses the kubeconfig in secret. Credentials that would make the watchdog run
@@ -173,7 +197,7 @@ func refuseExternalCredentials(raw *clientcmdapi.Config) error {
 // Version calls GET /version, the API server probe.
 func (c *ShootClient) Version(ctx context.Context) error {
 	return c.retryOnce(ctx, func() error {
-		return c.kube.Discovery().RESTClient().Get().AbsPath("/version").MaxRetries(0).Do(ctx).Error()
+		return c.core.Get().AbsPath("/version").MaxRetries(0).Do(ctx).Error()
 	})
 }
 
@@ -181,7 +205,7 @@ func (c *ShootClient) Version(ctx context.Context) error {
 func (c *ShootClient) Nodes(ctx context.Context) ([]corev1.Node, error) {
 	list := &corev1.NodeList{}
 	err := c.retryOnce(ctx, func() error {
-		return c.kube.CoreV1().RESTClient().Get().Resource("nodes").
+		return c.core.Get().Resource("nodes").
 			VersionedParams(&metav1.ListOptions{ResourceVersion: "0"}, scheme.ParameterCodec).
 			MaxRetries(0).Do(ctx).Into(list)
 	})
@@ -192,7 +216,7 @@ func (c *ShootClient) Nodes(ctx context.Context) ([]corev1.Node, error) {
 func (c *ShootClient) NodeLeases(ctx context.Context) ([]coordinationv1.Lease, error) {
 	list := &coordinationv1.LeaseList{}
 	err := c.retryOnce(ctx, func() error {
-		return c.kube.CoordinationV1().RESTClient().Get().Namespace(nodeLeaseNamespace).Resource("leases").
+		return c.coordination.Get().Namespace(nodeLeaseNamespace).Resource("leases").
 			VersionedParams(&metav1.ListOptions{ResourceVersion: "0"}, scheme.ParameterCodec).
 			MaxRetries(0).Do(ctx).Into(list)
 	})

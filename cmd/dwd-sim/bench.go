@@ -119,6 +119,14 @@ const (
 	benchRetryPeriod   = config.DefaultMemberRetryPeriod
 )
 
+// The seed client's limits of the benchmarks: Gardener's, which deploys the watchdog with
+// --kube-api-qps=20 --kube-api-burst=100. The original's defaults (5 and 10) queue the scale-downs of
+// a meltdown of many shoots at once behind each other.
+const (
+	benchKubeAPIQPS   = 20.0
+	benchKubeAPIBurst = 100
+)
+
 // runBench runs the scenarios and writes the results.
 func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	if err := o.validate(); err != nil {
@@ -146,6 +154,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 			ProbeIntervalSeconds: o.interval.Seconds(), MemberLeaseDurationSeconds: benchLeaseDuration.Seconds(),
 			MemberRenewDeadlineSeconds: benchRenewDeadline.Seconds(), MemberRetryPeriodSeconds: benchRetryPeriod.Seconds(),
 			Partitions: partitions, NodesPerShoot: o.nodes, ProbeWorkers: o.probeWorkers,
+			KubeAPIQPS: benchKubeAPIQPS, KubeAPIBurst: benchKubeAPIBurst,
 		},
 	}}
 	fmt.Fprintf(out, "Starting a local seed (kube-apiserver and etcd); replica logs in %s\n", o.dir)
@@ -212,6 +221,7 @@ func (b *bench) replicaSet(dwd string) (*replicaSet, error) {
 	return &replicaSet{dwd: dwd, dir: b.opts.dir, baseArgs: []string{
 		"--kubeconfig=" + b.seed.KubeconfigPath(), "--prober-config=" + prober, "--weeder-config=" + weeder,
 		"--shard-namespace=" + demoNamespace, "--probe-workers=" + strconv.Itoa(b.opts.probeWorkers),
+		"--kube-api-qps=" + strconv.FormatFloat(benchKubeAPIQPS, 'f', -1, 64), "--kube-api-burst=" + strconv.Itoa(benchKubeAPIBurst),
 		"--zap-log-level=info", "--zap-time-encoding=rfc3339nano",
 	}}, nil
 }
