@@ -29,6 +29,7 @@ type benchOptions struct {
 	nodes, repeats, meltdowns     int
 	meltdownShoots, probeWorkers  int
 	duration, interval            time.Duration
+	pprof                         bool
 }
 
 func newBenchCommand() *cobra.Command {
@@ -67,6 +68,7 @@ and <name>.png (probes/s and CPU per replica against replica count).`,
 	f.IntVar(&o.meltdownShoots, "meltdown-shoots", 20, "Shoots whose leases expire in each meltdown.")
 	f.StringVar(&o.dwd, "dwd", "", "Path of the dwd binary (default: dwd next to this binary).")
 	f.StringVar(&o.dir, "dir", "", "Folder for configs and replica logs (default: a new temporary folder).")
+	f.BoolVar(&o.pprof, "pprof", false, "Give every replica a pprof endpoint; its address is in <dir>/<replica>.pprof.")
 	return cmd
 }
 
@@ -218,7 +220,7 @@ func (b *bench) replicaSet(dwd string) (*replicaSet, error) {
 	if err := os.WriteFile(weeder, []byte(demoWeederConfig), 0o644); err != nil {
 		return nil, err
 	}
-	return &replicaSet{dwd: dwd, dir: b.opts.dir, baseArgs: []string{
+	return &replicaSet{dwd: dwd, dir: b.opts.dir, pprof: b.opts.pprof, baseArgs: []string{
 		"--kubeconfig=" + b.seed.KubeconfigPath(), "--prober-config=" + prober, "--weeder-config=" + weeder,
 		"--shard-namespace=" + demoNamespace, "--probe-workers=" + strconv.Itoa(b.opts.probeWorkers),
 		"--kube-api-qps=" + strconv.FormatFloat(benchKubeAPIQPS, 'f', -1, 64), "--kube-api-burst=" + strconv.Itoa(benchKubeAPIBurst),

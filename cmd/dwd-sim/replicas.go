@@ -33,6 +33,9 @@ type replicaSet struct {
 	dwd      string // path of the dwd binary
 	dir      string
 	baseArgs []string
+	// pprof, when set, gives every replica a pprof endpoint on a free loopback port, written to
+	// <name>.pprof in dir.
+	pprof bool
 }
 
 // start runs a replica named name, logging to a file in the folder.
@@ -48,6 +51,16 @@ func (rs *replicaSet) start(name string) (*replica, error) {
 	r := &replica{name: name, log: filepath.Join(rs.dir, name+".log"), metricsAddr: metrics, healthAddr: health}
 	r.args = append(append([]string{"run"}, rs.baseArgs...), "--member-name="+name,
 		"--metrics-bind-addr="+metrics, "--health-bind-addr="+health)
+	if rs.pprof {
+		addr, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		r.args = append(r.args, "--pprof-bind-addr="+addr)
+		if err := os.WriteFile(filepath.Join(rs.dir, name+".pprof"), []byte("http://"+addr+"/debug/pprof/\n"), 0o644); err != nil {
+			return nil, err
+		}
+	}
 	return r, r.run(rs.dwd)
 }
 
