@@ -62,6 +62,9 @@ type Coordinator struct {
 	// fences counts the fences; work starts only if none happened since its reconcile began, so a
 	// write sent before a fence never starts work after it.
 	fences atomic.Uint64
+	// leaving is set when a graceful leave begins: from then on the replica owns no namespace, so
+	// that stopping one partition never starts work (a queued weeding window, say) in another.
+	leaving atomic.Bool
 
 	workCtx    context.Context
 	observer   *leases.Observer
@@ -110,9 +113,10 @@ func (c *Coordinator) Partition(namespace string) int {
 	return PartitionOf(namespace, c.cfg.Ring.PartitionCount)
 }
 
-// Owns reports whether this replica runs the work of namespace's partition now.
+// Owns reports whether this replica runs the work of namespace's partition now and may act on it;
+// once a graceful leave has begun it owns nothing.
 func (c *Coordinator) Owns(namespace string) bool {
-	return c.Holds(c.Partition(namespace))
+	return !c.leaving.Load() && c.Holds(c.Partition(namespace))
 }
 
 // Holds reports whether this replica runs the work of partition p now.

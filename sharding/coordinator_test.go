@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,3 +67,48 @@ type countingHandler struct{ started *int }
 
 func (h countingHandler) Acquired(context.Context, int, Takeover) { *h.started++ }
 func (h countingHandler) Released(int)                            {}
+
+func TestLeavingReplicaOwnsNothingWhileItsPartitionsStop(t *testing.T) {
+	store := leasestest.NewStore()
+	var c *Coordinator
+	handler := &ownershipProbe{owns: func(ns string) bool { return c.Owns(ns) }, held: func(p int) bool { return c.Holds(p) }, partition: func(ns string) int { return c.Partition(ns) }}
+	c = NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i",
+		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store, &switchLiveness{},
+		clocktesting.NewFakeClock(time.Now()), logr.Discard(), handler)
+	_, err := c.Reconcile(context.Background())
+	require.NoError(t, err)
+	require.Len(t, c.Held(), 7)
+	require.True(t, c.Owns("ns-0"))
+
+	require.NoError(t, c.Leave(context.Background()))
+	assert.Equal(t, 7, handler.released)
+	assert.Positive(t, handler.checked, "namespaces of partitions still held were looked at")
+	assert.Zero(t, handler.ownedWhileLeaving, "no namespace is owned once the leave has begun")
+	assert.Empty(t, c.Held())
+}
+
+// ownershipProbe asks, as each partition is released, whether the namespaces of the partitions
+// still held count as owned.
+type ownershipProbe struct {
+	owns                                 func(string) bool
+	held                                 func(int) bool
+	partition                            func(string) int
+	released, checked, ownedWhileLeaving int
+}
+
+func (h *ownershipProbe) Acquired(context.Context, int, Takeover) {}
+
+func (h *ownershipProbe) Released(int) {
+	h.released++
+	for i := range 50 {
+		ns := fmt.Sprintf("ns-%d", i)
+		if !h.held(h.partition(ns)) {
+			continue
+		}
+		h.checked++
+		if h.owns(ns) {
+			h.ownedWhileLeaving++
+		}
+	}
+}

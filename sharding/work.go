@@ -211,7 +211,11 @@ func (c *Coordinator) Fence() {
 // those whose handlers have any by releasing their leases with it. The other partitions' leases are
 // left naming this member: once its member lease is released (the caller's next step), the others
 // take them over at once, and a write per partition is saved.
+//
+// From its start the replica owns no namespace (Owns is false): the work still running in the
+// partitions not yet stopped may finish what it is doing but starts nothing new.
 func (c *Coordinator) Leave(ctx context.Context) error {
+	c.leaving.Store(true)
 	var errs []error
 	for _, p := range c.Held() {
 		own, ok := c.stop(p)

@@ -165,7 +165,7 @@ func (m *Manager) stopAll() {
 
 func (m *Manager) updateGauges() {
 	windowsOpen.Set(float64(len(m.runs)))
-	windowsQueued.Set(float64(len(m.registry.Queued())))
+	windowsQueued.Set(float64(m.registry.QueuedLen()))
 }
 
 func (m *Manager) signal() {

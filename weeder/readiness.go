@@ -26,8 +26,11 @@ type ServiceKey struct {
 // Per service the Tracker keeps only the readiness of each slice by name, nothing per endpoint.
 // It is safe for concurrent use: informer event handlers feed it while others read it.
 type Tracker struct {
-	mu       sync.RWMutex
-	services map[ServiceKey]sliceReadiness
+	mu sync.RWMutex
+	// namespaces maps a namespace to its tracked services, so that a partition's takeover looks up
+	// its namespaces' services without walking the whole seed's.
+	namespaces map[string]map[string]sliceReadiness
+	count      int // tracked services
 }
 
 // sliceReadiness maps a slice name to whether the slice has a ready endpoint.
@@ -45,7 +48,7 @@ func (s sliceReadiness) ready() bool {
 
 // NewTracker returns an empty Tracker.
 func NewTracker() *Tracker {
-	return &Tracker{services: map[ServiceKey]sliceReadiness{}}
+	return &Tracker{namespaces: map[string]map[string]sliceReadiness{}}
 }
 
 // Observe records an added or updated slice and reports whether its service just turned ready: it
@@ -59,10 +62,16 @@ func (t *Tracker) Observe(slice *discoveryv1.EndpointSlice) (key ServiceKey, tur
 	ready := sliceReady(slice)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	state, tracked := t.services[key]
+	services, known := t.namespaces[key.Namespace]
+	if !known {
+		services = map[string]sliceReadiness{}
+		t.namespaces[strings.Clone(key.Namespace)] = services
+	}
+	state, tracked := services[key.Service]
 	if !tracked {
 		state = sliceReadiness{}
-		t.services[cloneKey(key)] = state
+		services[strings.Clone(key.Service)] = state
+		t.count++
 	}
 	before := state.ready()
 	if old, known := state[slice.Name]; !known || old != ready {
@@ -81,10 +90,15 @@ func (t *Tracker) Forget(slice *discoveryv1.EndpointSlice) ServiceKey {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if state, tracked := t.services[key]; tracked {
+	services := t.namespaces[key.Namespace]
+	if state, tracked := services[key.Service]; tracked {
 		delete(state, slice.Name)
 		if len(state) == 0 {
-			delete(t.services, key)
+			delete(services, key.Service)
+			t.count--
+		}
+		if len(services) == 0 {
+			delete(t.namespaces, key.Namespace)
 		}
 	}
 	return key
@@ -94,7 +108,7 @@ func (t *Tracker) Forget(slice *discoveryv1.EndpointSlice) ServiceKey {
 func (t *Tracker) Ready(key ServiceKey) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return t.services[key].ready()
+	return t.namespaces[key.Namespace][key.Service].ready()
 }
 
 // ReadyServices returns the sorted names of the ready services in namespace.
@@ -102,9 +116,9 @@ func (t *Tracker) ReadyServices(namespace string) []string {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	var names []string
-	for key, state := range t.services {
-		if key.Namespace == namespace && state.ready() {
-			names = append(names, key.Service)
+	for service, state := range t.namespaces[namespace] {
+		if state.ready() {
+			names = append(names, service)
 		}
 	}
 	slices.Sort(names)
@@ -115,7 +129,7 @@ func (t *Tracker) ReadyServices(namespace string) []string {
 func (t *Tracker) Len() int {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
-	return len(t.services)
+	return t.count
 }
 
 // keyOf returns the service a slice belongs to, or false when the slice has no service-name label.
@@ -139,10 +153,4 @@ func sliceReady(slice *discoveryv1.EndpointSlice) bool {
 		}
 	}
 	return false
-}
-
-// cloneKey copies the key's strings so that the Tracker does not keep a decoded object's memory
-// alive after the informer has dropped the object.
-func cloneKey(key ServiceKey) ServiceKey {
-	return ServiceKey{Namespace: strings.Clone(key.Namespace), Service: strings.Clone(key.Service)}
 }

@@ -241,3 +241,20 @@ func BenchmarkTrackerObserve(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkTrackerReadyServices looks up one namespace's ready services among a large seed's, as a
+// crash takeover does for every namespace of every partition it takes.
+func BenchmarkTrackerReadyServices(b *testing.B) {
+	const namespaces = 5000
+	all := shootSlices(namespaces)
+	tracker := NewTracker()
+	for _, slice := range all {
+		tracker.Observe(slice)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if got := tracker.ReadyServices(all[2*(i%namespaces)].Namespace); len(got) != 2 {
+			b.Fatalf("ready services: %v", got)
+		}
+	}
+}

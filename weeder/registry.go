@@ -136,6 +136,13 @@ func (r *Registry) Queued() []Window {
 	return r.queuedWindows(func(string) bool { return true })
 }
 
+// QueuedLen returns the number of queued windows.
+func (r *Registry) QueuedLen() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queue)
+}
+
 // Deadline returns the deadline of key's running or queued window.
 func (r *Registry) Deadline(key ServiceKey) (time.Time, bool) {
 	r.mu.Lock()

@@ -81,6 +81,7 @@ func TestRegistryOpen(t *testing.T) {
 			assert.Equal(t, tt.want, got)
 			assert.Equal(t, windowsOrEmpty(tt.wantRunning), r.Running())
 			assert.Equal(t, windowsOrEmpty(tt.wantQueued), r.Queued())
+			assert.Equal(t, len(tt.wantQueued), r.QueuedLen())
 			deadline, ok := r.Deadline(winEtcdA)
 			assert.True(t, ok)
 			assert.Equal(t, tt.wantDeadline, deadline)
