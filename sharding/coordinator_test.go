@@ -3,6 +3,7 @@ package sharding
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,7 +75,7 @@ func TestLeavingReplicaOwnsNothingWhileItsPartitionsStop(t *testing.T) {
 	handler := &ownershipProbe{owns: func(ns string) bool { return c.Owns(ns) }, held: func(p int) bool { return c.Holds(p) }, partition: func(ns string) int { return c.Partition(ns) }}
 	c = NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i",
 		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-		RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store, &switchLiveness{},
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 4}, store, store, &switchLiveness{},
 		clocktesting.NewFakeClock(time.Now()), logr.Discard(), handler)
 	_, err := c.Reconcile(context.Background())
 	require.NoError(t, err)
@@ -91,6 +92,7 @@ func TestLeavingReplicaOwnsNothingWhileItsPartitionsStop(t *testing.T) {
 // ownershipProbe asks, as each partition is released, whether the namespaces of the partitions
 // still held count as owned.
 type ownershipProbe struct {
+	mu                                   sync.Mutex
 	owns                                 func(string) bool
 	held                                 func(int) bool
 	partition                            func(string) int
@@ -100,6 +102,8 @@ type ownershipProbe struct {
 func (h *ownershipProbe) Acquired(context.Context, int, Takeover) {}
 
 func (h *ownershipProbe) Released(int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.released++
 	for i := range 50 {
 		ns := fmt.Sprintf("ns-%d", i)

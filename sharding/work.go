@@ -208,27 +208,28 @@ func (c *Coordinator) Fence() {
 }
 
 // Leave stops the work of every partition, for a graceful shutdown, and hands over the state of
-// those whose handlers have any by releasing their leases with it. The other partitions' leases are
-// left naming this member: once its member lease is released (the caller's next step), the others
-// take them over at once, and a write per partition is saved.
+// those whose handlers have any by releasing their leases with it, WriteConcurrency partitions at a
+// time. The other partitions' leases are left naming this member: once its member lease is released
+// (the caller's next step), the others take them over at once, and a write per partition is saved.
+// Partitions not reached before ctx ends are stopped without handing their state over.
 //
 // From its start the replica owns no namespace (Owns is false): the work still running in the
 // partitions not yet stopped may finish what it is doing but starts nothing new.
 func (c *Coordinator) Leave(ctx context.Context) error {
 	c.leaving.Store(true)
-	var errs []error
-	for _, p := range c.Held() {
+	errs := c.forEach(ctx, c.Held(), func(p int) error {
 		own, ok := c.stop(p)
 		state := c.handoverState(p)
 		if !ok || len(state) == 0 {
-			continue
+			return nil
 		}
 		_, err := leases.Release(ctx, c.store, own, state, c.clock.Now())
 		c.metrics.write("release", err)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("handing over partition %d: %w", p, err))
+			return fmt.Errorf("handing over partition %d: %w", p, err)
 		}
-	}
+		return nil
+	})
 	c.Fence()
 	return errors.Join(errs...)
 }
