@@ -65,6 +65,13 @@ type Coordinator struct {
 	// leaving is set when a graceful leave begins: from then on the replica owns no namespace, so
 	// that stopping one partition never starts work (a queued weeding window, say) in another.
 	leaving atomic.Bool
+	// heldChanges counts the starts and stops of partitions' work, so that the shoots-owned gauge is
+	// recounted only when they changed; counted is the last count's (reconcile steps own it).
+	heldChanges atomic.Uint64
+	counted     struct {
+		changes uint64
+		at      time.Time
+	}
 
 	workCtx    context.Context
 	observer   *leases.Observer
@@ -157,7 +164,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	confirm := c.newExpiryConfirmer()
 	errs = append(errs, c.forEach(ctx, acquire, func(p int) error { return c.acquire(ctx, p, parts[p], now, confirm, epoch) })...)
 	c.updateMetrics()
-	c.updateShootsOwned(ctx)
+	c.updateShootsOwned(ctx, now)
 	return c.requeueAfter(now), errors.Join(errs...)
 }
 

@@ -116,3 +116,32 @@ func (h *ownershipProbe) Released(int) {
 		}
 	}
 }
+
+func TestShootsOwnedIsRecountedOnlyWhenHeldPartitionsChangeOrPeriodically(t *testing.T) {
+	store := leasestest.NewStore()
+	clk := clocktesting.NewFakeClock(time.Now())
+	c := NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i",
+		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store, &switchLiveness{}, clk, logr.Discard())
+	lists := 0
+	c.SetNamespaces(func(context.Context) []string { lists++; return []string{"ns-0", "ns-1", "ns-2"} })
+	reconcile := func() {
+		t.Helper()
+		_, err := c.Reconcile(context.Background())
+		require.NoError(t, err)
+	}
+
+	reconcile()
+	require.Len(t, c.Held(), 7)
+	assert.Equal(t, 1, lists, "counted once the partitions were acquired")
+	reconcile()
+	clk.Step(shootsOwnedPeriod - time.Second)
+	reconcile()
+	assert.Equal(t, 1, lists, "nothing changed: not counted again")
+	clk.Step(time.Second)
+	reconcile()
+	assert.Equal(t, 2, lists, "counted again after the period")
+	c.Fence()
+	reconcile()
+	assert.Equal(t, 3, lists, "counted again once the held partitions changed")
+}

@@ -88,9 +88,19 @@ func (c *Coordinator) updateMetrics() {
 	c.metrics.partitionsHeld.Set(float64(len(c.Held())))
 }
 
-// updateShootsOwned counts the shoots in the held partitions, waiting at most a second for the cache.
-func (c *Coordinator) updateShootsOwned(ctx context.Context) {
+// shootsOwnedPeriod bounds how long the shoots-owned gauge may miss shoots added or deleted while
+// the held partitions stay the same.
+const shootsOwnedPeriod = 15 * time.Second
+
+// updateShootsOwned counts the shoots in the held partitions, waiting at most a second for the cache:
+// when the held partitions changed since the last count, else every shootsOwnedPeriod. Counting walks
+// every shoot of the seed, too much for each Lease event.
+func (c *Coordinator) updateShootsOwned(ctx context.Context, now time.Time) {
 	if c.namespaces == nil {
+		return
+	}
+	changes := c.heldChanges.Load()
+	if changes == c.counted.changes && !c.counted.at.IsZero() && now.Sub(c.counted.at) < shootsOwnedPeriod {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -102,4 +112,5 @@ func (c *Coordinator) updateShootsOwned(ctx context.Context) {
 		}
 	}
 	c.metrics.shootsOwned.Set(float64(owned))
+	c.counted.changes, c.counted.at = changes, now
 }

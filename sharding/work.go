@@ -164,6 +164,7 @@ func (c *Coordinator) start(p int, lease *coordinationv1.Lease, takeover Takeove
 	c.mu.Lock()
 	c.held[p] = &heldPartition{lease: lease, cancel: cancel}
 	c.mu.Unlock()
+	c.heldChanges.Add(1)
 	for _, h := range c.handlers {
 		h.Acquired(ctx, p, takeover)
 	}
@@ -182,6 +183,7 @@ func (c *Coordinator) stop(p int) (*coordinationv1.Lease, bool) {
 	if !ok {
 		return nil, false
 	}
+	c.heldChanges.Add(1)
 	hp.cancel()
 	for _, h := range c.handlers {
 		h.Released(p)

@@ -343,7 +343,9 @@ func (b *bench) settle(ctx context.Context, start time.Time, before map[string]s
 	var settled time.Time
 	var moved int
 	var why string
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	// Once a second: the figure comes from the shoot server's clock, not from this poll, and scraping
+	// every replica more often would take CPU from the handover it measures.
+	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		now := time.Now()
 		for _, r := range b.replicas {
 			held := sum(r.metrics(ctx), "dwd_sharding_partitions_held", "")
