@@ -88,7 +88,7 @@ bench: tools build ## Load benchmarks of real dwd processes against simulated sh
 
 .PHONY: bench-micro
 bench-micro: ## Micro-benchmarks of the hot paths: ring, lease decision, candidate nodes, scale plan, readiness.
-	$(GO) test -run='^$$' -bench='NewRing|Partition|Owner|DecideScaling|CandidateNodes|Plan|TrackerObserve' -benchmem \
+	$(GO) test -run='^$$' -bench='NewRing|Partition|Owner|DecideScaling|CandidateNodes|Plan|Tracker' -benchmem \
 		./sharding ./prober ./scaler ./weeder | tee benchmarks/results/micro-$(BENCH_NAME).txt
 
 ##@ Run
