@@ -83,7 +83,7 @@ BENCH_NAME ?= latest
 BENCH_FLAGS ?=
 
 .PHONY: bench
-bench: tools build ## Load benchmarks of real dwd processes against simulated shoots (about 40 min) into benchmarks/results/BENCH_NAME.json, .md, .png.
+bench: tools build ## Load benchmarks of real dwd processes against simulated shoots (about 30 min) into benchmarks/results/BENCH_NAME.json, .md, .png.
 	$(BIN)/dwd-sim bench --name=$(BENCH_NAME) $(BENCH_FLAGS)
 
 .PHONY: bench-micro
