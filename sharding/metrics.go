@@ -100,7 +100,8 @@ func (c *Coordinator) updateShootsOwned(ctx context.Context, now time.Time) {
 		return
 	}
 	changes := c.heldChanges.Load()
-	if changes == c.counted.changes && !c.counted.at.IsZero() && now.Sub(c.counted.at) < shootsOwnedPeriod {
+	// Before the first count, counted.at is the zero time and the period has long passed.
+	if changes == c.counted.changes && now.Sub(c.counted.at) < shootsOwnedPeriod {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)

@@ -129,13 +129,6 @@ func (r *Registry) Running() []Window {
 	return r.runningWindows(func(string) bool { return true })
 }
 
-// Queued returns the queued windows in queue order, oldest (next to start) first.
-func (r *Registry) Queued() []Window {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.queuedWindows(func(string) bool { return true })
-}
-
 // QueuedLen returns the number of queued windows.
 func (r *Registry) QueuedLen() int {
 	r.mu.Lock()

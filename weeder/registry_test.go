@@ -222,3 +222,11 @@ func TestOpenResultString(t *testing.T) {
 	assert.Equal(t, "ExtendedQueued", ExtendedQueued.String())
 	assert.Equal(t, "Unknown", OpenResult(42).String())
 }
+
+// Queued returns the queued windows in queue order, oldest (next to start) first; the weeder itself
+// needs only their number (QueuedLen).
+func (r *Registry) Queued() []Window {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.queuedWindows(func(string) bool { return true })
+}
