@@ -30,6 +30,17 @@ type Options struct {
 	// UserAgent is what the shoot clients send as User-Agent, so that a shoot's audit log tells which
 	// replica probes it (default "dwd-prober").
 	UserAgent string
+	// ScaleWorkers bounds the scale flow steps in flight; flows run on their own pool, never on the
+	// probe workers, and their waits hold no worker.
+	ScaleWorkers int
+	// ScaleQPS and ScaleBurst are the scale path's own budget of seed requests (scale writes and the
+	// reads they need); Events and caches never take from it.
+	ScaleQPS   float32
+	ScaleBurst int
+	// MaxResponseBytes and MaxResponseItems bound every shoot answer; over either, the probe is
+	// inconclusive (no action).
+	MaxResponseBytes int64
+	MaxResponseItems int
 }
 
 // Setup adds the prober to mgr, whose cache must have been built with CacheOptions: the Cluster
