@@ -36,16 +36,17 @@ type ProberConfig struct {
 	// KubeConfigSecretName names the Secret in each shoot namespace whose key
 	// "kubeconfig" gives access to the shoot's API server.
 	KubeConfigSecretName string `json:"kubeConfigSecretName"`
-	// ProbeInterval is the time between two probes of a cluster.
+	// ProbeInterval is the time between two probes of a cluster, in [1s, 10m].
 	ProbeInterval *metav1.Duration `json:"probeInterval,omitempty"`
-	// InitialDelay is the wait before the first probe of a newly probed cluster.
+	// InitialDelay is the wait before the first probe of a newly probed cluster, in [0, 10m].
 	InitialDelay *metav1.Duration `json:"initialDelay,omitempty"`
-	// ProbeTimeout bounds each call to a shoot's API server.
+	// ProbeTimeout bounds each call to a shoot's API server, in [1s, 5m].
 	ProbeTimeout *metav1.Duration `json:"probeTimeout,omitempty"`
-	// BackoffJitterFactor is the jitter applied to ProbeInterval.
+	// BackoffJitterFactor is the jitter applied to ProbeInterval, in [0, 1].
 	BackoffJitterFactor *float64 `json:"backoffJitterFactor,omitempty"`
 	// KCMNodeMonitorGraceDuration is the node monitor grace period of the
-	// shoot's kube-controller-manager, unless the Shoot sets its own.
+	// shoot's kube-controller-manager, unless the Shoot sets its own; in
+	// [16s, 10m] (see ClampGracePeriod).
 	KCMNodeMonitorGraceDuration *metav1.Duration `json:"kcmNodeMonitorGraceDuration,omitempty"`
 	// NodeLeaseFailureFraction is the fraction of expired node leases, in
 	// (0, 1], at or above which the dependent resources are scaled down.
@@ -73,8 +74,8 @@ type ScaleInfo struct {
 	// Level orders the flow: resources of a level are scaled together, once
 	// every resource of all lower levels has been scaled.
 	Level int `json:"level"`
-	// InitialDelay is the wait before the resource is scaled.
+	// InitialDelay is the wait before the resource is scaled, in [0, 10m].
 	InitialDelay *metav1.Duration `json:"initialDelay,omitempty"`
-	// Timeout bounds the scaling of the resource.
+	// Timeout bounds the scaling of the resource, in (0, 10m].
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }

@@ -3,6 +3,7 @@ package config
 import (
 	"math"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -15,29 +16,44 @@ import (
 
 const unsetDetail = "unset; defaults must be applied before validation"
 
-// validatePositiveDuration requires d to be set and greater than zero.
-func validatePositiveDuration(d *metav1.Duration, p *field.Path) field.ErrorList {
+// durationRange is the range a duration must lie in: from min (excluded when
+// openMin) to max, included.
+type durationRange struct {
+	min, max time.Duration
+	openMin  bool
+}
+
+// problem returns why d is outside r, or "" when it is inside.
+func (r durationRange) problem(d time.Duration) string {
+	switch {
+	case r.openMin && d <= r.min && r.min == 0:
+		return "must be greater than zero"
+	case r.openMin && d <= r.min:
+		return "must be greater than " + r.min.String()
+	case d < r.min && r.min == 0:
+		return "must not be negative"
+	case d < r.min:
+		return "must be at least " + r.min.String()
+	case d > r.max:
+		return "must be at most " + r.max.String()
+	}
+	return ""
+}
+
+// validateDuration requires d to be set and within r.
+func validateDuration(d *metav1.Duration, r durationRange, p *field.Path) field.ErrorList {
 	if d == nil {
 		return field.ErrorList{field.Required(p, unsetDetail)}
 	}
-	if d.Duration <= 0 {
-		return field.ErrorList{field.Invalid(p, d.Duration.String(), "must be greater than zero")}
+	if msg := r.problem(d.Duration); msg != "" {
+		return field.ErrorList{field.Invalid(p, d.Duration.String(), msg)}
 	}
 	return nil
 }
 
-// validateNonNegativeDuration requires d to be set and not negative.
-func validateNonNegativeDuration(d *metav1.Duration, p *field.Path) field.ErrorList {
-	if d == nil {
-		return field.ErrorList{field.Required(p, unsetDetail)}
-	}
-	if d.Duration < 0 {
-		return field.ErrorList{field.Invalid(p, d.Duration.String(), "must not be negative")}
-	}
-	return nil
-}
-
-// validateJitterFactor requires f to be set, finite and not negative.
+// validateJitterFactor requires f to be set and in [0, 1]; NaN is outside.
+// Above 1 a period could be stretched far beyond the interval, and a huge
+// factor overflows time.Duration in the prober's jitter.
 func validateJitterFactor(f *float64, p *field.Path) field.ErrorList {
 	switch {
 	case f == nil:
@@ -46,6 +62,8 @@ func validateJitterFactor(f *float64, p *field.Path) field.ErrorList {
 		return field.ErrorList{field.Invalid(p, *f, "must be a finite number")}
 	case *f < 0:
 		return field.ErrorList{field.Invalid(p, *f, "must not be negative")}
+	case *f > 1:
+		return field.ErrorList{field.Invalid(p, *f, "must be at most 1")}
 	}
 	return nil
 }

@@ -23,11 +23,11 @@ func ValidateProberConfig(c *ProberConfig) field.ErrorList {
 	}
 	var errs field.ErrorList
 	errs = append(errs, validateSubdomainName(c.KubeConfigSecretName, field.NewPath("kubeConfigSecretName"))...)
-	errs = append(errs, validatePositiveDuration(c.ProbeInterval, field.NewPath("probeInterval"))...)
-	errs = append(errs, validateNonNegativeDuration(c.InitialDelay, field.NewPath("initialDelay"))...)
-	errs = append(errs, validatePositiveDuration(c.ProbeTimeout, field.NewPath("probeTimeout"))...)
+	errs = append(errs, validateDuration(c.ProbeInterval, probeIntervalRange, field.NewPath("probeInterval"))...)
+	errs = append(errs, validateDuration(c.InitialDelay, delayRange, field.NewPath("initialDelay"))...)
+	errs = append(errs, validateDuration(c.ProbeTimeout, probeTimeoutRange, field.NewPath("probeTimeout"))...)
 	errs = append(errs, validateJitterFactor(c.BackoffJitterFactor, field.NewPath("backoffJitterFactor"))...)
-	errs = append(errs, validatePositiveDuration(c.KCMNodeMonitorGraceDuration, field.NewPath("kcmNodeMonitorGraceDuration"))...)
+	errs = append(errs, validateDuration(c.KCMNodeMonitorGraceDuration, graceRange, field.NewPath("kcmNodeMonitorGraceDuration"))...)
 	errs = append(errs, validateFraction(c.NodeLeaseFailureFraction, field.NewPath("nodeLeaseFailureFraction"))...)
 	return append(errs, validateDependentResourceInfos(c.DependentResourceInfos, field.NewPath("dependentResourceInfos"))...)
 }
@@ -123,6 +123,6 @@ func validateScaleInfo(s *ScaleInfo, p *field.Path) field.ErrorList {
 	if s.Level < 0 {
 		errs = append(errs, field.Invalid(p.Child("level"), s.Level, "must not be negative"))
 	}
-	errs = append(errs, validateNonNegativeDuration(s.InitialDelay, p.Child("initialDelay"))...)
-	return append(errs, validatePositiveDuration(s.Timeout, p.Child("timeout"))...)
+	errs = append(errs, validateDuration(s.InitialDelay, delayRange, p.Child("initialDelay"))...)
+	return append(errs, validateDuration(s.Timeout, scaleTimeoutRange, p.Child("timeout"))...)
 }

@@ -16,7 +16,7 @@ func ValidateWeederConfig(c *WeederConfig) field.ErrorList {
 	if c == nil {
 		return field.ErrorList{field.Required(documentPath(), "a weeder config is required")}
 	}
-	errs := validatePositiveDuration(c.WatchDuration, field.NewPath("watchDuration"))
+	errs := validateDuration(c.WatchDuration, watchDurationRange, field.NewPath("watchDuration"))
 	return append(errs, validateServices(c.ServicesAndDependantSelectors, field.NewPath("servicesAndDependantSelectors"))...)
 }
 

@@ -12,7 +12,8 @@ const DefaultWatchDuration = 5 * time.Minute
 // WeederConfig configures the weeder: which pods it deletes from
 // CrashLoopBackOff once a service they depend on has become ready again.
 type WeederConfig struct {
-	// WatchDuration is how long the weeder acts after the service has become ready.
+	// WatchDuration is how long the weeder acts after the service has become
+	// ready, in (0, 1h].
 	WatchDuration *metav1.Duration `json:"watchDuration,omitempty"`
 	// ServicesAndDependantSelectors maps the name of a Service to the pods
 	// that depend on it.
