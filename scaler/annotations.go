@@ -19,6 +19,11 @@ const (
 // DefaultReplicas is the scale-up target of a resource without a valid ReplicasAnnotation.
 const DefaultReplicas int32 = 1
 
+// MaxRestoreReplicas bounds the replicas a scale-up restores from ReplicasAnnotation. The control-plane
+// components the watchdog scales run a few replicas; a larger value is damaged or tampered with, and
+// restoring it would start a storm of pods on the seed.
+const MaxRestoreReplicas int32 = 50
+
 // IgnoreScaling tells whether annotations exclude the resource from scaling. A value that does not parse
 // as a bool does not exclude it (as in the original) and is returned as an error to report.
 func IgnoreScaling(annotations map[string]string) (bool, error) {
@@ -34,9 +39,10 @@ func IgnoreScaling(annotations map[string]string) (bool, error) {
 }
 
 // TargetReplicas returns the replicas a scale-up restores: the value of ReplicasAnnotation, or
-// DefaultReplicas when it is absent. A value that is not an integer above 0 also gives DefaultReplicas,
-// with an error to report: a scale-up is the recovery path, and leaving a control-plane component at 0
-// because of a damaged annotation would prolong the outage it is meant to end.
+// DefaultReplicas when it is absent (the caller reports that, see EventMissingAnnotation). A value that
+// is not an integer in [1, MaxRestoreReplicas] also gives DefaultReplicas, with an error to report: a
+// scale-up is the recovery path, and leaving a control-plane component at 0 because of a damaged
+// annotation would prolong the outage it is meant to end.
 func TargetReplicas(annotations map[string]string) (int32, error) {
 	v, ok := annotations[ReplicasAnnotation]
 	if !ok {
@@ -47,12 +53,24 @@ func TargetReplicas(annotations map[string]string) (int32, error) {
 		return DefaultReplicas, fmt.Errorf("annotation %s=%q is not an integer above 0, scaling to %d",
 			ReplicasAnnotation, v, DefaultReplicas)
 	}
+	if n > int64(MaxRestoreReplicas) {
+		return DefaultReplicas, fmt.Errorf("annotation %s=%q is above the bound of %d replicas, scaling to %d",
+			ReplicasAnnotation, v, MaxRestoreReplicas, DefaultReplicas)
+	}
 	return int32(n), nil
 }
 
-// marked tells whether annotations hold either scale-down annotation.
-func marked(annotations map[string]string) bool {
-	_, replicas := annotations[ReplicasAnnotation]
-	_, meltdown := annotations[MeltdownProtectionAnnotation]
-	return replicas || meltdown
+// melted tells whether annotations hold the meltdown marker.
+func melted(annotations map[string]string) bool {
+	_, ok := annotations[MeltdownProtectionAnnotation]
+	return ok
+}
+
+// leftover tells whether a resource at replicas with annotations carries a lone ReplicasAnnotation
+// while running: what the original dependency-watchdog leaves after every scale-up (it removes only the
+// meltdown marker). Ignored resources keep theirs: ignore-scaling takes them out of the watchdog's hands.
+func leftover(replicas int32, annotations map[string]string) bool {
+	_, recorded := annotations[ReplicasAnnotation]
+	ignore, _ := IgnoreScaling(annotations)
+	return replicas > 0 && recorded && !melted(annotations) && !ignore
 }

@@ -2,6 +2,8 @@ package scaler_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -12,7 +14,6 @@ import (
 	"github.com/go-logr/logr/testr"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
-	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -30,18 +31,36 @@ var env *test.Environment
 
 func TestMain(m *testing.M) { os.Exit(test.Main(m, &env)) }
 
-// The two kinds of writes a flow makes.
+// The kinds of writes a client can make; a flow makes only patches of the resource itself.
 const (
-	opAnnotate = "annotate" // a patch of the annotations
-	opScale    = "scale"    // an update of the scale subresource
+	opPatch = "patch"       // a JSON merge patch of the resource
+	opOther = "other write" // any other write (an update, a write to a subresource): a flow makes none
 )
 
 // write is one write that a flow sent to the API server.
 type write struct {
-	op       string
-	name     string
-	replicas int32 // the replicas written, for opScale
-	err      error
+	op          string
+	name        string
+	replicas    *int32             // the replicas a patch sets; nil: unchanged
+	annotations map[string]*string // the annotations a patch sets or removes (nil)
+	err         error
+}
+
+// Writes as a test expects them.
+func downWrite(name string, from int32) write {
+	return write{op: opPatch, name: name, replicas: ptr.To[int32](0), annotations: map[string]*string{
+		scaler.ReplicasAnnotation: ptr.To(fmt.Sprint(from)), scaler.MeltdownProtectionAnnotation: ptr.To("")}}
+}
+
+func upWrite(name string, to int32) write {
+	w := unmarkWrite(name)
+	w.replicas = ptr.To(to)
+	return w
+}
+
+func unmarkWrite(name string) write {
+	return write{op: opPatch, name: name, annotations: map[string]*string{
+		scaler.ReplicasAnnotation: nil, scaler.MeltdownProtectionAnnotation: nil}}
 }
 
 // journal records the writes made through a client, in order, and lets a test act around them. Its
@@ -68,18 +87,41 @@ func (j *journal) funcs() interceptor.Funcs {
 			return err
 		},
 		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-			return j.do(ctx, write{op: opAnnotate, name: obj.GetName()}, func() error { return c.Patch(ctx, obj, patch, opts...) })
+			w := patchWrite(obj, patch)
+			return j.do(ctx, w, func() error { return c.Patch(ctx, obj, patch, opts...) })
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			return j.do(ctx, write{op: opOther, name: obj.GetName()}, func() error { return c.Update(ctx, obj, opts...) })
 		},
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-			w := write{op: sub, name: obj.GetName()}
-			o := &client.SubResourceUpdateOptions{}
-			o.ApplyOptions(opts)
-			if scale, ok := o.SubResourceBody.(*autoscalingv1.Scale); ok {
-				w.op, w.replicas = opScale, scale.Spec.Replicas
-			}
-			return j.do(ctx, w, func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
+			return j.do(ctx, write{op: opOther, name: obj.GetName()}, func() error { return c.SubResource(sub).Update(ctx, obj, opts...) })
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			return j.do(ctx, write{op: opOther, name: obj.GetName()}, func() error { return c.SubResource(sub).Patch(ctx, obj, patch, opts...) })
 		},
 	}
+}
+
+// patchWrite describes a merge patch of obj by the replicas and annotations it writes.
+func patchWrite(obj client.Object, patch client.Patch) write {
+	w := write{op: opPatch, name: obj.GetName()}
+	data, err := patch.Data(obj)
+	if err != nil {
+		panic(err)
+	}
+	var body struct {
+		Metadata struct {
+			Annotations map[string]*string `json:"annotations"`
+		} `json:"metadata"`
+		Spec struct {
+			Replicas *int32 `json:"replicas"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(data, &body); err != nil {
+		panic(err)
+	}
+	w.replicas, w.annotations = body.Spec.Replicas, body.Metadata.Annotations
+	return w
 }
 
 // do runs the hooks around one write and records it.
@@ -109,7 +151,8 @@ func (j *journal) done() []write {
 	var out []write
 	for _, w := range j.writes {
 		if w.err == nil {
-			out = append(out, write{op: w.op, name: w.name, replicas: w.replicas})
+			w.err = nil
+			out = append(out, w)
 		}
 	}
 	return out
@@ -250,11 +293,11 @@ func only(infos []config.DependentResourceInfo, names ...string) []config.Depend
 	})
 }
 
-// index returns the position of the first write with op and name, failing when there is none.
-func index(t *testing.T, writes []write, op, name string) int {
+// index returns the position of the first write of name, failing when there is none.
+func index(t *testing.T, writes []write, name string) int {
 	t.Helper()
-	i := slices.IndexFunc(writes, func(w write) bool { return w.op == op && w.name == name })
-	require.GreaterOrEqual(t, i, 0, "no %s write of %s in %v", op, name, writes)
+	i := slices.IndexFunc(writes, func(w write) bool { return w.name == name })
+	require.GreaterOrEqual(t, i, 0, "no write of %s in %v", name, writes)
 	return i
 }
 

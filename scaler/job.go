@@ -68,33 +68,21 @@ func (j job) timeout() time.Duration {
 type action int
 
 const (
-	// skipped: nothing to do (missing optional resource, ignored, already scaled).
+	// skipped: nothing to scale (missing optional resource, ignored, already scaled); an ignored
+	// resource may still have had its meltdown marker removed.
 	skipped action = iota
 	// scaled: the replicas were changed.
 	scaled
 	// completed: the replicas were already right and only the annotations left by an interrupted flow
-	// were finished.
+	// were removed.
 	completed
 )
 
-// outcome is the result of scaling one resource.
+// outcome is the result of scaling one resource: the decision taken on the resource as last read, or
+// written when the write succeeded.
 type outcome struct {
-	action   action
-	obj      client.Object // the resource as last read or written; nil when it is missing
-	from, to int32         // the replicas before and after, when scaled
-	detail   string        // why it was skipped
-}
-
-// after combines the outcome of an earlier attempt with that of a later one: a scale done by the
-// earlier attempt is what the resource's operation did, even when a later attempt only finished it.
-func (o outcome) after(later outcome) outcome {
-	if o.action != scaled {
-		return later
-	}
-	if later.obj != nil {
-		o.obj = later.obj
-	}
-	return o
+	decision
+	obj client.Object // nil when the resource is missing or could not be read
 }
 
 // result is the metrics result of the outcome.

@@ -1,8 +1,6 @@
 package scaler
 
 import (
-	"context"
-
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -15,12 +13,19 @@ const (
 	EventScaledUp = "ScaledUp"
 	// EventScaleFailed (Warning): scaling a resource failed; the flow stopped at its level.
 	EventScaleFailed = "ScaleFailed"
-	// EventInvalidAnnotation (Warning): an annotation could not be parsed; the message says what was done.
+	// EventInvalidAnnotation (Warning): an annotation could not be parsed or is out of bounds; the
+	// message says what was done.
 	EventInvalidAnnotation = "InvalidAnnotation"
+	// EventMissingAnnotation (Warning): a resource at 0 replicas had no replicas annotation when it was
+	// scaled up, so DefaultReplicas were restored.
+	EventMissingAnnotation = "MissingAnnotation"
 )
 
-// report logs the outcome of a resource's operation, counts it and records its Event.
+// report logs the outcome of a resource's operation, counts it and records its Events.
 func (s *Scaler) report(j job, out outcome, err error) {
+	for _, w := range out.warnings {
+		s.warn(j, out.obj, w)
+	}
 	if err != nil {
 		scaleOperations.WithLabelValues(j.dir.String(), resultFailed).Inc()
 		j.log.Error(err, "Scaling failed")
@@ -39,7 +44,7 @@ func (s *Scaler) report(j job, out outcome, err error) {
 		s.event(out.obj, corev1.EventTypeNormal, EventScaledUp,
 			"Scaled up from 0 to %d replicas: %s", out.to, j.why)
 	case out.action == completed:
-		j.log.Info("Removed the annotations left by an interrupted scale-up")
+		j.log.Info("Removed the annotations of an interrupted flow")
 	default:
 		j.log.V(1).Info("Nothing to scale", "detail", out.detail)
 	}
@@ -60,10 +65,10 @@ func (s *Scaler) eventTarget(j job, out outcome) client.Object {
 	return obj
 }
 
-// warnAnnotation logs an invalid annotation and records a Warning Event.
-func (s *Scaler) warnAnnotation(j job, obj client.Object, err error) {
-	j.log.Info("Invalid annotation", "err", err.Error())
-	s.event(obj, corev1.EventTypeWarning, EventInvalidAnnotation, "%v", err)
+// warn logs an annotation problem and records a Warning Event with its reason.
+func (s *Scaler) warn(j job, obj client.Object, w warning) {
+	j.log.Info("Annotation problem", "reason", w.reason, "detail", w.err.Error())
+	s.event(obj, corev1.EventTypeWarning, w.reason, "%v", w.err)
 }
 
 // event records an Event on obj when there is a Recorder and an object.
@@ -72,29 +77,4 @@ func (s *Scaler) event(obj client.Object, eventType, reason, format string, args
 		return
 	}
 	s.Recorder.Eventf(obj, eventType, reason, format, args...)
-}
-
-// waitReady polls the resource until it has want ready replicas or ctx ends (the rest of the resource's
-// timeout). It is best effort: it never fails the flow, since without a running controller (or with pods
-// that do not start) the replicas may never become ready, and the next level must not wait forever.
-func (s *Scaler) waitReady(ctx context.Context, j job, want int32) {
-	obj, err := newObject(j.info.Ref)
-	if err != nil {
-		return
-	}
-	ticker := s.clock().NewTicker(readyPollInterval)
-	defer ticker.Stop()
-	for {
-		err := s.Client.Get(ctx, j.key(), obj)
-		if err == nil && readyReplicas(obj) >= want {
-			j.log.V(1).Info("Replicas ready", "ready", readyReplicas(obj))
-			return
-		}
-		select {
-		case <-ctx.Done():
-			j.log.Info("Gave up waiting for ready replicas", "want", want, "ready", readyReplicas(obj))
-			return
-		case <-ticker.C():
-		}
-	}
 }

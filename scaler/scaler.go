@@ -2,13 +2,12 @@ package scaler
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -16,26 +15,34 @@ import (
 )
 
 const (
-	// maxAttempts bounds the attempts to scale one resource.
+	// maxAttempts bounds the attempts to write one resource.
 	maxAttempts = 3
 	// retryBackoff is the wait before the second attempt; it grows linearly.
 	retryBackoff = 200 * time.Millisecond
-	// readyPollInterval is the interval at which a scaled-up resource is checked for ready replicas.
+	// readyPollInterval is the interval at which a scaled resource's ready replicas are read from the
+	// cache.
 	readyPollInterval = time.Second
 )
 
-// Scaler runs scale flows on the dependent resources of one shoot namespace at a time. Its fields are
-// dependencies; only nil ones get defaults (a real clock, no Events, the logger of the context).
+// Scaler runs scale flows on the dependent resources of shoot namespaces. Its fields are dependencies;
+// only nil ones get defaults (a real clock, no Events, no limit, the logger of the context).
 type Scaler struct {
-	// Client reaches the seed. Reads of the resources may come from a cache; the scale subresource is
-	// read from the API server, and writes go to it.
+	// Client reaches the seed. Its reads may come from a cache (the prober backs them with informers on
+	// the dependent resources): flows decide from it, poll it for ready replicas and read nothing else
+	// without a Conflict. Its writes go to the API server.
 	Client client.Client
-	// APIReader reads a resource from the API server when the cached copy is older than its scale
-	// subresource, so that annotations and replicas are judged on the same version; nil uses Client.
+	// APIReader reads a resource from the API server after a write conflicted, so that the next attempt
+	// decides on its current version; nil uses Client.
 	APIReader client.Reader
+	// Limiter is the budget of the scale path: every request a flow or Cleanup sends to the API server
+	// (a write, or a read through APIReader) first waits for one of its tokens, with the flow's context.
+	// Client should have no limiter of its own, so that a wait for the budget never eats into a
+	// resource's timeout. nil is no limit.
+	Limiter flowcontrol.RateLimiter
 	// Recorder records Events on the scaled resources; nil records none.
 	Recorder record.EventRecorder
-	// Clock times initial delays, retries and the ready-replicas polls; nil is the real clock.
+	// Clock times initial delays, back-offs, the ready-replicas polls and the timeouts; nil is the real
+	// clock.
 	Clock clock.WithTicker
 	// Log is the logger; the zero Logger means the one of the context.
 	Log logr.Logger
@@ -56,39 +63,19 @@ func (r Reason) String() string {
 	return fmt.Sprintf("%s (expired fraction %.2f)", r.Message, r.ExpiredFraction)
 }
 
-// Scale runs the flow of direction dir on the resources in namespace, level by level (see Plan). It
-// returns when the flow is done, when a level failed (naming the resources that failed) or when ctx ends;
-// it waits for every goroutine it started. A flow cut short leaves state that the next flow completes.
+// Scale runs the flow of direction dir on the resources in namespace to its end (see Flow): it steps
+// the flow and waits on the clock in between. It returns nil when the flow completed, the error of a
+// failed level (naming the resources that failed), or, when ctx ends, an error wrapping ctx.Err(). A flow
+// cut short leaves state that the next flow completes.
 func (s *Scaler) Scale(ctx context.Context, namespace string, dir Direction, why Reason) error {
-	if dir != Up && dir != Down {
-		return fmt.Errorf("unknown scale direction %s", dir)
-	}
-	start := s.clock().Now()
-	defer func() { scaleDuration.WithLabelValues(dir.String()).Observe(s.clock().Since(start).Seconds()) }()
-	log := s.logger(ctx).WithValues("namespace", namespace, "direction", dir.String())
-	for _, level := range Plan(s.Resources, dir) {
-		n := scaleInfoOf(level[0], dir).Level
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("scale-%s flow in namespace %s cancelled before level %d: %w", dir, namespace, n, err)
+	f := s.NewFlow(namespace, dir, why)
+	for {
+		next, done, err := f.Step(ctx)
+		if done {
+			return err
 		}
-		if err := s.scaleLevel(ctx, log, namespace, dir, why, level); err != nil {
-			return fmt.Errorf("scale-%s flow in namespace %s stopped at level %d: %w", dir, namespace, n, err)
-		}
+		_ = s.sleep(ctx, next) // when ctx ends, the next Step ends the flow
 	}
-	return nil
-}
-
-// scaleLevel scales the resources of one level in parallel and waits for all of them.
-func (s *Scaler) scaleLevel(ctx context.Context, log logr.Logger, namespace string, dir Direction, why Reason,
-	level []config.DependentResourceInfo) error {
-	errs := make([]error, len(level))
-	var wg sync.WaitGroup
-	for i, info := range level {
-		j := newJob(log, namespace, info, dir, why)
-		wg.Go(func() { errs[i] = s.scaleResource(ctx, j) })
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // clock returns the Clock or the real one.

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
 
@@ -52,12 +53,10 @@ func TestScaleDownInLevelOrder(t *testing.T) {
 		assert.Equal(t, "kept", f.get(t, name).Annotations["other"], name)
 	}
 	writes := f.journal.done()
-	require.Len(t, writes, 6, "one annotation and one scale write per resource: %v", writes)
-	for _, name := range []string{mcm, ca, kcm} {
-		assert.Less(t, index(t, writes, opAnnotate, name), index(t, writes, opScale, name), "annotations before replicas: %s", name)
-	}
+	assert.ElementsMatch(t, []write{downWrite(kcm, 1), downWrite(mcm, 2), downWrite(ca, 3)}, writes,
+		"one patch per resource sets the replicas and both annotations together")
 	for _, name := range []string{mcm, ca} {
-		assert.Less(t, index(t, writes, opScale, name), index(t, writes, opAnnotate, kcm), "level 0 (%s) before level 1", name)
+		assert.Less(t, index(t, writes, name), index(t, writes, kcm), "level 0 (%s) before level 1", name)
 	}
 	assert.ElementsMatch(t, []string{
 		"Normal ScaledDown Scaled down from 1 to 0 replicas: node leases expired (expired fraction 0.75)",
@@ -80,12 +79,12 @@ func TestScaleUpInLevelOrder(t *testing.T) {
 	assert.Equal(t, state{replicas: 2}, f.state(t, kcm))
 	assert.Equal(t, state{replicas: 3}, f.state(t, mcm))
 	assert.Equal(t, state{replicas: 1}, f.state(t, ca), "absent replicas annotation: 1")
-	assert.Equal(t, []write{
-		{op: opScale, name: kcm, replicas: 2}, {op: opAnnotate, name: kcm},
-		{op: opScale, name: mcm, replicas: 3}, {op: opAnnotate, name: mcm},
-		{op: opScale, name: ca, replicas: 1}, {op: opAnnotate, name: ca},
-	}, f.journal.done(), "levels in order, replicas before the annotations are removed")
-	assert.Contains(t, f.recorded(), "Normal ScaledUp Scaled up from 0 to 3 replicas: node leases renewed (expired fraction 0.00)")
+	assert.Equal(t, []write{upWrite(kcm, 2), upWrite(mcm, 3), upWrite(ca, 1)}, f.journal.done(),
+		"levels in order, one patch per resource restores the replicas and removes both annotations")
+	events := f.recorded()
+	assert.Contains(t, events, "Normal ScaledUp Scaled up from 0 to 3 replicas: node leases renewed (expired fraction 0.00)")
+	assert.Contains(t, events, "Warning MissingAnnotation annotation "+scaler.ReplicasAnnotation+
+		" is missing, the replicas before the scale-down are unknown, scaling to 1")
 }
 
 func TestScaleUpReplicasAnnotation(t *testing.T) {
@@ -93,13 +92,20 @@ func TestScaleUpReplicasAnnotation(t *testing.T) {
 		name        string
 		annotations map[string]string
 		want        int32
-		warning     bool
+		warning     string // the Warning Event, if any
 	}{
 		{name: "recorded", annotations: marks("4"), want: 4},
-		{name: "absent", annotations: map[string]string{scaler.MeltdownProtectionAnnotation: ""}, want: 1},
-		{name: "no annotations", want: 1},
-		{name: "zero", annotations: marks("0"), want: 1, warning: true},
-		{name: "not a number", annotations: marks("many"), want: 1, warning: true},
+		{name: "at the bound", annotations: marks("50"), want: 50},
+		{name: "absent", annotations: map[string]string{scaler.MeltdownProtectionAnnotation: ""}, want: 1,
+			warning: "Warning MissingAnnotation annotation " + scaler.ReplicasAnnotation + " is missing, the replicas before the scale-down are unknown, scaling to 1"},
+		{name: "no annotations", want: 1,
+			warning: "Warning MissingAnnotation annotation " + scaler.ReplicasAnnotation + " is missing, the replicas before the scale-down are unknown, scaling to 1"},
+		{name: "zero", annotations: marks("0"), want: 1,
+			warning: "Warning InvalidAnnotation annotation " + scaler.ReplicasAnnotation + `="0" is not an integer above 0, scaling to 1`},
+		{name: "not a number", annotations: marks("many"), want: 1,
+			warning: "Warning InvalidAnnotation annotation " + scaler.ReplicasAnnotation + `="many" is not an integer above 0, scaling to 1`},
+		{name: "above the bound", annotations: marks("51"), want: 1,
+			warning: "Warning InvalidAnnotation annotation " + scaler.ReplicasAnnotation + `="51" is above the bound of 50 replicas, scaling to 1`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,11 +116,17 @@ func TestScaleUpReplicasAnnotation(t *testing.T) {
 			require.NoError(t, f.scaler.Scale(context.Background(), f.ns, scaler.Up, healthy))
 
 			assert.Equal(t, state{replicas: tt.want}, f.state(t, kcm))
-			warned := false
+			var warnings []string
 			for _, e := range f.recorded() {
-				warned = warned || strings.HasPrefix(e, "Warning InvalidAnnotation")
+				if strings.HasPrefix(e, "Warning") {
+					warnings = append(warnings, e)
+				}
 			}
-			assert.Equal(t, tt.warning, warned)
+			if tt.warning == "" {
+				assert.Empty(t, warnings)
+			} else {
+				assert.Equal(t, []string{tt.warning}, warnings)
+			}
 		})
 	}
 }
@@ -153,9 +165,9 @@ func TestIgnoreScaling(t *testing.T) {
 			assert.Equal(t, state{replicas: tt.replicas, annotations: tt.want}, f.state(t, mcm))
 			var want []write
 			if tt.wantAnnotated {
-				want = []write{{op: opAnnotate, name: mcm}}
+				want = []write{{op: opPatch, name: mcm, annotations: map[string]*string{scaler.MeltdownProtectionAnnotation: nil}}}
 			}
-			assert.Equal(t, want, f.journal.done(), "no scale write")
+			assert.Equal(t, want, f.journal.done(), "no replicas written")
 			assert.Equal(t, skipped+1, metricValue(t, opsMetric, ops(tt.dir, "skipped")))
 		})
 	}
@@ -197,32 +209,33 @@ func TestConflictIsRetried(t *testing.T) {
 		name   string
 		dir    scaler.Direction
 		start  state
-		before string                     // the write before which someone changes the Deployment
-		change func(d *appsv1.Deployment) // the change
+		change func(d *appsv1.Deployment) // what someone else writes right before the flow's first patch
 		want   state
+		writes []write // the successful writes of the flow
 	}{
 		{
-			name: "down, replicas changed before the annotation write", dir: scaler.Down,
-			start: state{replicas: 2}, before: opAnnotate,
+			name: "down, replicas changed", dir: scaler.Down, start: state{replicas: 2},
 			change: func(d *appsv1.Deployment) { d.Spec.Replicas = ptr.To[int32](5) },
-			want:   state{annotations: marks("5")},
+			want:   state{annotations: marks("5")}, writes: []write{downWrite(kcm, 5)},
 		},
 		{
-			name: "down, labels changed before the scale write", dir: scaler.Down,
-			start: state{replicas: 2}, before: opScale,
+			name: "down, labels changed", dir: scaler.Down, start: state{replicas: 2},
 			change: func(d *appsv1.Deployment) { d.Labels = map[string]string{"changed": "true"} },
-			want:   state{annotations: marks("2")},
+			want:   state{annotations: marks("2")}, writes: []write{downWrite(kcm, 2)},
 		},
 		{
-			name: "up, labels changed before the scale write", dir: scaler.Up,
-			start: state{annotations: marks("3")}, before: opScale,
-			change: func(d *appsv1.Deployment) { d.Labels = map[string]string{"changed": "true"} },
-			want:   state{replicas: 3},
+			name: "down, already scaled down by another replica", dir: scaler.Down, start: state{replicas: 2},
+			change: func(d *appsv1.Deployment) { d.Spec.Replicas, d.Annotations = ptr.To[int32](0), marks("7") },
+			want:   state{annotations: marks("7")},
 		},
 		{
-			name: "up, labels changed before the annotation removal", dir: scaler.Up,
-			start: state{annotations: marks("3")}, before: opAnnotate,
+			name: "up, labels changed", dir: scaler.Up, start: state{annotations: marks("3")},
 			change: func(d *appsv1.Deployment) { d.Labels = map[string]string{"changed": "true"} },
+			want:   state{replicas: 3}, writes: []write{upWrite(kcm, 3)},
+		},
+		{
+			name: "up, already scaled up by another replica", dir: scaler.Up, start: state{annotations: marks("3")},
+			change: func(d *appsv1.Deployment) { d.Spec.Replicas, d.Annotations = ptr.To[int32](3), nil },
 			want:   state{replicas: 3},
 		},
 	}
@@ -233,19 +246,18 @@ func TestConflictIsRetried(t *testing.T) {
 			f.create(t, kcm, tt.start.replicas, tt.start.annotations)
 			var once sync.Once
 			f.journal.before = func(ctx context.Context, w write) (err error) {
-				if w.op == tt.before {
-					once.Do(func() {
-						d := f.get(t, kcm)
-						tt.change(d)
-						err = env.Client.Update(ctx, d)
-					})
-				}
+				once.Do(func() {
+					d := f.get(t, kcm)
+					tt.change(d)
+					err = env.Client.Update(ctx, d)
+				})
 				return err
 			}
 
 			require.NoError(t, f.scaler.Scale(context.Background(), f.ns, tt.dir, meltdown))
 
 			assert.Equal(t, tt.want, f.state(t, kcm))
+			assert.Equal(t, tt.writes, f.journal.done(), "the second attempt decides on a fresh read")
 			failed := f.journal.failed()
 			require.Len(t, failed, 1)
 			assert.True(t, apierrors.IsConflict(failed[0].err), "a stale write fails with Conflict: %v", failed[0].err)
@@ -279,24 +291,45 @@ func TestAStaleCacheIsReadAfresh(t *testing.T) {
 	assert.Equal(t, state{replicas: 5}, f.state(t, kcm), "the replicas come from the version the write is locked on")
 }
 
-func TestAnnotationRemovalOutlastsAControllerWritingStatus(t *testing.T) {
-	f := newFixture(t, only(upstreamInfos(t), kcm))
-	f.journal.ready = true
-	f.create(t, kcm, 0, marks("3"))
-	// After a scale-up the Deployment's controller writes its status several times; each write makes
-	// the annotation removal, locked on the resourceVersion, conflict.
-	var conflicts atomic.Int32
-	f.journal.before = func(ctx context.Context, w write) error {
-		if w.op != opAnnotate || conflicts.Add(1) > 4 {
-			return nil
-		}
-		d := f.get(t, kcm)
-		d.Labels = map[string]string{"status-write": fmt.Sprint(conflicts.Load())}
-		return env.Client.Update(ctx, d)
+func TestConflictsUpToMaxAttempts(t *testing.T) {
+	tests := []struct {
+		name      string
+		conflicts int32
+		wantErr   bool
+	}{
+		{name: "two conflicts, the third attempt writes", conflicts: 2},
+		{name: "three conflicts fail the resource", conflicts: 3, wantErr: true},
 	}
-	require.NoError(t, f.scaler.Scale(context.Background(), f.ns, scaler.Up, meltdown))
-	assert.Equal(t, state{replicas: 3}, f.state(t, kcm))
-	assert.Len(t, f.journal.failed(), 4, "every conflict was retried on a fresh read")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, only(upstreamInfos(t), kcm))
+			f.journal.ready = true
+			f.create(t, kcm, 0, marks("3"))
+			// Someone else writes the Deployment before each of the first patches, which then conflict.
+			var writes atomic.Int32
+			f.journal.before = func(ctx context.Context, w write) error {
+				if writes.Add(1) > tt.conflicts {
+					return nil
+				}
+				d := f.get(t, kcm)
+				d.Labels = map[string]string{"other-write": fmt.Sprint(writes.Load())}
+				return env.Client.Update(ctx, d)
+			}
+
+			err := f.scaler.Scale(context.Background(), f.ns, scaler.Up, meltdown)
+
+			assert.Len(t, f.journal.failed(), int(tt.conflicts), "every conflict was retried on a fresh read")
+			if !tt.wantErr {
+				require.NoError(t, err)
+				assert.Equal(t, state{replicas: 3}, f.state(t, kcm))
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "giving up after 3 attempts")
+			assert.Equal(t, state{annotations: marks("3")}, f.state(t, kcm))
+			assert.Contains(t, strings.Join(f.recorded(), "\n"), "Warning ScaleFailed Scale-up failed")
+		})
+	}
 }
 
 func TestCancelledFlowIsCompleted(t *testing.T) {
@@ -306,23 +339,14 @@ func TestCancelledFlowIsCompleted(t *testing.T) {
 		name        string
 		start       map[string]state
 		first, next scaler.Direction
-		cutAfter    write // the first flow is cancelled right after this write
+		cutAfter    string // the first flow is cancelled right after the write of this resource
 		want        map[string]state
 	}{
-		{name: "down, cut after annotating", start: up, first: scaler.Down, next: scaler.Down,
-			cutAfter: write{op: opAnnotate, name: mcm}, want: down},
-		{name: "down, cut after level 0", start: up, first: scaler.Down, next: scaler.Down,
-			cutAfter: write{op: opScale, name: mcm}, want: down},
-		{name: "down, cut after annotating the last level", start: up, first: scaler.Down, next: scaler.Down,
-			cutAfter: write{op: opAnnotate, name: kcm}, want: down},
-		{name: "down cut after annotating, then up", start: up, first: scaler.Down, next: scaler.Up,
-			cutAfter: write{op: opAnnotate, name: kcm}, want: up},
-		{name: "up, cut after restoring replicas", start: down, first: scaler.Up, next: scaler.Up,
-			cutAfter: write{op: opScale, name: kcm}, want: up},
-		{name: "up, cut after a level", start: down, first: scaler.Up, next: scaler.Up,
-			cutAfter: write{op: opAnnotate, name: mcm}, want: up},
-		{name: "up cut after restoring replicas, then down", start: down, first: scaler.Up, next: scaler.Down,
-			cutAfter: write{op: opScale, name: mcm}, want: down},
+		{name: "down, cut after level 0", start: up, first: scaler.Down, next: scaler.Down, cutAfter: mcm, want: down},
+		{name: "down cut after level 0, then up", start: up, first: scaler.Down, next: scaler.Up, cutAfter: mcm, want: up},
+		{name: "up, cut after level 0", start: down, first: scaler.Up, next: scaler.Up, cutAfter: kcm, want: up},
+		{name: "up, cut after level 1", start: down, first: scaler.Up, next: scaler.Up, cutAfter: mcm, want: up},
+		{name: "up cut after level 1, then down", start: down, first: scaler.Up, next: scaler.Down, cutAfter: mcm, want: down},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -335,31 +359,60 @@ func TestCancelledFlowIsCompleted(t *testing.T) {
 			defer cancel()
 			f.journal.ready = true
 			f.journal.after = func(w write) {
-				if w.op == tt.cutAfter.op && w.name == tt.cutAfter.name {
+				if w.name == tt.cutAfter {
 					cancel()
 				}
 			}
 			err := f.scaler.Scale(ctx, f.ns, tt.first, meltdown)
 			require.ErrorIs(t, err, context.Canceled)
 
-			f.reset(t, infos) // the next flow may run in another replica
-			f.journal.ready = true
-			needs, err := f.scaler.NeedsScaling(context.Background(), f.ns, tt.next)
-			require.NoError(t, err)
-			assert.True(t, needs, "the interrupted flow must be visible")
-			require.NoError(t, f.scaler.Scale(context.Background(), f.ns, tt.next, meltdown))
-			for name, s := range tt.want {
-				assert.Equal(t, s, f.state(t, name), name)
-			}
-
-			f.reset(t, infos)
-			needs, err = f.scaler.NeedsScaling(context.Background(), f.ns, tt.next)
-			require.NoError(t, err)
-			assert.False(t, needs, "nothing left to do")
-			require.NoError(t, f.scaler.Scale(context.Background(), f.ns, tt.next, meltdown))
-			assert.Empty(t, f.journal.done(), "a repeated flow writes nothing")
+			assertCompletes(t, f, infos, tt.next, tt.want)
 		})
 	}
+}
+
+// TestStateOfTwoWriteFlowsIsCompleted starts from the state that a flow of an earlier version (which
+// wrote annotations and replicas in two writes) left when cut between them: a running resource that
+// carries both annotations.
+func TestStateOfTwoWriteFlowsIsCompleted(t *testing.T) {
+	tests := []struct {
+		name string
+		next scaler.Direction
+		want state
+	}{
+		{name: "down", next: scaler.Down, want: state{annotations: marks("2")}},
+		{name: "up", next: scaler.Up, want: state{replicas: 2}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			infos := withoutDelays(only(upstreamInfos(t), kcm))
+			f := newFixture(t, infos)
+			f.create(t, kcm, 2, marks("5"))
+			assertCompletes(t, f, infos, tt.next, map[string]state{kcm: tt.want})
+		})
+	}
+}
+
+// assertCompletes checks that the state in f's namespace calls for a flow in direction next, that this
+// flow (run by another Scaler, as another replica would) reaches want, and that then nothing is left.
+func assertCompletes(t *testing.T, f *fixture, infos []config.DependentResourceInfo, next scaler.Direction, want map[string]state) {
+	t.Helper()
+	f.reset(t, infos)
+	f.journal.ready = true
+	needs, err := f.scaler.NeedsScaling(context.Background(), f.ns, next)
+	require.NoError(t, err)
+	assert.True(t, needs, "the interrupted flow must be visible")
+	require.NoError(t, f.scaler.Scale(context.Background(), f.ns, next, meltdown))
+	for name, s := range want {
+		assert.Equal(t, s, f.state(t, name), name)
+	}
+
+	f.reset(t, infos)
+	needs, err = f.scaler.NeedsScaling(context.Background(), f.ns, next)
+	require.NoError(t, err)
+	assert.False(t, needs, "nothing left to do")
+	require.NoError(t, f.scaler.Scale(context.Background(), f.ns, next, meltdown))
+	assert.Empty(t, f.journal.done(), "a repeated flow writes nothing")
 }
 
 func TestNeedsScaling(t *testing.T) {
@@ -388,6 +441,12 @@ func TestNeedsScaling(t *testing.T) {
 			map[string]*state{kcm: &running, mcm: {annotations: ignored}, ca: &running}, false},
 		{"up, running but still annotated", scaler.Up,
 			map[string]*state{kcm: {replicas: 2, annotations: marks("2")}, mcm: &running, ca: &running}, true},
+		{"up, running with the meltdown annotation only", scaler.Up,
+			map[string]*state{kcm: {replicas: 2, annotations: map[string]string{scaler.MeltdownProtectionAnnotation: ""}},
+				mcm: &running, ca: &running}, true},
+		{"up, running with a lone replicas annotation (left by the original)", scaler.Up,
+			map[string]*state{kcm: {replicas: 2, annotations: map[string]string{scaler.ReplicasAnnotation: "2"}},
+				mcm: &running, ca: &running}, false},
 		{"up, ignored with the meltdown annotation", scaler.Up,
 			map[string]*state{kcm: &running, mcm: {replicas: 1, annotations: ignoredMelted}, ca: &running}, true},
 		{"up, optional missing", scaler.Up, map[string]*state{kcm: &running, mcm: &running}, false},

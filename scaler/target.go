@@ -1,12 +1,10 @@
 package scaler
 
 import (
-	"encoding/json"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -53,17 +51,4 @@ func readyReplicas(obj client.Object) int32 {
 		return o.Status.ReadyReplicas
 	}
 	return 0
-}
-
-// annotationPatch is a JSON merge patch that sets the annotations with a value and removes those with nil,
-// applied only while the object is at resourceVersion rv. It names every key it touches, unlike a patch
-// computed as the difference from a (possibly stale, cached) object.
-func annotationPatch(rv string, annotations map[string]*string) (client.Patch, error) {
-	data, err := json.Marshal(map[string]any{
-		"metadata": map[string]any{"resourceVersion": rv, "annotations": annotations},
-	})
-	if err != nil {
-		return nil, err
-	}
-	return client.RawPatch(types.MergePatchType, data), nil
 }

@@ -1,0 +1,56 @@
+package scaler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
+)
+
+// NeedsCleanup tells from the cache whether a resource above 0 replicas carries a lone replicas
+// annotation: what the original dependency-watchdog leaves after every scale-up, so that after a
+// cut-over from it a shoot it once scaled down needs a cleanup, not a scale-up flow. Ignored resources
+// do not count.
+func (s *Scaler) NeedsCleanup(ctx context.Context, namespace string) (bool, error) {
+	return s.anyCached(ctx, namespace, func(_ config.DependentResourceInfo, obj client.Object) bool {
+		return obj != nil && leftover(specReplicas(obj), obj.GetAnnotations())
+	})
+}
+
+// Cleanup removes such leftover annotations, one precondition-guarded patch per resource, through the
+// Limiter; no delays, no Events beyond a log line. Each patch is bounded by the resource's scale-up
+// timeout. A resource that changed since the cache read fails with Conflict and is left for the next
+// Cleanup, which decides on the newer copy.
+func (s *Scaler) Cleanup(ctx context.Context, namespace string) error {
+	log := s.logger(ctx).WithValues("namespace", namespace)
+	var errs []error
+	for _, info := range s.Resources {
+		j := newJob(log, namespace, info, Up, Reason{})
+		if err := s.cleanup(ctx, j); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", j, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cleanup removes the leftover replicas annotation of one resource, if it has one.
+func (s *Scaler) cleanup(ctx context.Context, j job) error {
+	obj, err := s.read(ctx, s.Client, j)
+	if err != nil || obj == nil || !leftover(specReplicas(obj), obj.GetAnnotations()) {
+		return client.IgnoreNotFound(err)
+	}
+	d := decision{annotations: map[string]*string{ReplicasAnnotation: nil}}
+	patch, err := d.patch(obj.GetResourceVersion())
+	if err != nil {
+		return err
+	}
+	deadline := s.clock().Now().Add(j.timeout())
+	if err := s.request(ctx, &deadline, func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) }); err != nil {
+		return fmt.Errorf("removing the leftover replicas annotation: %w", err)
+	}
+	j.log.Info("Removed a leftover replicas annotation")
+	return nil
+}

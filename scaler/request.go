@@ -1,0 +1,69 @@
+package scaler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// permanentError is an error that another attempt cannot fix.
+type permanentError struct{ error }
+
+func (e permanentError) Unwrap() error { return e.error }
+
+// read returns the resource of j through reader; nil for a missing optional one, a permanent error for
+// a missing required one.
+func (s *Scaler) read(ctx context.Context, reader client.Reader, j job) (client.Object, error) {
+	obj, err := newObject(j.info.Ref)
+	if err != nil {
+		return nil, permanentError{err}
+	}
+	err = reader.Get(ctx, j.key(), obj)
+	switch {
+	case apierrors.IsNotFound(err) && j.info.Optional:
+		j.log.V(1).Info("Optional resource missing, skipping")
+		return nil, nil
+	case apierrors.IsNotFound(err):
+		return nil, permanentError{fmt.Errorf("required resource missing: %w", err)}
+	case err != nil:
+		return nil, fmt.Errorf("reading: %w", err)
+	}
+	return obj, nil
+}
+
+// request sends one request to the API server with send. It first takes a token from the Limiter,
+// waiting as long as ctx (the flow's) allows; that wait moves *deadline on by its length, since waiting
+// for the budget is not the request being slow. The request itself is bounded by what is left until
+// *deadline on the clock.
+func (s *Scaler) request(ctx context.Context, deadline *time.Time, send func(ctx context.Context) error) error {
+	if err := s.takeToken(ctx, deadline); err != nil {
+		return err
+	}
+	left := deadline.Sub(s.clock().Now())
+	if left <= 0 {
+		return permanentError{fmt.Errorf("no time left of the timeout")}
+	}
+	ctx, cancel := context.WithTimeout(ctx, left)
+	defer cancel()
+	return send(ctx)
+}
+
+// takeToken waits for a token of the Limiter, if any, and moves *deadline on by the wait.
+func (s *Scaler) takeToken(ctx context.Context, deadline *time.Time) error {
+	if s.Limiter == nil {
+		return nil
+	}
+	start := s.clock().Now()
+	if err := s.Limiter.Wait(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// The limiter refuses to wait beyond ctx's deadline: no later attempt gets a token either.
+		return permanentError{fmt.Errorf("waiting for the scale budget: %w", err)}
+	}
+	*deadline = deadline.Add(s.clock().Since(start))
+	return nil
+}
