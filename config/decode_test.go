@@ -157,3 +157,54 @@ func replace(s, old, replacement string) string {
 	}
 	return strings.Replace(s, old, replacement, 1)
 }
+
+func TestDecodeProberConfigLenient(t *testing.T) {
+	const dri0 = "dependentResourceInfos[0]"
+	tests := []struct {
+		name        string
+		yaml        string
+		wantUnknown []fieldErr
+		wantErrs    []fieldErr
+	}{
+		{"no unknown key", minimalProber, nil, nil},
+		{"unknown top-level key", minimalProber + "failureThreshold: 3\n", []fieldErr{notSupported("failureThreshold")}, nil},
+		{"legacy secret names", replace(minimalProber, "kubeConfigSecretName: probe",
+			"kubeConfigSecretName: probe\ninternalKubeConfigSecretName: a\nexternalKubeConfigSecretName: b"),
+			[]fieldErr{notSupported("internalKubeConfigSecretName"), notSupported("externalKubeConfigSecretName")}, nil},
+		{"unknown nested key", replace(minimalProber, "{level: 0}", "{level: 0, delay: 1s}"),
+			[]fieldErr{notSupported(dri0 + ".scaleUp.delay")}, nil},
+		{"unknown key with a value of any type", minimalProber + "future: {a: [1, 2], b: true}\n", []fieldErr{notSupported("future")}, nil},
+		{"misspelled required key", replace(minimalProber, "scaleDown:", "scaledown:"),
+			[]fieldErr{notSupported(dri0 + ".scaledown")}, []fieldErr{required(dri0 + ".scaleDown")}},
+		{"duplicate key stays an error", minimalProber + "future: 1\nkubeConfigSecretName: other\n",
+			[]fieldErr{notSupported("future")}, []fieldErr{duplicate("kubeConfigSecretName")}},
+		{"wrong type stays an error", minimalProber + "future: 1\nbackoffJitterFactor: high\n",
+			[]fieldErr{notSupported("future")}, []fieldErr{invalid("backoffJitterFactor")}},
+		{"invalid value stays an error", minimalProber + "future: 1\nprobeInterval: 1h\n",
+			[]fieldErr{notSupported("future")}, []fieldErr{invalid("probeInterval")}},
+		{"malformed YAML stays an error", "kubeConfigSecretName: [probe\n", nil, []fieldErr{invalid("<document>")}},
+		{"second document stays an error", minimalProber + "---\nfuture: 1\n", nil, []fieldErr{forbidden("<document>")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, unknown, errs := DecodeProberConfigLenient([]byte(tt.yaml))
+			assert.ElementsMatch(t, tt.wantUnknown, fieldErrs(unknown))
+			assert.ElementsMatch(t, tt.wantErrs, fieldErrs(errs))
+			assert.Equal(t, len(tt.wantErrs) > 0, got == nil, "config returned together with errors, or neither")
+
+			_, strictErrs := DecodeProberConfig([]byte(tt.yaml))
+			assert.ElementsMatch(t, append(tt.wantUnknown, tt.wantErrs...), fieldErrs(strictErrs),
+				"a strict decode reports the unknown keys as errors")
+		})
+	}
+}
+
+func TestDecodeWeederConfigLenient(t *testing.T) {
+	got, unknown, errs := DecodeWeederConfigLenient([]byte(minimalWeeder + "watchTime: 5m\n"))
+	require.Empty(t, errs)
+	assert.Equal(t, []fieldErr{notSupported("watchTime")}, fieldErrs(unknown))
+	assert.Equal(t, DefaultWatchDuration, got.WatchDuration.Duration)
+
+	_, strictErrs := DecodeWeederConfig([]byte(minimalWeeder + "watchTime: 5m\n"))
+	assert.Equal(t, []fieldErr{notSupported("watchTime")}, fieldErrs(strictErrs))
+}

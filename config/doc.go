@@ -14,6 +14,12 @@
 //     "dependentResourceInfos[1].scaleUp.timeout", so that one run of the
 //     binary shows everything wrong with a file.
 //
+// The lenient decoders (DecodeProberConfigLenient, DecodeWeederConfigLenient)
+// differ in one point: a key the config does not have is returned apart, for
+// the caller to warn about, instead of being an error. The commands that run
+// the watchdog load this way, as the original ignores such keys; `dwd config
+// validate` loads strictly. Everything else is an error in both.
+//
 // Loading runs in a fixed order: decode strictly, default, validate. Decoding
 // converts YAML to JSON (sigs.k8s.io/yaml) and decodes that with
 // sigs.k8s.io/json in strict mode; a walk of the YAML nodes alongside the Go

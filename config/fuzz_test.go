@@ -1,6 +1,7 @@
 package config
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,8 +17,13 @@ func FuzzDecodeProberConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, errs := DecodeProberConfig(data)
 		checkDecodeResult(t, cfg == nil, errs)
+		lenient, unknown, lenientErrs := DecodeProberConfigLenient(data)
+		checkDecodeResult(t, lenient == nil, lenientErrs)
+		require.Equal(t, errs, append(unknown, lenientErrs...), "strict = lenient + unknown keys")
 		if cfg != nil {
 			require.Empty(t, ValidateProberConfig(cfg))
+			// The prober's longest jittered period cannot overflow a time.Duration.
+			require.Less(t, float64(cfg.ProbeInterval.Duration)*(1+*cfg.BackoffJitterFactor), float64(math.MaxInt64))
 		}
 	})
 }
@@ -29,6 +35,9 @@ func FuzzDecodeWeederConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		cfg, errs := DecodeWeederConfig(data)
 		checkDecodeResult(t, cfg == nil, errs)
+		lenient, unknown, lenientErrs := DecodeWeederConfigLenient(data)
+		checkDecodeResult(t, lenient == nil, lenientErrs)
+		require.Equal(t, errs, append(unknown, lenientErrs...), "strict = lenient + unknown keys")
 		if cfg != nil {
 			require.Empty(t, ValidateWeederConfig(cfg))
 		}

@@ -10,12 +10,28 @@ import (
 // DecodeProberConfig decodes the YAML data strictly, defaults and validates
 // it. It returns either the config or every problem found, never both.
 func DecodeProberConfig(data []byte) (*ProberConfig, field.ErrorList) {
-	return decode(data, SetProberDefaults, ValidateProberConfig)
+	return strict(DecodeProberConfigLenient(data))
 }
 
 // DecodeWeederConfig decodes the YAML data strictly, defaults and validates
 // it. It returns either the config or every problem found, never both.
 func DecodeWeederConfig(data []byte) (*WeederConfig, field.ErrorList) {
+	return strict(DecodeWeederConfigLenient(data))
+}
+
+// DecodeProberConfigLenient decodes like DecodeProberConfig, except that a
+// key the config does not have is no error: it is returned in unknown, with
+// its field path, for the caller to warn about. The original ignores such
+// keys, so a config written for another version of it loads; everything
+// else (a wrong type, a repeated key, an invalid value) is still an error in
+// errs. It returns either the config or errs, never both; unknown may come
+// with either.
+func DecodeProberConfigLenient(data []byte) (c *ProberConfig, unknown, errs field.ErrorList) {
+	return decode(data, SetProberDefaults, ValidateProberConfig)
+}
+
+// DecodeWeederConfigLenient is DecodeProberConfigLenient for the weeder.
+func DecodeWeederConfigLenient(data []byte) (c *WeederConfig, unknown, errs field.ErrorList) {
 	return decode(data, SetWeederDefaults, ValidateWeederConfig)
 }
 
@@ -34,14 +50,22 @@ func LoadWeederConfig(path string) (*WeederConfig, error) {
 // decode runs the three loading steps on a new T. Strict-decoding errors
 // that leave the document readable (unknown or duplicate keys) do not stop
 // defaulting and validation, so that all problems are reported together.
-func decode[T any](data []byte, setDefaults func(*T), validate func(*T) field.ErrorList) (*T, field.ErrorList) {
+func decode[T any](data []byte, setDefaults func(*T), validate func(*T) field.ErrorList) (*T, field.ErrorList, field.ErrorList) {
 	c := new(T)
-	errs, decoded := decodeStrict(data, c)
+	unknown, errs, decoded := decodeStrict(data, c)
 	if !decoded {
-		return nil, errs
+		return nil, unknown, errs
 	}
 	setDefaults(c)
 	if errs = append(errs, validate(c)...); len(errs) > 0 {
+		return nil, unknown, errs
+	}
+	return c, unknown, nil
+}
+
+// strict makes the unknown keys of a lenient decode errors.
+func strict[T any](c *T, unknown, errs field.ErrorList) (*T, field.ErrorList) {
+	if errs = append(unknown, errs...); len(errs) > 0 {
 		return nil, errs
 	}
 	return c, nil

@@ -20,30 +20,35 @@ func documentPath() *field.Path {
 }
 
 // decodeStrict decodes the YAML data into obj, a pointer to a config struct:
-// YAML is converted to JSON, then decoded rejecting unknown and duplicate
-// keys, and checkYAML adds what the conversion hides. decoded reports whether
-// obj holds the document, so that defaulting and validation can add their
-// problems to errs.
-func decodeStrict(data []byte, obj any) (errs field.ErrorList, decoded bool) {
+// YAML is converted to JSON, then decoded finding unknown and duplicate keys,
+// and checkYAML adds what the conversion hides. The keys the config does not
+// have are returned in unknown, every other problem in errs. decoded reports
+// whether obj holds the document, so that defaulting and validation can add
+// their problems to errs.
+func decodeStrict(data []byte, obj any) (unknown, errs field.ErrorList, decoded bool) {
 	j, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		return field.ErrorList{field.Invalid(documentPath(), field.OmitValueType{}, err.Error())}, false
+		return nil, field.ErrorList{field.Invalid(documentPath(), field.OmitValueType{}, err.Error())}, false
 	}
 	if err := checkMapping(j); err != nil {
-		return field.ErrorList{err}, false
+		return nil, field.ErrorList{err}, false
 	}
 	checked := checkYAML(data, reflect.TypeOf(obj))
-	errs = checked.errs
+	unknown, errs = checked.unknown, checked.errs
 	strictErrs, err := sigsjson.UnmarshalStrict(j, obj)
 	if err != nil {
-		return appendDecodeError(errs, decodeError(err)), false
+		return unknown, appendDecodeError(errs, decodeError(err)), false
 	}
 	for _, e := range strictErrs {
-		if e := strictError(e); e != nil && !checked.unknownKeys[e.Field] {
+		switch e, isUnknown := strictError(e); {
+		case checked.unknownKeys[e.Field]:
+		case isUnknown:
+			unknown = append(unknown, e)
+		default:
 			errs = append(errs, e)
 		}
 	}
-	return errs, true
+	return unknown, errs, true
 }
 
 // checkMapping requires the JSON document j to be an object.
@@ -62,17 +67,18 @@ func checkMapping(j []byte) *field.Error {
 }
 
 // strictError turns one error of the strict decoder into a field error at
-// the path the decoder gives, written as the decoder writes it.
-func strictError(err error) *field.Error {
+// the path the decoder gives, written as the decoder writes it, and tells
+// whether it is about an unknown key.
+func strictError(err error) (e *field.Error, unknown bool) {
 	var fieldErr sigsjson.FieldError
 	if !errors.As(err, &fieldErr) {
-		return field.Invalid(documentPath(), field.OmitValueType{}, err.Error())
+		return field.Invalid(documentPath(), field.OmitValueType{}, err.Error()), false
 	}
 	p := field.NewPath(fieldErr.FieldPath())
 	if strings.HasPrefix(err.Error(), "duplicate field") {
-		return field.Duplicate(p, fieldErr.FieldPath())
+		return field.Duplicate(p, fieldErr.FieldPath()), false
 	}
-	return field.Invalid(p, field.OmitValueType{}, "unknown field")
+	return field.Invalid(p, field.OmitValueType{}, "unknown field"), true
 }
 
 // appendDecodeError appends e to errs unless it names no field and repeats

@@ -23,6 +23,9 @@ import (
 // Aliases are not followed: the node they name is checked where defined.
 type yamlChecker struct {
 	errs field.ErrorList
+	// unknown holds the keys the config does not have, apart from errs: a
+	// lenient decode only warns about them.
+	unknown field.ErrorList
 	// unknownKeys holds the decoder paths of the unknown keys found, so that
 	// the strict decoder's reports of the same keys can be dropped.
 	unknownKeys map[string]bool
@@ -108,7 +111,7 @@ func (y *yamlChecker) unknownKey(c, kc fieldCursor, key string) {
 		return
 	}
 	y.unknownKeys[kc.decoderPath] = true
-	y.errs = append(y.errs, field.NotSupported(kc.path, key, jsonFieldNames(t)))
+	y.unknown = append(y.unknown, field.NotSupported(kc.path, key, jsonFieldNames(t)))
 }
 
 // scalar reports a string at a duration field that does not parse. Values
