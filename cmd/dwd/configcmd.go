@@ -30,7 +30,7 @@ problem, one per line with its file and field path, and exits 1.`,
 			if o.proberConfigPath == "" && o.weederConfigPath == "" {
 				return fmt.Errorf("give --prober-config, --weeder-config or both")
 			}
-			errs := o.loadConfigs()
+			errs := o.loadConfigs(true)
 			if err := printErrors(cmd.OutOrStdout(), errs); err != nil {
 				return err
 			}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,9 +36,10 @@ func TestMain(m *testing.M) { os.Exit(test.Main(m, &env)) }
 var gardenerProberArgs = []string{"prober", "--config-file=/etc/dependency-watchdog/config/dep-config.yaml",
 	"--kube-api-qps=20.0", "--kube-api-burst=100", "--zap-log-level=INFO", "--enable-leader-election=true"}
 
-// run executes dwd with args and returns its exit code, standard output and standard error.
+// run executes dwd with args and returns its exit code, standard output and standard error (where a
+// running replica also logs).
 func run(ctx context.Context, args ...string) (int, string, string) {
-	var stdout, stderr bytes.Buffer
+	var stdout, stderr lockedBuffer
 	root := newRootCommand()
 	root.SetOut(&stdout)
 	root.SetErr(&stderr)
@@ -111,6 +113,12 @@ func TestConfigValidate(t *testing.T) {
 			"testdata/prober-invalid.yaml: dependentResourceInfos[0].scaleDown",
 		}},
 		{"unreadable file", []string{"--weeder-config=" + missing}, 1, []string{missing + ": ", "no such file"}},
+		{"unknown keys are errors", []string{"--prober-config=testdata/prober-unknown-key.yaml", "--weeder-config=testdata/weeder-unknown-key.yaml"}, 1,
+			[]string{
+				"testdata/prober-unknown-key.yaml: internalKubeConfigSecretName",
+				"testdata/prober-unknown-key.yaml: dependentResourceInfos[2].scaleUp.maxAttempts",
+				"testdata/weeder-unknown-key.yaml: watchTimeout",
+			}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,6 +254,7 @@ type runningReplica struct {
 	healthAddr  string
 	metricsAddr string
 	done        chan int
+	stderr      string // set before done is sent
 }
 
 // startReplica runs dwd with args, the test API server's kubeconfig and loopback server addresses.
@@ -259,6 +268,7 @@ func startReplica(t *testing.T, args ...string) *runningReplica {
 		if code != 0 {
 			t.Log(stderr)
 		}
+		r.stderr = stderr
 		r.done <- code
 	}()
 	t.Cleanup(cancel)
@@ -328,4 +338,22 @@ func httpOK(url string) bool {
 	}
 	defer resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
+}
+
+// lockedBuffer is a bytes.Buffer that the goroutines of a running replica can log to at once.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

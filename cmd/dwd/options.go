@@ -34,6 +34,13 @@ const (
 	defaultHealthBindAddress    = ":9644"
 	defaultConcurrentReconciles = 1
 	defaultProbeWorkers         = 32
+	defaultScaleWorkers         = 16
+	defaultScaleQPS             = 20
+	defaultScaleBurst           = 100
+	defaultMaxResponseBytes     = 32 << 20
+	defaultMaxResponseItems     = 20000
+	minMaxResponseBytes         = 64 << 10
+	minMaxResponseItems         = 100
 	defaultMaxWeedingWindows    = 100
 	defaultLeaderElectionNS     = "garden"
 	serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
@@ -52,6 +59,11 @@ type options struct {
 	proberConfigPath     string
 	weederConfigPath     string
 	probeWorkers         int
+	scaleWorkers         int
+	scaleQPS             float32
+	scaleBurst           int
+	maxResponseBytes     int64
+	maxResponseItems     int
 	maxWeedingWindows    int
 	leaderElection       leaderElectionOptions
 	sharding             config.Sharding
@@ -63,6 +75,9 @@ type options struct {
 	restConfig     *rest.Config
 	proberConfig   *config.ProberConfig
 	weederConfig   *config.WeederConfig
+	// unknownKeys are the keys of the config files that the configs do not have, ignored with a
+	// warning when the watchdog runs.
+	unknownKeys []unknownKey
 }
 
 // leaderElectionOptions are the original's leader election flags, honoured by `dwd prober` and
@@ -85,6 +100,11 @@ func newOptions(group string) *options {
 		healthBindAddress:    defaultHealthBindAddress,
 		concurrentReconciles: defaultConcurrentReconciles,
 		probeWorkers:         defaultProbeWorkers,
+		scaleWorkers:         defaultScaleWorkers,
+		scaleQPS:             defaultScaleQPS,
+		scaleBurst:           defaultScaleBurst,
+		maxResponseBytes:     defaultMaxResponseBytes,
+		maxResponseItems:     defaultMaxResponseItems,
 		maxWeedingWindows:    defaultMaxWeedingWindows,
 		leaderElection: leaderElectionOptions{
 			namespace:     defaultLeaderElectionNS,
@@ -118,7 +138,13 @@ func (o *options) addCommonFlags(fs *pflag.FlagSet) {
 
 // addProberFlags binds the prober's own flags.
 func (o *options) addProberFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.probeWorkers, "probe-workers", o.probeWorkers, "Maximum number of probes and scale flows in flight.")
+	fs.IntVar(&o.probeWorkers, "probe-workers", o.probeWorkers, "Maximum number of probes in flight.")
+	fs.IntVar(&o.scaleWorkers, "scale-workers", o.scaleWorkers, "Maximum number of scale flow steps in flight, on a pool of their own beside the probes (>= 1).")
+	fs.Float32Var(&o.scaleQPS, "scale-qps", o.scaleQPS, "Queries per second to the seed API server for scaling: the scale path's own budget, independent of "+
+		"--kube-api-qps, so that a meltdown of many shoots completes fast on the original's command line (whose scale client was not held to --kube-api-qps) (> 0).")
+	fs.IntVar(&o.scaleBurst, "scale-burst", o.scaleBurst, "Burst over --scale-qps, for scaling only (>= 1).")
+	fs.Int64Var(&o.maxResponseBytes, "shoot-max-response-bytes", o.maxResponseBytes, "Largest answer, in bytes, read from a shoot API server; a larger one makes the probe inconclusive (no action) (>= 65536).")
+	fs.IntVar(&o.maxResponseItems, "shoot-max-response-items", o.maxResponseItems, "Most items (nodes, leases) read from one shoot list; more make the probe inconclusive (no action) (>= 100).")
 }
 
 // addWeederFlags binds the weeder's own flags.
@@ -160,7 +186,7 @@ func (o *options) complete() field.ErrorList {
 	if o.sharding.Namespace == "" {
 		o.sharding.Namespace = defaultNamespace(o.leaderElection.namespace)
 	}
-	errs := o.loadConfigs()
+	errs := o.loadConfigs(false)
 	cfg, err := o.buildRestConfig()
 	if err != nil {
 		errs = append(errs, field.Invalid(field.NewPath("--kubeconfig"), o.kubeconfig, err.Error()))
@@ -172,27 +198,47 @@ func (o *options) complete() field.ErrorList {
 	return errs
 }
 
-// loadConfigs loads the prober and weeder configs that were given.
-func (o *options) loadConfigs() field.ErrorList {
+// loadConfigs loads the prober and weeder configs that were given. Strict, a key that a config does
+// not have is an error, as `dwd config validate` reports it. Otherwise it is no error, as in the
+// original, so that a config written for another version of it cannot crash-loop the watchdog: it is
+// kept in unknownKeys for a warning at start, and counted. Every other problem is an error either way.
+func (o *options) loadConfigs(strict bool) field.ErrorList {
 	var errs field.ErrorList
 	if o.proberConfigPath != "" {
-		cfg, fileErrs := loadFile(o.proberConfigPath, config.DecodeProberConfig)
+		cfg, unknown, fileErrs := loadFile(o.proberConfigPath, config.DecodeProberConfigLenient)
 		o.proberConfig = cfg
-		errs = append(errs, prefixErrors(o.proberConfigPath, fileErrs)...)
+		errs = append(errs, o.acceptUnknownKeys(roleProber, o.proberConfigPath, unknown, fileErrs, strict)...)
 	}
 	if o.weederConfigPath != "" {
-		cfg, fileErrs := loadFile(o.weederConfigPath, config.DecodeWeederConfig)
+		cfg, unknown, fileErrs := loadFile(o.weederConfigPath, config.DecodeWeederConfigLenient)
 		o.weederConfig = cfg
-		errs = append(errs, prefixErrors(o.weederConfigPath, fileErrs)...)
+		errs = append(errs, o.acceptUnknownKeys(roleWeeder, o.weederConfigPath, unknown, fileErrs, strict)...)
+	}
+	if len(errs) > 0 {
+		o.proberConfig, o.weederConfig = nil, nil
 	}
 	return errs
 }
 
+// acceptUnknownKeys returns the problems of the config file at path: its errors, and its unknown keys
+// when strict or when the file fails anyway (a misspelt key often explains a missing one). Otherwise
+// it keeps the unknown keys for a warning and counts them.
+func (o *options) acceptUnknownKeys(kind role, path string, unknown, fileErrs field.ErrorList, strict bool) field.ErrorList {
+	if strict || len(fileErrs) > 0 {
+		return prefixErrors(path, append(unknown, fileErrs...))
+	}
+	for _, e := range unknown {
+		o.unknownKeys = append(o.unknownKeys, unknownKey{kind: kind, file: path, field: e.Field})
+	}
+	countUnknownKeys(kind, len(unknown))
+	return nil
+}
+
 // loadFile reads a config file and decodes it with decode; a file that cannot be read is one error.
-func loadFile[T any](path string, decode func([]byte) (*T, field.ErrorList)) (*T, field.ErrorList) {
+func loadFile[T any](path string, decode func([]byte) (*T, field.ErrorList, field.ErrorList)) (*T, field.ErrorList, field.ErrorList) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, field.ErrorList{field.InternalError(nil, fmt.Errorf("reading the file: %w", err))}
+		return nil, nil, field.ErrorList{field.InternalError(nil, fmt.Errorf("reading the file: %w", err))}
 	}
 	return decode(data)
 }
@@ -244,9 +290,7 @@ func (o *options) validate(roles []role) field.ErrorList {
 	if o.kubeAPIBurst < 0 {
 		errs = append(errs, field.Invalid(field.NewPath("--kube-api-burst"), o.kubeAPIBurst, "must be >= 0"))
 	}
-	if o.probeWorkers < 1 {
-		errs = append(errs, field.Invalid(field.NewPath("--probe-workers"), o.probeWorkers, "must be at least 1"))
-	}
+	errs = append(errs, o.validateProberFlags()...)
 	if o.maxWeedingWindows < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("--max-weeding-windows"), o.maxWeedingWindows, "must be at least 1"))
 	}
@@ -255,6 +299,30 @@ func (o *options) validate(roles []role) field.ErrorList {
 	}
 	errs = append(errs, o.leaderElection.validate()...)
 	return append(errs, o.sharding.Validate()...)
+}
+
+// validateProberFlags checks the prober's own flags.
+func (o *options) validateProberFlags() field.ErrorList {
+	var errs field.ErrorList
+	if o.probeWorkers < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("--probe-workers"), o.probeWorkers, "must be at least 1"))
+	}
+	if o.scaleWorkers < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("--scale-workers"), o.scaleWorkers, "must be at least 1"))
+	}
+	if !(o.scaleQPS > 0) {
+		errs = append(errs, field.Invalid(field.NewPath("--scale-qps"), o.scaleQPS, "must be greater than 0"))
+	}
+	if o.scaleBurst < 1 {
+		errs = append(errs, field.Invalid(field.NewPath("--scale-burst"), o.scaleBurst, "must be at least 1"))
+	}
+	if o.maxResponseBytes < minMaxResponseBytes {
+		errs = append(errs, field.Invalid(field.NewPath("--shoot-max-response-bytes"), o.maxResponseBytes, "must be at least 65536 (64 KiB)"))
+	}
+	if o.maxResponseItems < minMaxResponseItems {
+		errs = append(errs, field.Invalid(field.NewPath("--shoot-max-response-items"), o.maxResponseItems, "must be at least 100"))
+	}
+	return errs
 }
 
 // validate checks the leader election flags when leader election is on.

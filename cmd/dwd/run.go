@@ -99,13 +99,20 @@ func (o *options) completeValidateRun(cmd *cobra.Command) error {
 	if err := printErrors(cmd.ErrOrStderr(), errs); err != nil {
 		return err
 	}
+	if o.zap.DestWriter == nil {
+		o.zap.DestWriter = cmd.ErrOrStderr()
+	}
 	return o.run(cmd.Context())
 }
 
 // run starts the replica's manager and blocks until ctx ends.
 func (o *options) run(ctx context.Context) error {
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
-	log := ctrl.Log.WithName("dwd")
+	// The process logs through one logger; dwd's own lines use it directly, so that they reach it even
+	// where controller-runtime's logger was set before (it can be set only once, as tests do).
+	logger := zap.New(zap.UseFlagOptions(&o.zap))
+	ctrl.SetLogger(logger)
+	log := logger.WithName("dwd")
+	o.warnUnknownKeys(log)
 	mgr, err := o.newManager(ctx)
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
@@ -194,12 +201,7 @@ func (o *options) cacheOptions() (cache.Options, error) {
 // their work as partitions come and go.
 func (o *options) setupRoles(ctx context.Context, mgr manager.Manager, coordinator *sharding.Coordinator) error {
 	if o.proberConfig != nil {
-		_, err := prober.Setup(ctx, mgr, o.proberConfig, coordinator, prober.Options{
-			Workers: o.probeWorkers, ConcurrentReconciles: o.concurrentReconciles, PartitionCount: o.sharding.PartitionCount,
-			QPS: float32(o.kubeAPIQPS), Burst: o.kubeAPIBurst,
-			UserAgent: "dwd-prober/" + version + " (" + o.sharding.MemberName + ")",
-		})
-		if err != nil {
+		if _, err := prober.Setup(ctx, mgr, o.proberConfig, coordinator, o.proberOptions()); err != nil {
 			return fmt.Errorf("setting up the prober: %w", err)
 		}
 	}
@@ -209,6 +211,17 @@ func (o *options) setupRoles(ctx context.Context, mgr manager.Manager, coordinat
 		}
 	}
 	return nil
+}
+
+// proberOptions are the prober's settings from the flags.
+func (o *options) proberOptions() prober.Options {
+	return prober.Options{
+		Workers: o.probeWorkers, ConcurrentReconciles: o.concurrentReconciles, PartitionCount: o.sharding.PartitionCount,
+		QPS: float32(o.kubeAPIQPS), Burst: o.kubeAPIBurst,
+		UserAgent:    "dwd-prober/" + version + " (" + o.sharding.MemberName + ")",
+		ScaleWorkers: o.scaleWorkers, ScaleQPS: o.scaleQPS, ScaleBurst: o.scaleBurst,
+		MaxResponseBytes: o.maxResponseBytes, MaxResponseItems: o.maxResponseItems,
+	}
 }
 
 // newShardingRunner builds this replica's member of the sharding group, with a Lease client whose
