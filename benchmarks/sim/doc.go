@@ -2,7 +2,15 @@
 // benchmarks: the seed is a real kube-apiserver and etcd (built from source by `make tools`) holding,
 // per shoot namespace, what Gardener would put there (a Cluster, the kubeconfig Secret, the dependent
 // Deployments, Machines, EndpointSlices, control-plane Pods); the shoots' API servers are one HTTPS
-// server (ShootServer) that serves every shoot under its own path prefix and whose node leases renew
-// like kubelets', with per-shoot scenarios (healthy, meltdown, down, slow, throttled) that can change
-// while it runs.
+// server (ShootServer) that serves every shoot under its own path prefix.
+//
+// The shoots' node leases renew like kubelets', each every RenewInterval on its own schedule, so a
+// healthy lease is between 0 and one interval old when it is served. Per-shoot scenarios, which can
+// change while the server runs, play the faults a prober must act on (Meltdown), must survive (Down,
+// Slow, Throttled) and must not be fooled by: a watch cache that lags (StaleCache: lists with a
+// resourceVersion are stale, consistent ones fresh), a body delivered long after it was served
+// (SlowBody), kubelet and API server clocks that are off (NodeClockOffset, ServerClockOffset), and
+// lists a tenant has filled (ExtraLeases, ExtraNodes). Lists honour limit and continue on consistent
+// reads as kube-apiserver does, and ignore limit on resourceVersion=0 reads as its watch cache does;
+// Stats counts consistent and cached reads apart. Every answer carries a Date header.
 package sim

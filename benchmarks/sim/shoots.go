@@ -28,11 +28,15 @@ const shutdownTimeout = 5 * time.Second
 type ShootServerOptions struct {
 	// ListenAddr is where the server listens; 127.0.0.1:0 (a free port) by default.
 	ListenAddr string
-	// Clock gives the renewTime of the leases and times the Slow delays; the real clock by default.
-	// The certificates are dated by the real clock, since clients verify them against it.
+	// Clock gives the renewTime of the leases, the Date of the answers and times the delays; the real
+	// clock by default. The certificates are dated by the real clock, since clients verify them
+	// against it.
 	Clock clock.Clock
 	// ExpiredAge is how old an expired lease's renewTime is in a Meltdown; 10m by default.
 	ExpiredAge time.Duration
+	// RenewInterval is how often the simulated kubelets renew their node leases, each on its own
+	// schedule; 10s by default, the kubelet's.
+	RenewInterval time.Duration
 	// Token is the bearer token every request must carry, else it is answered 401; a random one by
 	// default. Kubeconfig hands it out.
 	Token string
@@ -48,6 +52,9 @@ func (o ShootServerOptions) defaulted() ShootServerOptions {
 	}
 	if o.ExpiredAge == 0 {
 		o.ExpiredAge = 10 * time.Minute
+	}
+	if o.RenewInterval == 0 {
+		o.RenewInterval = 10 * time.Second
 	}
 	if o.Token == "" {
 		o.Token = rand.Text()
@@ -65,8 +72,10 @@ func (o ShootServerOptions) defaulted() ShootServerOptions {
 //
 // Locking: the shoots and their scenarios are changed only by AddShoot, RemoveShoot and SetScenario,
 // under the write lock of mu; a request reads its shoot and scenario once under the read lock and is
-// answered from that snapshot. A shoot's node names, encoded NodeList and lease template never change
-// after AddShoot. Counters are atomics. A ShootServer is safe for concurrent use.
+// answered from that snapshot. A shoot's node names, renew phases and encoded Nodes never change
+// after AddShoot; a scenario's extra objects are encoded by the first request that needs them, under
+// that scenario's own locks, never under mu. Counters are atomics. A ShootServer is safe for
+// concurrent use.
 type ShootServer struct {
 	opts     ShootServerOptions
 	listener net.Listener
@@ -86,13 +95,13 @@ type ShootServer struct {
 
 // shoot is the state of one simulated shoot.
 type shoot struct {
-	nodes     []string
-	nodesJSON []byte
-	// nodesProtobuf is the NodeList for clients that accept protobuf.
-	nodesProtobuf []byte
-	leases        leaseTemplate
-	requests      atomic.Uint64
-	scenario      Scenario // guarded by ShootServer.mu
+	nodes []string
+	// phases are the renew phases of the nodes' leases, by node.
+	phases []time.Duration
+	// nodeRuns are the Nodes, encoded once in each encoding.
+	nodeRuns [encodings]*itemRun
+	requests atomic.Uint64
+	scenario *scenarioState // guarded by ShootServer.mu
 
 	callerMu sync.Mutex
 	caller   Caller
@@ -125,8 +134,8 @@ func (sh *shoot) called(agent string, now time.Time) {
 // releases the listener.
 func NewShootServer(opts ShootServerOptions) (*ShootServer, error) {
 	opts = opts.defaulted()
-	if opts.ExpiredAge < 0 {
-		return nil, fmt.Errorf("expiredAge %v is negative", opts.ExpiredAge)
+	if err := errors.Join(nonNegative("expiredAge", opts.ExpiredAge), nonNegative("renewInterval", opts.RenewInterval)); err != nil {
+		return nil, err
 	}
 	serving, err := newServingTLS(time.Now())
 	if err != nil {
@@ -207,14 +216,19 @@ func (s *ShootServer) URL() string { return "https://" + s.listener.Addr().Strin
 // and localhost.
 func (s *ShootServer) CAData() []byte { return s.tls.caPEM }
 
-// AddShoot adds a Healthy shoot with the given nodes, each with a node lease that its kubelet renews:
-// the renewTime is computed when the leases are listed, so no goroutine runs per node. It replaces a
-// shoot of the same name, with its scenario and request count. name must be one path segment.
+// AddShoot adds a Healthy shoot with the given nodes, each with a node lease that its kubelet renews
+// every RenewInterval: the renewTime is computed when the leases are listed, so no goroutine runs per
+// node. It replaces a shoot of the same name, with its scenario and request count. name must be one
+// path segment.
 func (s *ShootServer) AddShoot(name string, nodes []string) {
-	sh := &shoot{nodes: append([]string(nil), nodes...)}
-	sh.nodesJSON = nodeListJSON(sh.nodes, s.opts.Clock.Now())
-	sh.nodesProtobuf = nodeListProtobuf(sh.nodes, s.opts.Clock.Now())
-	sh.leases = newLeaseTemplate(sh.nodes)
+	now := s.opts.Clock.Now()
+	sh := &shoot{nodes: append([]string(nil), nodes...), scenario: newScenarioState(Scenario{}, now)}
+	for _, n := range sh.nodes {
+		sh.phases = append(sh.phases, renewPhase(n, s.opts.RenewInterval))
+	}
+	for enc := range encodings {
+		sh.nodeRuns[enc] = nodeRun(enc, sh.nodes, now)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.shoots[name] = sh
@@ -227,19 +241,20 @@ func (s *ShootServer) RemoveShoot(name string) {
 	delete(s.shoots, name)
 }
 
-// SetScenario sets how a shoot's API server behaves from its next request on. It fails for an
-// unknown shoot or an invalid scenario.
+// SetScenario sets how a shoot's API server behaves from its next request on; the moment it is set
+// is when a StaleCache's cache stops. It fails for an unknown shoot or an invalid scenario.
 func (s *ShootServer) SetScenario(name string, sc Scenario) error {
-	if err := sc.validate(); err != nil {
+	if err := sc.Validate(); err != nil {
 		return fmt.Errorf("shoot %q: %w", name, err)
 	}
+	state := newScenarioState(sc, s.opts.Clock.Now())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sh, ok := s.shoots[name]
 	if !ok {
 		return fmt.Errorf("shoot %q not found", name)
 	}
-	sh.scenario = sc
+	sh.scenario = state
 	return nil
 }
 
@@ -288,13 +303,27 @@ func (s *ShootServer) Callers() map[string]Caller {
 // Stats returns the counts of all requests received since the server was created.
 func (s *ShootServer) Stats() Stats { return s.counts.snapshot() }
 
-// lookup returns a shoot and its scenario, or nil when there is no such shoot.
-func (s *ShootServer) lookup(name string) (*shoot, Scenario) {
+// lookup returns a shoot and its scenario, or nils when there is no such shoot.
+func (s *ShootServer) lookup(name string) (*shoot, *scenarioState) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	sh, ok := s.shoots[name]
 	if !ok {
-		return nil, Scenario{}
+		return nil, nil
 	}
 	return sh, sh.scenario
+}
+
+// scenarioState is a scenario as set, with what its answers need that does not change until the
+// next SetScenario: the moment it was set, and its extra objects once encoded.
+type scenarioState struct {
+	Scenario
+	since       time.Time
+	throttled   []byte // the 429 answer
+	extraNodes  extraNodes
+	extraLeases extraLeases
+}
+
+func newScenarioState(sc Scenario, now time.Time) *scenarioState {
+	return &scenarioState{Scenario: sc, since: now, throttled: throttledJSON(sc.retryAfterSeconds())}
 }

@@ -14,6 +14,31 @@ import (
 // BenchmarkServeLeases measures the answer to the node-lease list, encoded per request.
 func BenchmarkServeLeases(b *testing.B) { benchmarkServe(b, leasesPath) }
 
+// BenchmarkServeHugeLeases measures the answer to a lease list with 200,000 extra leases, in
+// protobuf: the extra leases are encoded once per renew interval, so a request only writes them.
+func BenchmarkServeHugeLeases(b *testing.B) {
+	s, err := NewShootServer(ShootServerOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	s.AddShoot("a", benchNodeNames("a", 3))
+	if err := s.SetScenario("a", Scenario{ExtraLeases: 200_000}); err != nil {
+		b.Fatal(err)
+	}
+	req := httptest.NewRequest(http.MethodGet, "/shoots/a/"+leasesPath+"?resourceVersion=0", nil)
+	req.Header.Set("Authorization", "Bearer "+s.opts.Token)
+	req.Header.Set("Accept", protobufContentType)
+	w := &discardResponse{header: http.Header{}}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.ServeHTTP(w, req)
+	}
+	if w.code != http.StatusOK || w.written < 200_000*50 {
+		b.Fatalf("answered %d with %d bytes", w.code, w.written)
+	}
+}
+
 // BenchmarkServeNodes measures the answer to the node list, encoded once per shoot.
 func BenchmarkServeNodes(b *testing.B) { benchmarkServe(b, nodesPath) }
 
@@ -111,12 +136,17 @@ func benchNodeNames(shoot string, n int) []string {
 	return names
 }
 
-// discardResponse is a ResponseWriter that keeps only the status code.
+// discardResponse is a ResponseWriter that keeps only the status code and the length of the last
+// answer's body.
 type discardResponse struct {
-	header http.Header
-	code   int
+	header  http.Header
+	code    int
+	written int
 }
 
-func (d *discardResponse) Header() http.Header         { return d.header }
-func (d *discardResponse) Write(p []byte) (int, error) { return len(p), nil }
-func (d *discardResponse) WriteHeader(code int)        { d.code = code }
+func (d *discardResponse) Header() http.Header { return d.header }
+func (d *discardResponse) Write(p []byte) (int, error) {
+	d.written += len(p)
+	return len(p), nil
+}
+func (d *discardResponse) WriteHeader(code int) { d.code, d.written = code, 0 }

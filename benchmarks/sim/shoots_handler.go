@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,69 +23,175 @@ var (
 	notFoundJSON         = statusJSON(http.StatusNotFound, metav1.StatusReasonNotFound, "the server could not find the requested resource")
 	unauthorizedJSON     = statusJSON(http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized")
 	methodNotAllowedJSON = statusJSON(http.StatusMethodNotAllowed, metav1.StatusReasonMethodNotAllowed, "the server does not allow this method on the requested resource")
+	goneJSON             = statusJSON(http.StatusGone, metav1.StatusReasonExpired, errGone.Error())
 )
 
 // ServeHTTP answers a request for /shoots/<name>/<path> as that shoot's API server would in its
 // scenario. A Down shoot closes the request unanswered, before authentication as a dead server would;
 // otherwise a request without the bearer token is answered 401, one for an unknown shoot or path 404,
-// one that is not a GET 405.
+// one that is not a GET 405. Every answer carries a Date from the shoot's clock.
 func (s *ShootServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name, path := splitShootPath(r.URL.Path)
 	endpoint := endpointOf(path)
 	s.counts.received(endpoint)
-	sh, sc := s.lookup(name)
+	now := s.opts.Clock.Now()
+	sh, st := s.lookup(name)
+	ans := answer{s: s, w: w, date: now}
 	if sh != nil {
 		sh.requests.Add(1)
-		sh.called(r.UserAgent(), s.opts.Clock.Now())
+		sh.called(r.UserAgent(), now)
+		ans.date = now.Add(st.ServerClockOffset)
 	}
 	switch {
-	case sh != nil && sc.Kind == Down:
+	case sh != nil && st.Kind == Down:
 		s.closeUnanswered(w)
 	case !s.authenticated(r):
-		s.write(w, http.StatusUnauthorized, unauthorizedJSON)
+		ans.json(http.StatusUnauthorized, unauthorizedJSON)
 	case sh == nil || endpoint == EndpointOther:
-		s.write(w, http.StatusNotFound, notFoundJSON)
+		ans.json(http.StatusNotFound, notFoundJSON)
 	case r.Method != http.MethodGet:
-		s.write(w, http.StatusMethodNotAllowed, methodNotAllowedJSON)
+		ans.json(http.StatusMethodNotAllowed, methodNotAllowedJSON)
 	default:
-		s.serveScenario(w, r, sh, sc, endpoint)
+		s.serveScenario(ans, r, sh, st, endpoint, now)
 	}
 }
 
 // serveScenario answers an authenticated GET for one of the prober's endpoints of a shoot.
-func (s *ShootServer) serveScenario(w http.ResponseWriter, r *http.Request, sh *shoot, sc Scenario, endpoint Endpoint) {
-	switch sc.Kind {
+func (s *ShootServer) serveScenario(ans answer, r *http.Request, sh *shoot, st *scenarioState, endpoint Endpoint, now time.Time) {
+	var read listRead
+	if endpoint != EndpointVersion {
+		var err error
+		if read, err = parseListRead(r.URL.Query()); err != nil {
+			ans.json(http.StatusBadRequest, statusJSON(http.StatusBadRequest, metav1.StatusReasonBadRequest, err.Error()))
+			return
+		}
+		s.counts.listed(endpoint, read.cached)
+	}
+	switch st.Kind {
 	case Throttled:
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
-		s.write(w, http.StatusTooManyRequests, throttledJSON)
+		ans.w.Header().Set("Retry-After", strconv.Itoa(st.retryAfterSeconds()))
+		ans.json(http.StatusTooManyRequests, st.throttled)
 		return
 	case Slow:
-		if !s.wait(r.Context(), sc.Delay) {
-			s.counts.abandoned.Add(1)
-			panic(http.ErrAbortHandler) // returning would answer 200 with an empty body
+		if !s.wait(r.Context(), st.Delay) {
+			s.abandon()
 		}
+		now = s.opts.Clock.Now()
+		ans.date = now.Add(st.ServerClockOffset)
 	}
-	proto := acceptsProtobuf(r)
+	enc := encodingOf(r)
+	var b body
+	var err error
+	switch endpoint {
+	case EndpointVersion:
+		ans.json(http.StatusOK, versionJSON)
+		return
+	case EndpointNodes:
+		b, err = s.nodeList(enc, sh, st, read, now)
+	case EndpointLeases:
+		b, err = s.leaseList(enc, sh, st, read, now)
+	}
 	switch {
-	case endpoint == EndpointVersion:
-		s.write(w, http.StatusOK, versionJSON)
-	case endpoint == EndpointNodes && proto:
-		s.writeAs(w, protobufContentType, http.StatusOK, sh.nodesProtobuf)
-	case endpoint == EndpointNodes:
-		s.write(w, http.StatusOK, sh.nodesJSON)
-	case endpoint == EndpointLeases && proto:
-		s.writeAs(w, protobufContentType, http.StatusOK,
-			leaseListProtobuf(sh.nodes, sc.expiredLeases(len(sh.nodes)), s.opts.Clock.Now(), s.opts.ExpiredAge))
-	case endpoint == EndpointLeases:
-		s.write(w, http.StatusOK, sh.leases.render(sc.expiredLeases(len(sh.nodes)), s.opts.Clock.Now(), s.opts.ExpiredAge))
+	case errors.Is(err, errGone):
+		ans.json(http.StatusGone, goneJSON)
+	case endpoint == EndpointLeases && st.Kind == SlowBody:
+		s.sendLate(r.Context(), ans, enc.contentType(), b, st.Delay)
+	default:
+		ans.send(enc.contentType(), http.StatusOK, b)
 	}
 }
 
-// acceptsProtobuf reports whether the client asks for protobuf, as kube clients configured for it
-// do ("application/vnd.kubernetes.protobuf, application/json"); the lists are then answered in
-// protobuf, everything else in JSON, as an API server does.
-func acceptsProtobuf(r *http.Request) bool {
-	return strings.Contains(r.Header.Get("Accept"), protobufContentType)
+// nodeList is the page of the shoot's NodeList (its nodes, then the scenario's extra nodes) that
+// read asks for. Nodes do not age: a StaleCache answers them as they are.
+func (s *ShootServer) nodeList(enc encoding, sh *shoot, st *scenarioState, read listRead, now time.Time) (body, error) {
+	at := now
+	if !read.at.IsZero() {
+		at = read.at
+	}
+	n := len(sh.nodes)
+	from, to, meta, err := read.page(n+st.ExtraNodes, at)
+	if err != nil {
+		return body{}, err
+	}
+	runs := [][]byte{sh.nodeRuns[enc].span(min(from, n), min(to, n))}
+	if to > n {
+		runs = append(runs, st.extraNodes.run(enc, st.ExtraNodes, st.since).span(max(from-n, 0), to-n))
+	}
+	return listBody(enc, nodeListType, meta, runs...), nil
+}
+
+// leaseList is the page of the shoot's node LeaseList (the nodes' leases, then the scenario's extra
+// leases) that read asks for, as of now; as of the moment the first page was served for a following
+// page; and as of CacheLag before the scenario was set for a StaleCache's cached read.
+func (s *ShootServer) leaseList(enc encoding, sh *shoot, st *scenarioState, read listRead, now time.Time) (body, error) {
+	at := now
+	switch {
+	case !read.at.IsZero():
+		at = read.at
+	case st.Kind == StaleCache && read.cached:
+		at = st.since.Add(-st.CacheLag)
+	}
+	n := len(sh.nodes)
+	from, to, meta, err := read.page(n+st.ExtraLeases, at)
+	if err != nil {
+		return body{}, err
+	}
+	times := leaseTimes{interval: s.opts.RenewInterval, expiredAge: s.opts.ExpiredAge, nodeClockOffset: st.NodeClockOffset}
+	expired := st.expiredLeases(n)
+	nodeLeases := &itemRun{}
+	for i := from; i < min(to, n); i++ {
+		nodeLeases.add(enc, nodeLease(sh.nodes[i], times.node(at, sh.phases[i], i < expired)))
+	}
+	runs := [][]byte{nodeLeases.data}
+	if to > n {
+		runs = append(runs, st.extraLeases.run(enc, st.ExtraLeases, times.extra(at)).span(max(from-n, 0), to-n))
+	}
+	return listBody(enc, leaseListType, meta, runs...), nil
+}
+
+// sendLate answers 200 with the headers at once and the body, fixed already, after delay on the
+// server's clock; a client that gives up first abandons it.
+func (s *ShootServer) sendLate(ctx context.Context, ans answer, contentType string, b body, delay time.Duration) {
+	ans.header(contentType, b.len())
+	ans.w.WriteHeader(http.StatusOK)
+	_ = http.NewResponseController(ans.w).Flush() // a client that went away is no error of the simulated server
+	if !s.wait(ctx, delay) {
+		s.abandon()
+	}
+	_ = b.writeTo(ans.w)
+	s.counts.answered(http.StatusOK)
+}
+
+// abandon ends a request whose client gave up, or whose server stopped, while it was held back.
+func (s *ShootServer) abandon() {
+	s.counts.abandoned.Add(1)
+	panic(http.ErrAbortHandler) // returning would answer 200 with an empty body
+}
+
+// answer writes one answer of a shoot's API server, dated by the shoot's clock.
+type answer struct {
+	s    *ShootServer
+	w    http.ResponseWriter
+	date time.Time
+}
+
+// header sets the headers of an answer.
+func (a answer) header(contentType string, length int) {
+	h := a.w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", strconv.Itoa(length))
+	h.Set("Date", a.date.UTC().Format(http.TimeFormat))
+}
+
+// json answers with a JSON body.
+func (a answer) json(code int, b []byte) { a.send("application/json", code, bytesBody(b)) }
+
+// send answers with a body of the given content type and counts the answer.
+func (a answer) send(contentType string, code int, b body) {
+	a.header(contentType, b.len())
+	a.w.WriteHeader(code)
+	_ = b.writeTo(a.w) // a client that went away is no error of the simulated server
+	a.s.counts.answered(code)
 }
 
 // closeUnanswered ends a request without an answer, so that the client sees a transport error: an
@@ -119,21 +226,6 @@ func (s *ShootServer) wait(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// write answers with a JSON body and counts the answer.
-func (s *ShootServer) write(w http.ResponseWriter, code int, body []byte) {
-	s.writeAs(w, "application/json", code, body)
-}
-
-// writeAs answers with a body of the given content type and counts the answer.
-func (s *ShootServer) writeAs(w http.ResponseWriter, contentType string, code int, body []byte) {
-	h := w.Header()
-	h.Set("Content-Type", contentType)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(code)
-	_, _ = w.Write(body) // a client that went away is no error of the simulated server
-	s.counts.answered(code)
 }
 
 // splitShootPath splits /shoots/<name>/<path> into the shoot's name and the path below its prefix;

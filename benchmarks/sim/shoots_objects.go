@@ -1,18 +1,15 @@
 package sim
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/utils/ptr"
 )
@@ -25,8 +22,12 @@ const (
 	// workerPoolLabel and workerPool put every simulated node into one Gardener worker pool.
 	workerPoolLabel = "worker.gardener.cloud/pool"
 	workerPool      = "pool-a"
-	// retryAfterSeconds is how long a Throttled shoot asks its clients to wait.
-	retryAfterSeconds = 1
+)
+
+// The types of the lists the shoots answer.
+var (
+	nodeListType  = runtime.TypeMeta{APIVersion: "v1", Kind: "NodeList"}
+	leaseListType = runtime.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "LeaseList"}
 )
 
 // versionJSON is the answer to GET /version, the same for every shoot.
@@ -42,50 +43,85 @@ var versionJSON = mustMarshal(version.Info{
 	Platform:     "linux/amd64",
 })
 
-// nodeListJSON encodes the NodeList of a shoot: every node Ready in pool-a since created.
-func nodeListJSON(nodes []string, created time.Time) []byte {
-	return mustMarshal(nodeList(nodes, created))
-}
-
-func nodeList(nodes []string, created time.Time) *corev1.NodeList {
+// node is a Node Ready in pool-a since created.
+func node(name string, created time.Time) *corev1.Node {
 	since := metav1.NewTime(created)
-	list := &corev1.NodeList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}}
-	list.Items = make([]corev1.Node, len(nodes))
-	for i, name := range nodes {
-		list.Items[i] = corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{workerPoolLabel: workerPool}, CreationTimestamp: since},
-			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
-				Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-				Message: "kubelet is posting ready status", LastHeartbeatTime: since, LastTransitionTime: since,
-			}}},
-		}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{workerPoolLabel: workerPool}, CreationTimestamp: since},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+			Message: "kubelet is posting ready status", LastHeartbeatTime: since, LastTransitionTime: since,
+		}}},
 	}
-	return list
 }
 
-// leaseListJSON encodes the node LeaseList of a shoot at now: the first expired leases were renewed
-// at now - expiredAge, the others at now.
-func leaseListJSON(nodes []string, expired int, now time.Time, expiredAge time.Duration) []byte {
-	return mustMarshal(leaseList(nodes, expired, now, expiredAge))
+// nodeLease is the node lease of name (a node's, or an extra one), renewed at renew.
+func nodeLease(name string, renew time.Time) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: nodeLeaseNamespace},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](leaseDurationSeconds),
+			RenewTime: ptr.To(metav1.NewMicroTime(renew)),
+		},
+	}
 }
 
-func leaseList(nodes []string, expired int, now time.Time, expiredAge time.Duration) *coordinationv1.LeaseList {
-	fresh, old := metav1.NewMicroTime(now), metav1.NewMicroTime(now.Add(-expiredAge))
-	list := &coordinationv1.LeaseList{TypeMeta: metav1.TypeMeta{APIVersion: "coordination.k8s.io/v1", Kind: "LeaseList"}}
-	list.Items = make([]coordinationv1.Lease, len(nodes))
-	for i := range nodes {
-		renew := &fresh
-		if i < expired {
-			renew = &old
-		}
-		list.Items[i] = coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Name: nodes[i], Namespace: nodeLeaseNamespace},
-			Spec: coordinationv1.LeaseSpec{
-				HolderIdentity: &nodes[i], LeaseDurationSeconds: ptr.To[int32](leaseDurationSeconds), RenewTime: renew,
-			},
-		}
+// nodeRun encodes Nodes of the names, created at created.
+func nodeRun(enc encoding, names []string, created time.Time) *itemRun {
+	r := &itemRun{}
+	for _, name := range names {
+		r.add(enc, node(name, created))
 	}
-	return list
+	return r
+}
+
+// extraName is the name of the i-th extra Lease or Node: no node of a simulated shoot has it.
+func extraName(kind string, i int) string {
+	return fmt.Sprintf("extra-%s-%d", kind, i)
+}
+
+// extraNodes are a scenario's ExtraNodes, encoded the first time a list asks for them.
+type extraNodes struct {
+	once [encodings]sync.Once
+	runs [encodings]*itemRun
+}
+
+// run returns the n extra Nodes, created at created, in the encoding.
+func (e *extraNodes) run(enc encoding, n int, created time.Time) *itemRun {
+	e.once[enc].Do(func() {
+		r := &itemRun{}
+		for i := range n {
+			r.add(enc, node(extraName("node", i), created))
+		}
+		e.runs[enc] = r
+	})
+	return e.runs[enc]
+}
+
+// extraLeases are a scenario's ExtraLeases, encoded for the last renew instant asked for. They all
+// renew at once, so each encoding is redone once per renew interval at most (while one moment is
+// asked for), not per request.
+type extraLeases struct {
+	mu      sync.Mutex
+	renewed time.Time
+	runs    [encodings]*itemRun
+}
+
+// run returns the n extra Leases renewed at renewed, in the encoding.
+func (e *extraLeases) run(enc encoding, n int, renewed time.Time) *itemRun {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.renewed.Equal(renewed) {
+		e.renewed, e.runs = renewed, [encodings]*itemRun{}
+	}
+	if e.runs[enc] == nil {
+		r := &itemRun{}
+		for i := range n {
+			r.add(enc, nodeLease(extraName("lease", i), renewed))
+		}
+		e.runs[enc] = r
+	}
+	return e.runs[enc]
 }
 
 // statusJSON encodes a failure Status as the API server sends it.
@@ -99,90 +135,15 @@ func statusJSON(code int, reason metav1.StatusReason, message string) []byte {
 // throttledJSON is the answer to every request of a Throttled shoot: the Status of
 // apierrors.NewTooManyRequests, whose details repeat the Retry-After header, so that
 // apierrors.SuggestsClientDelay finds it.
-var throttledJSON = mustMarshal(metav1.Status{
-	TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
-	Status:   metav1.StatusFailure, Message: "Too many requests, please try again later.",
-	Reason: metav1.StatusReasonTooManyRequests, Code: http.StatusTooManyRequests,
-	Details: &metav1.StatusDetails{RetryAfterSeconds: retryAfterSeconds},
-})
-
-// mustMarshal encodes v, which is one of the API types above and cannot fail to encode.
-func mustMarshal(v any) []byte {
-	data, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return data
-}
-
-// templateTime stands for every renewTime in a leaseTemplate. Its text cannot occur elsewhere in a
-// LeaseList: node names are lowercase DNS names, without ':' or 'T'.
-var templateTime = time.Date(1, 2, 3, 4, 5, 6, 789000, time.UTC)
-
-// leaseTemplate is a shoot's LeaseList, encoded once by leaseListJSON and cut at every renewTime, so
-// that a request only writes the times in: encoding the list per request costs ~35µs for 10 nodes.
-type leaseTemplate struct {
-	parts [][]byte // parts[i] comes before the renewTime of lease i; the last one ends the list
-	size  int      // the length of all parts
-}
-
-func newLeaseTemplate(nodes []string) leaseTemplate {
-	text := templateTime.Format(metav1.RFC3339Micro)
-	parts := bytes.Split(leaseListJSON(nodes, 0, templateTime, 0), []byte(text))
-	if len(parts) != len(nodes)+1 {
-		panic(fmt.Sprintf("lease template: %d renewTimes for %d nodes", len(parts)-1, len(nodes)))
-	}
-	t := leaseTemplate{parts: parts}
-	for _, p := range parts {
-		t.size += len(p)
-	}
-	return t
-}
-
-// render returns what leaseListJSON returns for the template's nodes and the same arguments.
-func (t leaseTemplate) render(expired int, now time.Time, expiredAge time.Duration) []byte {
-	var freshBuf, oldBuf [len(metav1.RFC3339Micro)]byte
-	fresh := now.UTC().AppendFormat(freshBuf[:0], metav1.RFC3339Micro)
-	old := now.Add(-expiredAge).UTC().AppendFormat(oldBuf[:0], metav1.RFC3339Micro)
-	out := make([]byte, 0, t.size+(len(t.parts)-1)*len(fresh))
-	for i, part := range t.parts[:len(t.parts)-1] {
-		out = append(out, part...)
-		if i < expired {
-			out = append(out, old...)
-		} else {
-			out = append(out, fresh...)
-		}
-	}
-	return append(out, t.parts[len(t.parts)-1]...)
+func throttledJSON(retryAfterSeconds int) []byte {
+	return mustMarshal(metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Message: "Too many requests, please try again later.",
+		Reason: metav1.StatusReasonTooManyRequests, Code: http.StatusTooManyRequests,
+		Details: &metav1.StatusDetails{RetryAfterSeconds: int32(retryAfterSeconds)},
+	})
 }
 
 // protobufContentType is the API server's protobuf media type, which kube clients (and dwd) ask for
 // first.
 const protobufContentType = "application/vnd.kubernetes.protobuf"
-
-// protobufCodec encodes the lists as the API server does for a client that accepts protobuf.
-var protobufCodec = func() *protobuf.Serializer {
-	scheme := runtime.NewScheme()
-	utilruntime.Must(corev1.AddToScheme(scheme))
-	utilruntime.Must(coordinationv1.AddToScheme(scheme))
-	return protobuf.NewSerializer(scheme, scheme)
-}()
-
-// mustProtobuf encodes a list, which has its TypeMeta set, in the API server's protobuf envelope.
-func mustProtobuf(obj runtime.Object) []byte {
-	var buf bytes.Buffer
-	if err := protobufCodec.Encode(obj, &buf); err != nil {
-		panic(err)
-	}
-	return buf.Bytes()
-}
-
-// nodeListProtobuf is nodeListJSON's list in protobuf.
-func nodeListProtobuf(nodes []string, created time.Time) []byte {
-	return mustProtobuf(nodeList(nodes, created))
-}
-
-// leaseListProtobuf is leaseListJSON's list in protobuf.
-func leaseListProtobuf(nodes []string, expired int, now time.Time, expiredAge time.Duration) []byte {
-	return mustProtobuf(leaseList(nodes, expired, now, expiredAge))
-}

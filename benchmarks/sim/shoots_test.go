@@ -3,8 +3,10 @@ package sim
 import (
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"testing"
@@ -64,6 +66,11 @@ func getNodesOnce(ctx context.Context, cs kubernetes.Interface) error {
 	return cs.CoreV1().RESTClient().Get().Resource("nodes").Param("resourceVersion", "0").MaxRetries(0).Do(ctx).Error()
 }
 
+// renewedAt is the renewTime an honest kubelet with the default renew interval shows at a moment.
+func renewedAt(lease string, at time.Time) time.Time {
+	return lastRenew(at, renewPhase(lease, 10*time.Second), 10*time.Second)
+}
+
 func renewTimes(leases []coordinationv1.Lease) []time.Time {
 	times := make([]time.Time, len(leases))
 	for i, l := range leases {
@@ -114,7 +121,7 @@ func TestShootServerServesTheProbersEndpoints(t *testing.T) {
 		assert.Equal(t, nodeLeaseNamespace, l.Namespace)
 		assert.Equal(t, node, *l.Spec.HolderIdentity)
 		assert.Equal(t, int32(40), *l.Spec.LeaseDurationSeconds)
-		assert.Equal(t, t0, l.Spec.RenewTime.UTC())
+		assert.Equal(t, renewedAt(node, t0), l.Spec.RenewTime.UTC())
 	}
 
 	// The path prefix chose the shoot: b's client sees b's nodes.
@@ -129,27 +136,53 @@ func TestShootServerRenewsLeasesLikeKubelets(t *testing.T) {
 	t.Parallel()
 	clk := testingclock.NewFakeClock(t0)
 	s := startShootServer(t, ShootServerOptions{Clock: clk})
-	s.AddShoot("a", []string{"a-0", "a-1"})
+	nodes := NodeNames("a", 20)
+	s.AddShoot("a", nodes)
 	cs := clientFor(t, restConfig(t, s, "a"))
 
-	clk.Step(25 * time.Second)
+	var before []time.Time
+	for step := range 12 {
+		clk.Step(2500 * time.Millisecond)
+		now := clk.Now()
+		leases, err := listLeases(t.Context(), cs)
+		require.NoError(t, err)
+		got := renewTimes(leases.Items)
+		spread := map[time.Time]bool{}
+		for i, renewed := range got {
+			assert.Equal(t, renewedAt(nodes[i], now), renewed)
+			assert.True(t, renewed.After(now.Add(-10*time.Second)) && !renewed.After(now), "renewed within the last interval: %v at %v", renewed, now)
+			if before != nil {
+				assert.False(t, renewed.Before(before[i]), "a renewTime never goes back")
+			}
+			spread[renewed] = true
+		}
+		assert.Greater(t, len(spread), 10, "step %d: each lease on its own schedule", step)
+		before = got
+	}
+	clk.Step(10 * time.Second)
 	leases, err := listLeases(t.Context(), cs)
 	require.NoError(t, err)
-	assert.Equal(t, []time.Time{t0.Add(25 * time.Second), t0.Add(25 * time.Second)}, renewTimes(leases.Items))
+	for i, renewed := range renewTimes(leases.Items) {
+		assert.Equal(t, before[i].Add(10*time.Second), renewed, "renewed again one interval later")
+	}
 }
 
 func TestShootServerMeltdown(t *testing.T) {
 	t.Parallel()
 	nodes := []string{"n-0", "n-1", "n-2", "n-3"}
 	old := t0.Add(-5 * time.Minute)
+	r := make([]time.Time, len(nodes))
+	for i, n := range nodes {
+		r[i] = renewedAt(n, t0)
+	}
 	tests := []struct {
 		fraction float64
 		want     []time.Time
 	}{
-		{fraction: 0, want: []time.Time{t0, t0, t0, t0}},
-		{fraction: 0.5, want: []time.Time{old, old, t0, t0}},
-		{fraction: 0.3, want: []time.Time{old, t0, t0, t0}},   // round(1.2) = 1
-		{fraction: 0.125, want: []time.Time{old, t0, t0, t0}}, // round(0.5) = 1, half away from zero
+		{fraction: 0, want: []time.Time{r[0], r[1], r[2], r[3]}},
+		{fraction: 0.5, want: []time.Time{old, old, r[2], r[3]}},
+		{fraction: 0.3, want: []time.Time{old, r[1], r[2], r[3]}},   // round(1.2) = 1
+		{fraction: 0.125, want: []time.Time{old, r[1], r[2], r[3]}}, // round(0.5) = 1, half away from zero
 		{fraction: 1, want: []time.Time{old, old, old, old}},
 	}
 	s := startShootServer(t, ShootServerOptions{Clock: testingclock.NewFakeClock(t0), ExpiredAge: 5 * time.Minute})
@@ -270,7 +303,7 @@ func TestShootServerDown(t *testing.T) {
 			assert.NoError(t, err)
 
 			assert.Equal(t, Stats{Total: 2, Closed: 1, ByCode: map[int]uint64{http.StatusOK: 1},
-				ByEndpoint: map[Endpoint]uint64{EndpointNodes: 2}}, s.Stats())
+				ByEndpoint: map[Endpoint]uint64{EndpointNodes: 2}, NodeLists: ListReads{Cached: 1}}, s.Stats())
 		})
 	}
 }
@@ -347,6 +380,8 @@ func TestShootServerCounts(t *testing.T) {
 		Total:      6,
 		ByEndpoint: map[Endpoint]uint64{EndpointVersion: 1, EndpointNodes: 3, EndpointLeases: 1, EndpointOther: 1},
 		ByCode:     map[int]uint64{http.StatusOK: 3, http.StatusNotFound: 2, http.StatusTooManyRequests: 1},
+		NodeLists:  ListReads{Cached: 2},
+		LeaseLists: ListReads{Cached: 1},
 	}, s.Stats())
 }
 
@@ -378,10 +413,21 @@ func TestSetScenarioValidates(t *testing.T) {
 		wantErr  string
 	}{
 		{name: "valid", shoot: "a", scenario: Scenario{Kind: Slow, Delay: time.Second}},
+		{name: "valid lies together", shoot: "a", scenario: Scenario{Kind: StaleCache, CacheLag: time.Minute, NodeClockOffset: -90 * time.Second,
+			ServerClockOffset: time.Minute, ExtraLeases: 10, ExtraNodes: 10}},
 		{name: "unknown shoot", shoot: "b", scenario: Scenario{}, wantErr: `shoot "b" not found`},
 		{name: "unknown kind", shoot: "a", scenario: Scenario{Kind: 7}, wantErr: "unknown scenario kind ScenarioKind(7)"},
 		{name: "fraction above 1", shoot: "a", scenario: Scenario{Kind: Meltdown, ExpiredFraction: 1.5}, wantErr: "expiredFraction 1.5 is not in [0, 1]"},
 		{name: "negative delay", shoot: "a", scenario: Scenario{Kind: Slow, Delay: -time.Second}, wantErr: "delay -1s is negative"},
+		{name: "negative cache lag", shoot: "a", scenario: Scenario{Kind: StaleCache, CacheLag: -time.Second}, wantErr: "cacheLag -1s is negative"},
+		{name: "retryAfter not whole seconds", shoot: "a", scenario: Scenario{Kind: Throttled, RetryAfter: 1500 * time.Millisecond},
+			wantErr: "retryAfter 1.5s is not whole seconds"},
+		{name: "a field of another kind", shoot: "a", scenario: Scenario{Kind: Healthy, Delay: time.Second, CacheLag: time.Second},
+			wantErr: "delay is only for [Slow SlowBody], not Healthy\ncacheLag is only for [StaleCache], not Healthy"},
+		{name: "fraction outside a Meltdown", shoot: "a", scenario: Scenario{Kind: Down, ExpiredFraction: 0.5}, wantErr: "expiredFraction is only for [Meltdown], not Down"},
+		{name: "clock offset too large", shoot: "a", scenario: Scenario{ServerClockOffset: 25 * time.Hour}, wantErr: "serverClockOffset 25h0m0s is beyond ±24h0m0s"},
+		{name: "negative extra objects", shoot: "a", scenario: Scenario{ExtraLeases: -1, ExtraNodes: maxExtraObjects + 1},
+			wantErr: "extraLeases -1 is not in [0, 10000000]\nextraNodes 10000001 is not in [0, 10000000]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -463,4 +509,210 @@ func TestShootServerAnswersListsInProtobufWhenAsked(t *testing.T) {
 	assert.Equal(t, renewTimes(jsonLeases.Items), renewTimes(protoLeases.Items), "the same scenario in both encodings")
 	assert.Contains(t, renewTimes(protoLeases.Items), t0.Add(-10*time.Minute), "the meltdown shows")
 	assert.Equal(t, []string{"application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf"}, recorder.seen)
+}
+
+// listLeasesConsistently lists the node leases without a resourceVersion: a consistent read.
+func listLeasesConsistently(ctx context.Context, cs kubernetes.Interface, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+	return cs.CoordinationV1().Leases(nodeLeaseNamespace).List(ctx, opts)
+}
+
+func TestShootServerStaleCache(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0)
+	s := startShootServer(t, ShootServerOptions{Clock: clk})
+	nodes := []string{"a-0", "a-1", "a-2"}
+	s.AddShoot("a", nodes)
+	cs := clientFor(t, restConfig(t, s, "a"))
+	require.NoError(t, s.SetScenario("a", Scenario{Kind: StaleCache, CacheLag: time.Minute}))
+	frozen := make([]time.Time, len(nodes))
+	for i, n := range nodes {
+		frozen[i] = renewedAt(n, t0.Add(-time.Minute))
+	}
+
+	for _, step := range []time.Duration{0, 25 * time.Second, 5 * time.Minute} {
+		clk.Step(step)
+		cached, err := listLeases(t.Context(), cs)
+		require.NoError(t, err)
+		assert.Equal(t, frozen, renewTimes(cached.Items), "the cache stopped a minute before the scenario was set and ages")
+		fresh, err := listLeasesConsistently(t.Context(), cs, metav1.ListOptions{})
+		require.NoError(t, err)
+		for i, n := range nodes {
+			assert.Equal(t, renewedAt(n, clk.Now()), fresh.Items[i].Spec.RenewTime.UTC(), "a consistent read is fresh")
+		}
+	}
+	nodeList, err := listNodes(t.Context(), cs)
+	require.NoError(t, err)
+	assert.Len(t, nodeList.Items, 3, "nodes are answered from the cache as they are")
+	_, err = cs.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+
+	stats := s.Stats()
+	assert.Equal(t, ListReads{Consistent: 3, Cached: 3}, stats.LeaseLists)
+	assert.Equal(t, ListReads{Consistent: 1, Cached: 1}, stats.NodeLists)
+}
+
+func TestShootServerSlowBody(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0)
+	s := startShootServer(t, ShootServerOptions{Clock: clk})
+	s.AddShoot("a", []string{"a-0", "a-1"})
+	require.NoError(t, s.SetScenario("a", Scenario{Kind: SlowBody, Delay: 28 * time.Second}))
+	httpClient, err := rest.HTTPClientFor(restConfig(t, s, "a"))
+	require.NoError(t, err)
+
+	_, err = listNodes(t.Context(), clientFor(t, restConfig(t, s, "a")))
+	require.NoError(t, err, "only the lease list is held back")
+
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	headers := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL()+"/shoots/a/"+leasesPath+"?resourceVersion=0", nil)
+		resp, err := httpClient.Do(req)
+		headers <- result{resp, err}
+	}()
+	got := <-headers // the headers arrive before the delay passes
+	require.NoError(t, got.err)
+	defer func() { _ = got.resp.Body.Close() }()
+	assert.Equal(t, t0.Format(http.TimeFormat), got.resp.Header.Get("Date"), "dated when served")
+	require.Eventually(t, clk.HasWaiters, 5*time.Second, time.Millisecond)
+	clk.Step(28 * time.Second)
+	data, err := io.ReadAll(got.resp.Body)
+	require.NoError(t, err)
+	list := &coordinationv1.LeaseList{}
+	require.NoError(t, json.Unmarshal(data, list))
+	assert.Equal(t, []time.Time{renewedAt("a-0", t0), renewedAt("a-1", t0)}, renewTimes(list.Items),
+		"the renewTimes of when the list was served, 28 s before it arrived")
+}
+
+func TestShootServerClockOffsets(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0)
+	s := startShootServer(t, ShootServerOptions{Clock: clk, Token: "right"})
+	s.AddShoot("a", []string{"a-0", "a-1"})
+	require.NoError(t, s.SetScenario("a", Scenario{NodeClockOffset: -90 * time.Second, ServerClockOffset: time.Minute}))
+	cs := clientFor(t, restConfig(t, s, "a"))
+
+	leases, err := listLeases(t.Context(), cs)
+	require.NoError(t, err)
+	assert.Equal(t, []time.Time{renewedAt("a-0", t0).Add(-90 * time.Second), renewedAt("a-1", t0).Add(-90 * time.Second)}, renewTimes(leases.Items),
+		"the kubelets write their own clocks")
+
+	httpClient, err := rest.HTTPClientFor(restConfig(t, s, "a"))
+	require.NoError(t, err)
+	date := func(path, token string) string {
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, s.URL()+path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := httpClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.Header.Get("Date")
+	}
+	ahead, server := t0.Add(time.Minute).Format(http.TimeFormat), t0.Format(http.TimeFormat)
+	assert.Equal(t, ahead, date("/shoots/a/version", "right"), "200")
+	assert.Equal(t, ahead, date("/shoots/a/"+leasesPath, "right"), "200, a list")
+	assert.Equal(t, ahead, date("/shoots/a/version", "wrong"), "401")
+	assert.Equal(t, ahead, date("/shoots/a/api/v1/pods", "right"), "404")
+	assert.Equal(t, server, date("/shoots/unknown/version", "right"), "no shoot: the server's own clock")
+	require.NoError(t, s.SetScenario("a", Scenario{Kind: Throttled, RetryAfter: 3 * time.Second, ServerClockOffset: -time.Hour}))
+	assert.Equal(t, t0.Add(-time.Hour).Format(http.TimeFormat), date("/shoots/a/version", "right"), "429")
+}
+
+func TestShootServerThrottledRetryAfter(t *testing.T) {
+	t.Parallel()
+	s := startShootServer(t, ShootServerOptions{})
+	s.AddShoot("a", []string{"a-0"})
+	require.NoError(t, s.SetScenario("a", Scenario{Kind: Throttled, RetryAfter: 7 * time.Second}))
+	err := getNodesOnce(t.Context(), clientFor(t, restConfig(t, s, "a")))
+	delay, ok := apierrors.SuggestsClientDelay(err)
+	assert.True(t, ok, "unexpected error: %v", err)
+	assert.Equal(t, 7, delay)
+}
+
+func TestShootServerExtraObjects(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0.Add(4 * time.Second))
+	s := startShootServer(t, ShootServerOptions{Clock: clk})
+	s.AddShoot("a", []string{"a-0", "a-1"})
+	require.NoError(t, s.SetScenario("a", Scenario{ExtraLeases: 5, ExtraNodes: 3}))
+	for _, proto := range []bool{false, true} {
+		t.Run(fmt.Sprintf("protobuf=%v", proto), func(t *testing.T) {
+			cfg := restConfig(t, s, "a")
+			if proto {
+				cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+			}
+			cs := clientFor(t, cfg)
+			leases, err := listLeases(t.Context(), cs)
+			require.NoError(t, err)
+			require.Len(t, leases.Items, 7)
+			var names []string
+			for _, l := range leases.Items {
+				names = append(names, l.Name)
+			}
+			assert.Equal(t, []string{"a-0", "a-1", "extra-lease-0", "extra-lease-1", "extra-lease-2", "extra-lease-3", "extra-lease-4"}, names)
+			assert.Equal(t, t0, leases.Items[6].Spec.RenewTime.UTC(), "extra leases are fresh, renewed together")
+			nodes, err := listNodes(t.Context(), cs)
+			require.NoError(t, err)
+			require.Len(t, nodes.Items, 5)
+			assert.Equal(t, "extra-node-2", nodes.Items[4].Name)
+		})
+	}
+}
+
+func TestShootServerPaginatesConsistentLists(t *testing.T) {
+	t.Parallel()
+	clk := testingclock.NewFakeClock(t0)
+	s := startShootServer(t, ShootServerOptions{Clock: clk})
+	nodes := []string{"a-0", "a-1", "a-2"}
+	s.AddShoot("a", nodes)
+	require.NoError(t, s.SetScenario("a", Scenario{ExtraLeases: 4, ExtraNodes: 2}))
+	cs := clientFor(t, restConfig(t, s, "a"))
+
+	var names []string
+	var times []time.Time
+	opts := metav1.ListOptions{Limit: 3}
+	for page := 0; ; page++ {
+		list, err := listLeasesConsistently(t.Context(), cs, opts)
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(list.Items), 3)
+		for _, l := range list.Items {
+			names, times = append(names, l.Name), append(times, l.Spec.RenewTime.UTC())
+		}
+		if list.Continue == "" {
+			assert.Nil(t, list.RemainingItemCount)
+			break
+		}
+		assert.Equal(t, int64(7-3*(page+1)), *list.RemainingItemCount)
+		opts.Continue = list.Continue
+		clk.Step(time.Minute) // later pages show the first page's moment
+	}
+	assert.Equal(t, []string{"a-0", "a-1", "a-2", "extra-lease-0", "extra-lease-1", "extra-lease-2", "extra-lease-3"}, names)
+	assert.Equal(t, []time.Time{renewedAt("a-0", t0), renewedAt("a-1", t0), renewedAt("a-2", t0), t0, t0, t0, t0}, times)
+
+	t.Run("a cached read ignores the limit, as the watch cache does", func(t *testing.T) {
+		list, err := cs.CoordinationV1().Leases(nodeLeaseNamespace).List(t.Context(), metav1.ListOptions{ResourceVersion: "0", Limit: 3})
+		require.NoError(t, err)
+		assert.Len(t, list.Items, 7)
+		assert.Empty(t, list.Continue)
+	})
+	t.Run("nodes too", func(t *testing.T) {
+		list, err := cs.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{Limit: 4})
+		require.NoError(t, err)
+		assert.Len(t, list.Items, 4)
+		require.NotEmpty(t, list.Continue)
+		list, err = cs.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{Limit: 4, Continue: list.Continue})
+		require.NoError(t, err)
+		assert.Equal(t, "extra-node-1", list.Items[0].Name)
+		assert.Empty(t, list.Continue)
+	})
+	t.Run("a broken continue token is a bad request", func(t *testing.T) {
+		_, err := listLeasesConsistently(t.Context(), cs, metav1.ListOptions{Limit: 3, Continue: "garbage!"})
+		assert.True(t, apierrors.IsBadRequest(err), "unexpected error: %v", err)
+	})
+	t.Run("a token past a shrunk list is gone", func(t *testing.T) {
+		_, err := listLeasesConsistently(t.Context(), cs, metav1.ListOptions{Limit: 3, Continue: continueToken(100, t0)})
+		assert.True(t, apierrors.IsResourceExpired(err) || apierrors.IsGone(err), "unexpected error: %v", err)
+	})
 }

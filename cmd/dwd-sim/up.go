@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -13,12 +14,19 @@ import (
 func newUpCommand() *cobra.Command {
 	var shoots, nodes int
 	var dir string
+	var scenario scenarioFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start a seed with simulated shoots and run until interrupted",
 		Args:  cobra.NoArgs,
+		Long: `Starts a seed (kube-apiserver and etcd) with simulated shoots and runs until interrupted. The
+shoots' API servers are healthy, or play the scenario the flags give: a meltdown, an outage, or one of
+the lies a prober must not act on (a stale watch cache, a slow body, skewed clocks, huge lists).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			quietLogs()
+			if sc, err := scenario.scenario(); err != nil || sc.Validate() != nil {
+				return errors.Join(err, sc.Validate())
+			}
 			if dir == "" {
 				var err error
 				if dir, err = os.MkdirTemp("", "dwd-sim-"); err != nil {
@@ -35,6 +43,9 @@ func newUpCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := scenario.apply(seed.Shoots, shoots); err != nil {
+				return err
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "\n%d shoots ready in %s\nseed kubeconfig: %s\nshoot API servers: %s\n",
 				shoots, time.Since(start).Round(time.Second), seed.KubeconfigPath(), seed.Shoots.URL())
 			<-cmd.Context().Done()
@@ -44,5 +55,6 @@ func newUpCommand() *cobra.Command {
 	cmd.Flags().IntVar(&shoots, "shoots", 100, "Number of simulated shoots.")
 	cmd.Flags().IntVar(&nodes, "nodes", 3, "Nodes per shoot.")
 	cmd.Flags().StringVar(&dir, "dir", "", "Folder for the kubeconfig and logs (default: a new temporary folder).")
+	scenario.addFlags(cmd.Flags())
 	return cmd
 }
