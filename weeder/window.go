@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
@@ -36,9 +38,54 @@ func (m *Manager) runWindow(w Window) *windowRun {
 	return run
 }
 
-// watchPods weeds the pods of key's namespace that match sel until ctx ends: first those there now,
-// then every pod the watch reports added or changed.
+// Re-watch back-off of a pod watch: the first retry waits rewatchBaseDelay, each failure in a row
+// doubles the wait up to rewatchMaxDelay. A watch that ran for rewatchMaxDelay or longer was healthy,
+// and its end starts over at rewatchBaseDelay.
+const (
+	rewatchBaseDelay = 500 * time.Millisecond
+	rewatchMaxDelay  = 30 * time.Second
+)
+
+// rewatchDelay is the wait before the next list and watch, after a round that lasted lasted and
+// whose own wait was previous (0 for the first round).
+func rewatchDelay(previous, lasted time.Duration) time.Duration {
+	if previous == 0 || lasted >= rewatchMaxDelay {
+		return rewatchBaseDelay
+	}
+	return min(2*previous, rewatchMaxDelay)
+}
+
+// watchPods weeds the pods of key's namespace that match sel until ctx ends. Each round lists the
+// pods and weeds those there now, then weeds every pod a watch from that list reports added or
+// changed. A round ends when the list fails or the watch closes (a RetryWatcher closes on a 410 Gone);
+// the next one starts after a back-off, so that the selector is weeded for the whole window.
 func (m *Manager) watchPods(ctx context.Context, key ServiceKey, sel labels.Selector) {
+	var delay time.Duration
+	for {
+		started := m.Clock.Now()
+		m.listAndWatchPods(ctx, key, sel)
+		delay = rewatchDelay(delay, m.Clock.Since(started))
+		if !m.wait(ctx, wait.Jitter(delay, 0.2)) {
+			return
+		}
+		m.Log.V(1).Info("Re-listing pods for a weeding window", "namespace", key.Namespace, "service", key.Service, "selector", sel.String())
+	}
+}
+
+// wait waits for d on the manager's clock; false when ctx ended first.
+func (m *Manager) wait(ctx context.Context, d time.Duration) bool {
+	t := m.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// listAndWatchPods is one round of watchPods: it returns when ctx ends, the list fails or the watch closes.
+func (m *Manager) listAndWatchPods(ctx context.Context, key ServiceKey, sel labels.Selector) {
 	pods := m.Client.CoreV1().Pods(key.Namespace)
 	opts := metav1.ListOptions{LabelSelector: sel.String()}
 	list, err := pods.List(ctx, opts)
@@ -62,16 +109,25 @@ func (m *Manager) watchPods(ctx context.Context, key ServiceKey, sel labels.Sele
 		return
 	}
 	defer w.Stop()
+	m.weedWatched(ctx, key, w.ResultChan())
+}
+
+// weedWatched weeds the pods that events reports added or changed until ctx ends or events closes.
+func (m *Manager) weedWatched(ctx context.Context, key ServiceKey, events <-chan watch.Event) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case e, ok := <-w.ResultChan():
+		case e, ok := <-events:
 			if !ok {
 				return
 			}
-			if pod, isPod := e.Object.(*corev1.Pod); isPod && (e.Type == watch.Added || e.Type == watch.Modified) {
+			switch pod, isPod := e.Object.(*corev1.Pod); {
+			case isPod && (e.Type == watch.Added || e.Type == watch.Modified):
 				m.weed(ctx, key, pod)
+			case e.Type == watch.Error:
+				m.Log.V(1).Info("Pod watch of a weeding window reported an error", "namespace", key.Namespace, "service", key.Service,
+					"error", apierrors.FromObject(e.Object).Error())
 			}
 		}
 	}

@@ -1,0 +1,160 @@
+package weeder
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestRewatchDelay(t *testing.T) {
+	tests := []struct {
+		name             string
+		previous, lasted time.Duration
+		want             time.Duration
+	}{
+		{"first retry", 0, 0, rewatchBaseDelay},
+		{"first retry after a long watch", 0, time.Hour, rewatchBaseDelay},
+		{"failing again doubles", rewatchBaseDelay, time.Millisecond, 2 * rewatchBaseDelay},
+		{"and again", 4 * rewatchBaseDelay, time.Second, 8 * rewatchBaseDelay},
+		{"up to the cap", 20 * time.Second, time.Second, rewatchMaxDelay},
+		{"and stays there", rewatchMaxDelay, time.Second, rewatchMaxDelay},
+		{"a watch that ran long was healthy: start over", rewatchMaxDelay, rewatchMaxDelay, rewatchBaseDelay},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, rewatchDelay(tt.previous, tt.lasted))
+		})
+	}
+}
+
+// podWatchFixture is a weeder Manager on a fake clientset whose pod lists and watches the test drives.
+type podWatchFixture struct {
+	m       *Manager
+	clock   *clocktesting.FakeClock
+	lists   atomic.Int32
+	listErr atomic.Bool // lists fail while set
+	watches chan *watch.FakeWatcher
+	deleted chan string
+}
+
+func newPodWatchFixture() *podWatchFixture {
+	f := &podWatchFixture{clock: clocktesting.NewFakeClock(time.Now()), watches: make(chan *watch.FakeWatcher, 4), deleted: make(chan string, 4)}
+	client := fake.NewClientset()
+	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		f.lists.Add(1)
+		if f.listErr.Load() {
+			return true, nil, errors.New("list failed")
+		}
+		return true, &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}, nil
+	})
+	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
+		w := watch.NewFake()
+		f.watches <- w
+		return true, w, nil
+	})
+	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		f.deleted <- a.(k8stesting.DeleteAction).GetName()
+		return true, nil, nil
+	})
+	f.m = &Manager{Client: client, Clock: f.clock, Log: logr.Discard(), Recorder: record.NewFakeRecorder(10)}
+	return f
+}
+
+// start runs watchPods until the returned stop is called, which waits for it to return.
+func (f *podWatchFixture) start(t *testing.T) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.m.watchPods(ctx, ServiceKey{Namespace: "shoot--a", Service: "etcd-main-client"}, labels.Everything())
+	}()
+	stop = func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("watchPods did not return after its window's context ended")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func (f *podWatchFixture) nextWatch(t *testing.T) *watch.FakeWatcher {
+	t.Helper()
+	select {
+	case w := <-f.watches:
+		return w
+	case <-time.After(10 * time.Second):
+		t.Fatal("no pod watch was opened")
+		return nil
+	}
+}
+
+func (f *podWatchFixture) requireDeleted(t *testing.T, name string) {
+	t.Helper()
+	select {
+	case got := <-f.deleted:
+		assert.Equal(t, name, got)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("pod %s was not deleted", name)
+	}
+}
+
+func crashLoopingPod(name, resourceVersion string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shoot--a", UID: types.UID("uid-" + name), ResourceVersion: resourceVersion},
+		Status:     corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{waitingStatus("CrashLoopBackOff")}},
+	}
+}
+
+func TestWatchPodsReopensAWatchClosedByGone(t *testing.T) {
+	f := newPodWatchFixture()
+	f.start(t)
+	first := f.nextWatch(t)
+	first.Add(crashLoopingPod("before", "2"))
+	f.requireDeleted(t, "before")
+
+	// A 410 Gone ends a RetryWatcher for good; the window is still open.
+	first.Error(&metav1.Status{Status: metav1.StatusFailure, Code: http.StatusGone, Reason: metav1.StatusReasonExpired})
+	require.Eventually(t, f.clock.HasWaiters, 10*time.Second, time.Millisecond, "the next round waits for its back-off")
+	assert.Equal(t, int32(1), f.lists.Load(), "no re-list before the back-off has passed")
+
+	f.clock.Step(rewatchMaxDelay)
+	second := f.nextWatch(t)
+	assert.Equal(t, int32(2), f.lists.Load(), "re-listed before watching again")
+	second.Add(crashLoopingPod("after", "3"))
+	f.requireDeleted(t, "after")
+}
+
+func TestWatchPodsBacksOffUntilTheWindowEnds(t *testing.T) {
+	f := newPodWatchFixture()
+	f.listErr.Store(true)
+	stop := f.start(t)
+	for round := int32(1); round <= 3; round++ {
+		require.Eventually(t, f.clock.HasWaiters, 10*time.Second, time.Millisecond)
+		assert.Equal(t, round, f.lists.Load(), "one list per back-off")
+		f.clock.Step(rewatchMaxDelay)
+		require.Eventually(t, func() bool { return f.lists.Load() == round+1 }, 10*time.Second, time.Millisecond)
+	}
+	require.Eventually(t, f.clock.HasWaiters, 10*time.Second, time.Millisecond)
+	stop() // ends the back-off without the clock moving
+	assert.Equal(t, int32(4), f.lists.Load())
+}
