@@ -21,9 +21,10 @@ func newConfigValidateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "validate",
 		Short: "Check prober and weeder config files",
-		Long: `Check prober and weeder config files the way dwd loads them: strictly (unknown keys are
-errors), with defaults applied, and every rule checked. Prints "valid" and exits 0, or prints every
-problem, one per line with its file and field path, and exits 1.`,
+		Long: `Check prober and weeder config files the way dwd loads them, with defaults applied and every
+rule checked, but strictly: a key the config does not have is an error here, while dwd run, dwd prober
+and dwd weeder only warn about it (as the original ignores it). Prints "valid" and exits 0, or prints
+every problem, one per line with its file and field path, and exits 1.`,
 		Example: `  dwd config validate --prober-config=prober.yaml --weeder-config=weeder.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
