@@ -61,6 +61,7 @@ var shootFields = [][]string{
 	{"spec", "hibernation", "enabled"},
 	{"spec", "kubernetes", "kubeControllerManager", "nodeMonitorGracePeriod"},
 	{"status", "isHibernated"}, {"status", "lastOperation", "type"}, {"status", "lastOperation", "state"},
+	{"status", "lastOperation", "lastUpdateTime"},
 }
 
 // trimCluster keeps a Cluster's identity and the Shoot fields the prober reads. A spec.shoot that is

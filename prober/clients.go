@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -46,6 +48,10 @@ type ShootClients struct {
 	Burst int
 	// UserAgent is sent with every request (default "dwd-prober").
 	UserAgent string
+	// MaxBytes and MaxItems bound every answer: a body longer than MaxBytes, or a list of more than
+	// MaxItems items, is an error wrapping ErrAnswerTooLarge. 0 means no bound.
+	MaxBytes int64
+	MaxItems int
 	// Wrap, if set, wraps every shoot client's transport, e.g. to count requests.
 	Wrap func(http.RoundTripper) http.RoundTripper
 
@@ -60,7 +66,11 @@ type ShootClient struct {
 	core          *rest.RESTClient // /api/v1, and /version
 	coordination  *rest.RESTClient // /apis/coordination.k8s.io/v1
 	http          *http.Client
+	maxItems      int
 }
+
+// ErrAnswerTooLarge is wrapped by the error of a shoot answer over the bounds of ShootClients.
+var ErrAnswerTooLarge = errors.New("shoot answer too large")
 
 // For returns the client for the shoot whose access Secret this is, building it when the Secret is
 // new or changed. The error names what is wrong with the Secret, never its contents.
@@ -75,7 +85,7 @@ func (c *ShootClients) For(secret *corev1.Secret) (*ShootClient, error) {
 		return nil, fmt.Errorf("kubeconfig Secret %s/%s: %w", secret.Namespace, secret.Name, err)
 	}
 	if old, ok := c.clients[secret.Namespace]; ok {
-		old.http.CloseIdleConnections()
+		old.closeIdleConnections()
 	}
 	if c.clients == nil {
 		c.clients = map[string]*ShootClient{}
@@ -89,7 +99,7 @@ func (c *ShootClients) Forget(namespace string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if sc, ok := c.clients[namespace]; ok {
-		sc.http.CloseIdleConnections()
+		sc.closeIdleConnections()
 		delete(c.clients, namespace)
 	}
 }
@@ -118,6 +128,7 @@ func (c *ShootClients) build(secret *corev1.Secret) (*ShootClient, error) {
 	if c.Wrap != nil {
 		cfg.Wrap(c.Wrap)
 	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return answerTransport{next: rt, maxBytes: c.MaxBytes} })
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the HTTP client: %w", err)
@@ -136,7 +147,7 @@ func (c *ShootClients) build(secret *corev1.Secret) (*ShootClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ShootClient{secretUID: secret.UID, secretVersion: secret.ResourceVersion, core: core, coordination: coordination, http: httpClient}, nil
+	return &ShootClient{secretUID: secret.UID, secretVersion: secret.ResourceVersion, core: core, coordination: coordination, http: httpClient, maxItems: c.MaxItems}, nil
 }
 
 // restClientFor builds the REST client of one API group version over the shared HTTP client.
@@ -201,40 +212,140 @@ func (c *ShootClient) Version(ctx context.Context) error {
 	})
 }
 
-// Nodes lists the shoot's Nodes from the API server's watch cache.
-func (c *ShootClient) Nodes(ctx context.Context) ([]corev1.Node, error) {
-	list := &corev1.NodeList{}
-	err := c.retryOnce(ctx, func() error {
-		return c.core.Get().Resource("nodes").
-			VersionedParams(&metav1.ListOptions{ResourceVersion: "0"}, scheme.ParameterCodec).
-			MaxRetries(0).Do(ctx).Into(list)
-	})
-	return list.Items, err
+// Read is how a list was read: which kind of read, and the shoot API server's Date header of the
+// answer (zero when it sent none).
+type Read struct {
+	// Consistent is a read with resourceVersion unset, which the API server serves as fresh as etcd;
+	// otherwise it was a resourceVersion=0 read, which its watch cache may serve from the past.
+	Consistent bool
+	Date       time.Time
 }
 
-// NodeLeases lists the kubelets' Leases from the API server's watch cache.
-func (c *ShootClient) NodeLeases(ctx context.Context) ([]coordinationv1.Lease, error) {
+// Nodes lists the shoot's Nodes: from the API server's watch cache, or consistently.
+func (c *ShootClient) Nodes(ctx context.Context, consistent bool) ([]corev1.Node, Read, error) {
+	list := &corev1.NodeList{}
+	read, err := c.list(ctx, consistent, c.core.Get().Resource("nodes"), list)
+	if err == nil {
+		err = c.bounded(len(list.Items), &list.ListMeta)
+	}
+	return list.Items, read, err
+}
+
+// NodeLeases lists the kubelets' Leases: from the API server's watch cache, or consistently.
+func (c *ShootClient) NodeLeases(ctx context.Context, consistent bool) ([]coordinationv1.Lease, Read, error) {
 	list := &coordinationv1.LeaseList{}
+	read, err := c.list(ctx, consistent, c.coordination.Get().Namespace(nodeLeaseNamespace).Resource("leases"), list)
+	if err == nil {
+		err = c.bounded(len(list.Items), &list.ListMeta)
+	}
+	return list.Items, read, err
+}
+
+// list sends a list request and decodes the answer into obj. The request asks for at most MaxItems+1
+// items, so that an API server that pages the list (a consistent read) sends no more than that.
+func (c *ShootClient) list(ctx context.Context, consistent bool, req *rest.Request, obj runtime.Object) (Read, error) {
+	opts := &metav1.ListOptions{ResourceVersion: "0"}
+	if consistent {
+		opts.ResourceVersion = ""
+	}
+	if c.maxItems > 0 {
+		opts.Limit = int64(c.maxItems) + 1
+	}
+	read := Read{Consistent: consistent}
 	err := c.retryOnce(ctx, func() error {
-		return c.coordination.Get().Namespace(nodeLeaseNamespace).Resource("leases").
-			VersionedParams(&metav1.ListOptions{ResourceVersion: "0"}, scheme.ParameterCodec).
-			MaxRetries(0).Do(ctx).Into(list)
+		answer := &answerMeta{}
+		err := req.VersionedParams(opts, scheme.ParameterCodec).MaxRetries(0).Do(context.WithValue(ctx, answerKey{}, answer)).Into(obj)
+		read.Date = answer.date
+		return err
 	})
-	return list.Items, err
+	return read, err
+}
+
+// bounded fails a list that is over MaxItems or that the API server cut short: a partial list is never
+// an answer.
+func (c *ShootClient) bounded(items int, meta *metav1.ListMeta) error {
+	switch {
+	case c.maxItems > 0 && items > c.maxItems:
+		return fmt.Errorf("%w: more than %d items", ErrAnswerTooLarge, c.maxItems)
+	case meta.Continue != "" || meta.RemainingItemCount != nil:
+		return fmt.Errorf("%w: the API server cut the list short", ErrAnswerTooLarge)
+	}
+	return nil
 }
 
 // retryOnce runs call, and once more on fresh connections when it failed without an answer from
 // the API server on a connection that broke (a stale or broken connection). An error status is an
-// answer, and a timeout already took probeTimeout: neither is retried, so a call never takes longer
-// than probeTimeout plus one connection attempt.
+// answer, a timeout already took probeTimeout, and an answer over the bounds would be as large again:
+// none of them is retried.
 func (c *ShootClient) retryOnce(ctx context.Context, call func() error) error {
 	err := call()
 	var status apierrors.APIStatus
 	var netErr net.Error
-	if err == nil || errors.As(err, &status) || ctx.Err() != nil ||
+	if err == nil || errors.As(err, &status) || ctx.Err() != nil || errors.Is(err, ErrAnswerTooLarge) ||
 		errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()) {
 		return err
 	}
-	c.http.CloseIdleConnections()
+	c.closeIdleConnections()
 	return call()
+}
+
+// closeIdleConnections closes the idle connections of the client's transport. http.Client's own
+// CloseIdleConnections stops at client-go's outermost wrapper, which does not implement it; this
+// unwraps every wrapper down to the transport. The transport may be shared with other shoots of the
+// same TLS settings (client-go's TLS cache): closing their idle connections too is harmless.
+func (c *ShootClient) closeIdleConnections() {
+	utilnet.CloseIdleConnectionsFor(c.http.Transport)
+}
+
+// answerKey carries an *answerMeta in a request's context, for answerTransport to fill.
+type answerKey struct{}
+
+// answerMeta is what answerTransport saw of an answer.
+type answerMeta struct{ date time.Time }
+
+// answerTransport bounds the bodies of answers to maxBytes (0: no bound) and records the Date header
+// of each answer in the request's answerMeta, if any.
+type answerTransport struct {
+	next     http.RoundTripper
+	maxBytes int64
+}
+
+// WrappedRoundTripper lets utilnet.CloseIdleConnectionsFor reach the transport underneath.
+func (t answerTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
+
+func (t answerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if meta, ok := req.Context().Value(answerKey{}).(*answerMeta); ok {
+		meta.date, _ = http.ParseTime(resp.Header.Get("Date"))
+	}
+	if t.maxBytes <= 0 {
+		return resp, nil
+	}
+	if resp.ContentLength > t.maxBytes {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrAnswerTooLarge, resp.ContentLength, t.maxBytes)
+	}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, left: t.maxBytes}
+	return resp, nil
+}
+
+// boundedBody fails a read past its bound, so that an answer without Content-Length is cut off too.
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		return n, fmt.Errorf("%w: more than the bound of bytes", ErrAnswerTooLarge)
+	}
+	return n, err
 }

@@ -3,8 +3,11 @@ package prober
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -109,4 +112,93 @@ func TestShootClientDoesNotRetryAnAnswer(t *testing.T) {
 	require.NoError(t, err)
 	require.Error(t, c.Version(context.Background()))
 	assert.LessOrEqual(t, requests.Load(), int32(2), "an answer from the API server counts; only client-go's own retries may repeat it")
+}
+
+// connCounter counts the connections a test server opened and closed.
+type connCounter struct{ opened, closed atomic.Int32 }
+
+func (c *connCounter) track(_ net.Conn, state http.ConnState) {
+	switch state {
+	case http.StateNew:
+		c.opened.Add(1)
+	case http.StateClosed:
+		c.closed.Add(1)
+	}
+}
+
+func versionServer(t *testing.T, conns *connCounter) *httptest.Server {
+	server := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"major":"1","minor":"36"}`))
+	}))
+	server.Config.ConnState = conns.track
+	server.StartTLS()
+	t.Cleanup(server.Close)
+	return server
+}
+
+func TestForgetClosesTheIdleConnections(t *testing.T) {
+	var conns connCounter
+	server := versionServer(t, &conns)
+	clients := &ShootClients{Timeout: 5 * time.Second}
+	c, err := clients.For(secret("1", kubeconfig(server.URL, map[string]any{"token": "t"})))
+	require.NoError(t, err)
+	require.NoError(t, c.Version(context.Background()))
+	require.Equal(t, int32(1), conns.opened.Load())
+	clients.Forget("shoot--p--s")
+	require.Eventually(t, func() bool { return conns.closed.Load() == 1 }, 5*time.Second, 10*time.Millisecond,
+		"the idle connection is closed, through client-go's wrappers")
+}
+
+func TestARetryUsesAFreshConnection(t *testing.T) {
+	var conns connCounter
+	server := versionServer(t, &conns)
+	c, err := (&ShootClients{Timeout: 5 * time.Second}).For(secret("1", kubeconfig(server.URL, map[string]any{"token": "t"})))
+	require.NoError(t, err)
+	require.NoError(t, c.Version(context.Background()))
+	calls := 0
+	err = c.retryOnce(context.Background(), func() error {
+		calls++
+		if calls == 1 {
+			return io.ErrUnexpectedEOF // a failure on a healthy connection, as a stale one would give
+		}
+		return c.Version(context.Background())
+	})
+	require.NoError(t, err)
+	assert.Equal(t, int32(2), conns.opened.Load(), "the retry opened a new connection")
+}
+
+func TestListsAreBoundedAndNeverPartial(t *testing.T) {
+	var body atomic.Value
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Date", "Sun, 22 Nov 2026 10:00:00 GMT")
+		_, _ = w.Write([]byte(body.Load().(string)))
+	}))
+	t.Cleanup(server.Close)
+	c, err := (&ShootClients{Timeout: 5 * time.Second, MaxItems: 2, MaxBytes: 4096}).For(secret("1", kubeconfig(server.URL, map[string]any{"token": "t"})))
+	require.NoError(t, err)
+	lease := `{"metadata":{"name":"n"}}`
+	for _, tt := range []struct {
+		name, body string
+		err        bool
+	}{
+		{"within the bounds", `{"kind":"LeaseList","apiVersion":"coordination.k8s.io/v1","items":[` + lease + `,` + lease + `]}`, false},
+		{"more items than the bound", `{"kind":"LeaseList","apiVersion":"coordination.k8s.io/v1","items":[` + lease + `,` + lease + `,` + lease + `]}`, true},
+		{"cut short by the server", `{"kind":"LeaseList","apiVersion":"coordination.k8s.io/v1","metadata":{"continue":"x"},"items":[` + lease + `]}`, true},
+		{"more bytes than the bound", `{"kind":"LeaseList","apiVersion":"coordination.k8s.io/v1","items":[` + lease + `],"padding":"` + strings.Repeat("x", 5000) + `"}`, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			body.Store(tt.body)
+			items, read, err := c.NodeLeases(context.Background(), true)
+			if tt.err {
+				require.ErrorIs(t, err, ErrAnswerTooLarge)
+				return
+			}
+			require.NoError(t, err)
+			assert.Len(t, items, 2)
+			assert.True(t, read.Consistent)
+			assert.Equal(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), read.Date.UTC())
+		})
+	}
 }

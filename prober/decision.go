@@ -59,13 +59,17 @@ type Decision struct {
 	Candidates int
 	// Expired is how many of those leases have expired.
 	Expired int
+	// Unknown is how many of those leases look old but have not been watched long enough to tell.
+	Unknown int
 	// ExpiredFraction is Expired / Candidates, 0 without candidates.
 	ExpiredFraction float64
 	// WithoutLease is the number of candidate nodes without a lease; they are not judged.
 	WithoutLease int
 }
 
-// DecideScaling decides over the candidate nodes and the shoot's kube-node-lease Leases.
+// DecideScaling decides over the candidate nodes and a read of the shoot's kube-node-lease Leases,
+// given the sightings of earlier reads (by lease name; see JudgeLease). It returns the decision and
+// the sightings to keep, those of the candidates only.
 //
 // Only leases named like a candidate count, each candidate once. A candidate node without a lease is
 // left out of the count, as in the original: a new node whose kubelet has not created its lease yet
@@ -73,21 +77,37 @@ type Decision struct {
 // number of candidates with a lease, and the table (UPSTREAM) reads:
 //   - 0 → ScaleUp (if the dependents were scaled down: with no evidence of an outage, recover);
 //   - 1 → None (one node says too little either way);
-//   - otherwise ScaleDown when Expired/Candidates >= fraction, else ScaleUp.
-func DecideScaling(candidates []string, leases []coordinationv1.Lease, grace time.Duration, fraction float64, now time.Time) Decision {
+//   - Expired/Candidates >= fraction → ScaleDown;
+//   - (Expired+Unknown)/Candidates >= fraction → None: the leases this replica cannot judge yet
+//     could tip it either way, so it neither scales down nor up;
+//   - otherwise ScaleUp.
+func DecideScaling(candidates []string, read LeaseRead, seen map[string]Sighting, grace time.Duration, fraction float64) (Decision, map[string]Sighting) {
 	pending := make(map[string]struct{}, len(candidates))
 	for _, name := range candidates {
 		pending[name] = struct{}{}
 	}
+	keep := make(map[string]Sighting, len(candidates))
 	var d Decision
-	for i := range leases {
-		if _, ok := pending[leases[i].Name]; !ok {
+	for i := range read.Leases {
+		lease := &read.Leases[i]
+		if _, ok := pending[lease.Name]; !ok {
 			continue
 		}
-		delete(pending, leases[i].Name)
+		delete(pending, lease.Name)
 		d.Candidates++
-		if LeaseExpired(&leases[i], grace, now) {
+		var prev *Sighting
+		if s, ok := seen[lease.Name]; ok {
+			prev = &s
+		}
+		state, now := JudgeLease(lease, prev, read, grace)
+		if now != nil {
+			keep[lease.Name] = *now
+		}
+		switch state {
+		case Expired:
 			d.Expired++
+		case Unknown:
+			d.Unknown++
 		}
 	}
 	d.WithoutLease = len(pending)
@@ -95,7 +115,7 @@ func DecideScaling(candidates []string, leases []coordinationv1.Lease, grace tim
 		d.ExpiredFraction = float64(d.Expired) / float64(d.Candidates)
 	}
 	d.Action = scalingAction(d, fraction)
-	return d
+	return d, keep
 }
 
 // scalingAction applies the decision table to the counts.
@@ -107,6 +127,8 @@ func scalingAction(d Decision, fraction float64) Action {
 		return None
 	case d.ExpiredFraction >= fraction:
 		return ScaleDown
+	case float64(d.Expired+d.Unknown)/float64(d.Candidates) >= fraction:
+		return None
 	}
 	return ScaleUp
 }

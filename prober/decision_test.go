@@ -87,6 +87,7 @@ func TestDecideScalingTable(t *testing.T) {
 		return out
 	}
 	noRenewTime := coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	// Every lease has been seen with its renewTime for 20 s, past the 15 s stability window.
 	tests := []struct {
 		name       string
 		candidates []string
@@ -112,13 +113,31 @@ func TestDecideScalingTable(t *testing.T) {
 		{"a candidate without a lease is not counted", names(4), leases(2, 1), 0.6, Decision{Action: ScaleDown, Candidates: 3, Expired: 2, ExpiredFraction: 2.0 / 3, WithoutLease: 1}},
 		{"duplicate candidate names count once", []string{"n0", "n0", "n1"}, leases(1, 1), 0.6, Decision{Action: ScaleUp, Candidates: 2, Expired: 1, ExpiredFraction: 0.5}},
 		{"duplicate leases count once", names(2), append(leases(1, 1), leases(1, 0)...), 0.6, Decision{Action: ScaleUp, Candidates: 2, Expired: 1, ExpiredFraction: 0.5}},
-		{"a lease without renewTime counts as expired", names(2), append(leases(0, 1), noRenewTime), 0.5, Decision{Action: ScaleDown, Candidates: 2, Expired: 1, ExpiredFraction: 0.5}},
+		{"a lease without renewTime is no evidence either way", names(2), append(leases(0, 1), noRenewTime), 0.5, Decision{Action: None, Candidates: 2, Unknown: 1}},
+		{"a lease without renewTime does not make a healthy shoot inconclusive", names(3), append(leases(0, 2), coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}), 0.6, Decision{Action: ScaleUp, Candidates: 3, Unknown: 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, DecideScaling(tt.candidates, tt.leases, grace, tt.fraction, decisionNow))
+			got, _ := DecideScaling(tt.candidates, readAt(decisionNow, tt.leases...), watched(tt.leases, 20*time.Second), grace, tt.fraction)
+			assert.Equal(t, tt.want, got)
 		})
 	}
+}
+
+// readAt is a read of leases sent and answered at now.
+func readAt(now time.Time, leases ...coordinationv1.Lease) LeaseRead {
+	return LeaseRead{Leases: leases, Sent: now, Received: now}
+}
+
+// watched returns sightings of the leases' renewTimes, each first seen for before decisionNow.
+func watched(leases []coordinationv1.Lease, before time.Duration) map[string]Sighting {
+	seen := map[string]Sighting{}
+	for _, l := range leases {
+		if l.Spec.RenewTime != nil {
+			seen[l.Name] = Sighting{RenewTime: l.Spec.RenewTime.Time, Since: decisionNow.Add(-before)}
+		}
+	}
+	return seen
 }
 
 func TestActionString(t *testing.T) {
@@ -141,8 +160,9 @@ func BenchmarkDecideScaling(b *testing.B) {
 		}
 		leases = append(leases, nodeLease(name, renewed))
 	}
+	read, seen := readAt(decisionNow, leases...), watched(leases, 20*time.Second)
 	b.ReportAllocs()
 	for b.Loop() {
-		DecideScaling(candidates, leases, 40*time.Second, 0.6, decisionNow)
+		DecideScaling(candidates, read, seen, 40*time.Second, 0.6)
 	}
 }

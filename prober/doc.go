@@ -3,6 +3,25 @@
 // node leases have expired and back up when they recover.
 //
 // Probes are scheduled on a min-heap of next-run times feeding a bounded worker pool, never a goroutine
-// per shoot; seed objects come from filtered informer caches and shoot clients are cached per Secret
-// version.
+// per shoot; seed objects come from filtered informer caches, all registered at setup, and shoot
+// clients are cached per Secret version. Scale flows run on a second scheduler with workers of their
+// own, stepped so that their waits hold no worker.
+//
+// # Decisions
+//
+// No single read decides a scale-down. The pure part is JudgeLease and DecideScaling: a lease is
+// expired only when this replica has watched its renewTime stay the same for a stability window on its
+// own clock, and the age rule (or a longer watch) agrees; a lease not watched long enough is Unknown and
+// blocks both directions. A probe cycle then confirms a scale-down with a consistent read, measures
+// lease ages from the moment the request was sent, treats a slow or oversized answer as inconclusive,
+// and only then starts a flow. docs/prober.md gives the reasoning.
+//
+// # Locking
+//
+// Manager.mu guards the probes and orders every start and stop of a probe; stopping a probe waits, under
+// it, for the probe's run in flight and its flow's step in flight, so neither outlives the ownership of
+// the shoot. Manager.flowMu guards only the map of running flows and is never held while waiting. A
+// probe's memory (probeState) is touched only by its runs, which the scheduler never overlaps, also
+// across a restart that swaps the job. ShootClients has its own lock around its map; requests are sent
+// outside it.
 package prober

@@ -200,14 +200,16 @@ func (s *shootNS) replicas(name string) int32 {
 	return *s.deployment(name).Spec.Replicas
 }
 
-// addNode creates a node of pool-a with a fresh lease in the shoot and its Machine in the seed.
+// addNode creates a node of pool-a with a fresh lease in the shoot and its Machine in the seed. The
+// lease says it lasts 4 s (a kubelet would renew it every second), so that the prober's stability
+// window is 1.5 s instead of the 15 s of a 40 s lease.
 func (s *shootNS) addNode(name string) {
 	ctx := context.Background()
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{prober.LabelWorkerPool: "pool-a"}}}
 	require.NoError(s.t, shoot.Client.Create(ctx, node))
 	s.t.Cleanup(func() { _ = shoot.Client.Delete(context.Background(), node) })
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-node-lease"},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}}
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](4), RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}}
 	require.NoError(s.t, shoot.Client.Create(ctx, lease))
 	s.t.Cleanup(func() { _ = shoot.Client.Delete(context.Background(), lease) })
 

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
 )
 
 // Shoot last-operation types and states the lifecycle rules look at (Gardener's values).
@@ -125,13 +127,24 @@ func lastOperationReason(op *LastOperation) string {
 	return "last operation " + op.Type + " is " + op.State
 }
 
-// probeSpecOf computes the spec of a shoot that should be probed.
+// probeSpecOf computes the spec of a shoot that should be probed. A Shoot's own grace period is
+// clamped into the bounds the config's is validated against (config.ClampGracePeriod): its owner sets
+// it, and a tiny one would have the watchdog scale that healthy shoot down.
 func probeSpecOf(shoot *Shoot, defaultGrace time.Duration) ProbeSpec {
 	spec := ProbeSpec{NodeMonitorGracePeriod: defaultGrace, WorkerNodeConditions: workerNodeConditions(shoot.Spec.Provider.Workers)}
-	if kcm := shoot.Spec.Kubernetes.KubeControllerManager; kcm != nil && kcm.NodeMonitorGracePeriod != nil && kcm.NodeMonitorGracePeriod.Duration > 0 {
-		spec.NodeMonitorGracePeriod = kcm.NodeMonitorGracePeriod.Duration
+	if grace, ok := shootGracePeriod(shoot); ok {
+		spec.NodeMonitorGracePeriod, _ = config.ClampGracePeriod(grace)
 	}
 	return spec
+}
+
+// shootGracePeriod returns the Shoot's own nodeMonitorGracePeriod when it is set and positive.
+func shootGracePeriod(shoot *Shoot) (time.Duration, bool) {
+	kcm := shoot.Spec.Kubernetes.KubeControllerManager
+	if kcm == nil || kcm.NodeMonitorGracePeriod == nil || kcm.NodeMonitorGracePeriod.Duration <= 0 {
+		return 0, false
+	}
+	return kcm.NodeMonitorGracePeriod.Duration, true
 }
 
 // workerNodeConditions maps each worker pool to its sorted, de-duplicated node condition types, with

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,8 +37,13 @@ const takeoverJitter = 250 * time.Millisecond
 // and restart by the lifecycle rules) and the prober's sharding.PartitionHandler (start the probes
 // of an acquired partition, stop those of a released one before the release goes on).
 //
-// Locking: mu guards probes and orders every start and stop of a probe; it is held while a stopped
-// probe's run in flight is cancelled and waited for, so a probe never outlives its ownership.
+// Scale flows run on their own scheduler (Flows), never in a probe's turn: a flow's waits (initial
+// delays, ready waits) are reschedules there and hold no worker, and probes keep their cadence while
+// flows run. A shoot has at most one flow; a decision in the other direction replaces it.
+//
+// Locking: mu guards probes and paused and orders every start and stop of a probe; it is held while a
+// stopped probe's run in flight and its flow's step in flight are cancelled and waited for, so neither
+// outlives its ownership. flowMu guards flows only and is never held while waiting.
 type Manager struct {
 	Config    *config.ProberConfig
 	Ownership sharding.Ownership
@@ -46,12 +52,20 @@ type Manager struct {
 	Scaler    *scaler.Scaler
 	Clients   *ShootClients
 	Scheduler *Scheduler
-	Recorder  record.EventRecorder
+	// Flows runs the scale flows, on workers of their own.
+	Flows    *Scheduler
+	Recorder record.EventRecorder
 	Clock     clock.WithTicker
 	Log       logr.Logger
 
 	mu     sync.Mutex
 	probes map[string]*shootProbe
+	// paused holds the namespaces whose probe this replica stopped by the lifecycle rules (hibernation,
+	// migration, a restore in progress): when it starts again, it waits the initial delay.
+	paused map[string]struct{}
+
+	flowMu sync.Mutex
+	flows  map[string]*scaler.Flow
 
 	reportMu sync.Mutex
 	reported map[string]string // broken Secret or Cluster → the version already reported
@@ -60,7 +74,15 @@ type Manager struct {
 var _ sharding.PartitionHandler = (*Manager)(nil)
 
 func (m *Manager) interval() time.Duration { return m.Config.ProbeInterval.Duration }
-func (m *Manager) jitterFactor() float64   { return *m.Config.BackoffJitterFactor }
+
+// period is a jittered probe period (see jitterAround).
+func (m *Manager) period() time.Duration {
+	return jitterAround(m.interval(), *m.Config.BackoffJitterFactor, rand.Float64())
+}
+
+// cycleDeadline bounds one probe cycle: twice the probe timeout, room for the API server probe and
+// the lists with one retry, and for the confirming reads.
+func (m *Manager) cycleDeadline() time.Duration { return 2 * m.Config.ProbeTimeout.Duration }
 
 // Reconcile brings the probe of one Cluster (named after its shoot namespace) in line with the
 // lifecycle rules and this replica's ownership.
@@ -87,6 +109,11 @@ func (m *Manager) Released(p int) {
 			m.stopLocked(ns)
 		}
 	}
+	for ns := range m.paused {
+		if m.Ownership.Partition(ns) == p {
+			delete(m.paused, ns)
+		}
+	}
 }
 
 // clustersIn lists the cached Clusters of partition p.
@@ -110,12 +137,14 @@ func (m *Manager) sync(ctx context.Context, ns string) error {
 	defer m.mu.Unlock()
 	if !m.Ownership.Owns(ns) {
 		m.stopLocked(ns)
+		delete(m.paused, ns)
 		return nil
 	}
 	cluster := &unstructured.Unstructured{}
 	cluster.SetGroupVersionKind(ClusterGVK)
 	if err := m.Reader.Get(ctx, client.ObjectKey{Name: ns}, cluster); err != nil {
 		m.stopLocked(ns)
+		delete(m.paused, ns)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -130,34 +159,81 @@ func (m *Manager) sync(ctx context.Context, ns string) error {
 	run, spec, reason := Decide(shoot, m.Config.KCMNodeMonitorGraceDuration.Duration)
 	if !run {
 		m.Log.V(1).Info("Not probing", "namespace", ns, "reason", reason)
-		m.stopLocked(ns)
+		if m.stopLocked(ns) {
+			m.pauseLocked(ns)
+		}
 		return nil
 	}
-	m.startLocked(ns, spec, m.firstRun(cluster))
+	if grace, ok := shootGracePeriod(shoot); ok && grace != spec.NodeMonitorGracePeriod {
+		m.reportClampedGrace(cluster, grace, spec.NodeMonitorGracePeriod)
+	}
+	m.startLocked(ns, spec, m.firstRun(ns, cluster, shoot))
 	return nil
 }
 
-// firstRun is when a new probe first runs: initialDelay after the cluster's creation for a cluster
-// younger than that, else (also when taken over from another replica) after a short jitter.
-func (m *Manager) firstRun(cluster *unstructured.Unstructured) time.Time {
+// reportClampedGrace logs and records an Event, once per Cluster version, for a Shoot whose own grace
+// period is out of bounds.
+func (m *Manager) reportClampedGrace(cluster *unstructured.Unstructured, grace, used time.Duration) {
+	if !m.firstReport("grace/"+cluster.GetName(), cluster.GetResourceVersion()) {
+		return
+	}
+	msg := fmt.Sprintf("spec.kubernetes.kubeControllerManager.nodeMonitorGracePeriod %s is out of bounds; the watchdog judges node leases with %s", grace, used)
+	m.Log.Info("Shoot grace period clamped", "namespace", cluster.GetName(), "gracePeriod", grace.String(), "used", used.String())
+	m.shootEvent(cluster.GetName(), corev1.EventTypeWarning, "GracePeriodClamped", msg)
+}
+
+// pauseLocked remembers that the probe of ns stopped by the lifecycle rules.
+func (m *Manager) pauseLocked(ns string) {
+	if m.paused == nil {
+		m.paused = map[string]struct{}{}
+	}
+	m.paused[ns] = struct{}{}
+}
+
+// firstRun is when a new probe first runs. The original waits initialDelay whenever it creates a
+// probe; here it applies where the shoot's control plane is new or coming back: a cluster created
+// less than initialDelay ago, a Create or Restore (the end of a migration) that succeeded less than
+// initialDelay ago, and a probe this replica stopped by the lifecycle rules (hibernation, migration, a
+// restore in progress) and now starts again (a wake-up). Any other start, such as a takeover from
+// another replica or a restart of this one, runs after a short jitter: the shoot was being probed.
+func (m *Manager) firstRun(ns string, cluster *unstructured.Unstructured, shoot *Shoot) time.Time {
 	now := m.Clock.Now()
-	if due := cluster.GetCreationTimestamp().Add(m.Config.InitialDelay.Duration); due.After(now) {
+	delay := m.Config.InitialDelay.Duration
+	due := cluster.GetCreationTimestamp().Add(delay)
+	if op := shoot.Status.LastOperation; op != nil && op.LastUpdateTime != nil &&
+		(op.Type == LastOperationTypeCreate || op.Type == LastOperationTypeRestore) {
+		due = later(due, op.LastUpdateTime.Add(delay))
+	}
+	if _, ok := m.paused[ns]; ok {
+		delete(m.paused, ns)
+		due = later(due, now.Add(delay))
+	}
+	if due.After(now) {
 		return due
 	}
 	return now.Add(time.Duration(rand.Int64N(int64(takeoverJitter))))
 }
 
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // startLocked schedules the probe of ns, or gives a running one its new spec (a restart).
 func (m *Manager) startLocked(ns string, spec ProbeSpec, at time.Time) {
+	st := &probeState{}
 	if p, ok := m.probes[ns]; ok {
 		if p.spec.Equal(spec) {
 			return
 		}
+		st = p.st
 		m.Log.Info("Restarting probe: node conditions or grace period changed", "namespace", ns)
 	} else {
 		m.Log.Info("Starting probe", "namespace", ns, "firstRun", at)
 	}
-	p := &shootProbe{m: m, namespace: ns, spec: spec}
+	p := &shootProbe{m: m, namespace: ns, spec: spec, st: st}
 	if m.probes == nil {
 		m.probes = map[string]*shootProbe{}
 	}
@@ -166,17 +242,21 @@ func (m *Manager) startLocked(ns string, spec ProbeSpec, at time.Time) {
 	probesActive.Set(float64(len(m.probes)))
 }
 
-// stopLocked stops the probe of ns, waits for its run in flight, and drops what it kept.
-func (m *Manager) stopLocked(ns string) {
+// stopLocked stops the probe of ns and its flow, waits for the run and the flow step in flight, and
+// drops what it kept; false when no probe ran.
+func (m *Manager) stopLocked(ns string) bool {
 	if _, ok := m.probes[ns]; !ok {
-		return
+		return false
 	}
 	delete(m.probes, ns)
 	m.Scheduler.Remove(ns)
+	m.stopFlow(ns)
 	m.Clients.Forget(ns)
 	expiredFraction.DeleteLabelValues(ns)
+	clockOffset.DeleteLabelValues(ns)
 	probesActive.Set(float64(len(m.probes)))
 	m.Log.Info("Stopped probe", "namespace", ns)
+	return true
 }
 
 // Probing reports whether a probe of ns is running here.
@@ -220,4 +300,80 @@ func (m *Manager) firstReport(key, version string) bool {
 	}
 	m.reported[key] = version
 	return true
+}
+
+// startFlow runs a scale flow of ns in direction dir on the flow pool, unless one in that direction
+// runs already; a flow in the other direction is stopped first (its step in flight is waited for; the
+// state on the resources lets the new flow finish whatever it left).
+func (m *Manager) startFlow(ns string, dir scaler.Direction, why scaler.Reason) {
+	m.flowMu.Lock()
+	running, ok := m.flows[ns]
+	m.flowMu.Unlock()
+	if ok && running.Direction() == dir {
+		return
+	}
+	if ok {
+		m.Log.Info("Replacing scale flow", "namespace", ns, "from", running.Direction().String(), "to", dir.String())
+	}
+	m.Flows.Remove(ns)
+	f := m.Scaler.NewFlow(ns, dir, why)
+	m.flowMu.Lock()
+	if m.flows == nil {
+		m.flows = map[string]*scaler.Flow{}
+	}
+	m.flows[ns] = f
+	m.flowMu.Unlock()
+	m.Flows.Schedule(ns, m.Clock.Now(), m.flowJob(ns, f))
+}
+
+// flowJob runs the steps of flow f of ns until it ends.
+func (m *Manager) flowJob(ns string, f *scaler.Flow) Job {
+	return func(ctx context.Context) time.Duration {
+		next, done, err := f.Step(ctx)
+		if !done {
+			return next
+		}
+		m.flowMu.Lock()
+		if m.flows[ns] == f {
+			delete(m.flows, ns)
+		}
+		m.flowMu.Unlock()
+		if err != nil && ctx.Err() == nil {
+			m.Log.Error(err, "Scale flow failed", "namespace", ns, "direction", f.Direction().String())
+		}
+		return Done
+	}
+}
+
+// stopFlow stops the flow of ns, if any, and waits for its step in flight.
+func (m *Manager) stopFlow(ns string) {
+	m.Flows.Remove(ns)
+	m.flowMu.Lock()
+	delete(m.flows, ns)
+	m.flowMu.Unlock()
+}
+
+// shootEvent records an Event about a shoot's probe on its first dependent resource, in the shoot's
+// namespace, where its operators look.
+func (m *Manager) shootEvent(ns, eventType, reason, message string) {
+	if m.Recorder == nil || len(m.Config.DependentResourceInfos) == 0 {
+		return
+	}
+	ref := m.Config.DependentResourceInfos[0].Ref
+	var obj client.Object = &appsv1.Deployment{}
+	if ref.Kind == "StatefulSet" {
+		obj = &appsv1.StatefulSet{}
+	}
+	obj.SetNamespace(ns)
+	obj.SetName(ref.Name)
+	m.Recorder.Event(obj, eventType, reason, message)
+}
+
+// observeClockOffset exports the shoot API server's clock offset from its Date header (zero: none),
+// against the middle of the request on this replica's clock.
+func (m *Manager) observeClockOffset(ns string, date, mid time.Time) {
+	if date.IsZero() {
+		return
+	}
+	clockOffset.WithLabelValues(ns).Set(date.Sub(mid).Round(time.Second).Seconds())
 }

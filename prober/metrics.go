@@ -22,6 +22,7 @@ const (
 	resultScaleFailed  = "scale_failed"
 	resultNoDecision   = "no_action" // exactly one candidate node: the original does nothing
 	resultShootInvalid = "shoot_invalid"
+	resultInconclusive = "inconclusive" // a read that cannot decide: see dwd_probe_inconclusive_total
 )
 
 var (
@@ -51,6 +52,12 @@ var (
 	apiThrottled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_api_throttled_requests_total", Help: "Requests answered 429 Too Many Requests, by API.",
 	}, []string{"api"})
+	inconclusiveTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_probe_inconclusive_total", Help: "Probe cycles that decided nothing, by reason: slow_answer (the lease list took longer than a quarter of the grace period), too_large (an answer over the bounds), not_confirmed (a consistent read did not confirm a scale-down).",
+	}, []string{"reason"})
+	clockOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_shoot_clock_offset_seconds", Help: "The shoot API server's clock (its Date header, 1 s resolution) minus this replica's, at the last probe. Informational: expiry is judged by observation and does not depend on it.",
+	}, []string{"namespace"})
 	shootsInvalid = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_shoot_config_errors_total", Help: "Clusters or kubeconfig Secrets that could not be used, by kind.",
 	}, []string{"kind"})
@@ -61,7 +68,7 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		metrics.Registry.MustRegister(probesTotal, probeDuration, probeLag, missedCycles, probesActive, expiredFraction,
-			apiRequests, apiThrottled, shootsInvalid)
+			apiRequests, apiThrottled, shootsInvalid, inconclusiveTotal, clockOffset)
 	})
 }
 
@@ -78,6 +85,9 @@ type countingTransport struct {
 	next        http.RoundTripper
 	api, client string
 }
+
+// WrappedRoundTripper lets utilnet.CloseIdleConnectionsFor reach the transport underneath.
+func (t countingTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
 
 func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)

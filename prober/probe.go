@@ -2,8 +2,8 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,8 +14,12 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
 
-// throttleBackoff is how long a shoot is left alone after its API server answered 429.
+// throttleBackoff is the least a shoot is left alone after its API server answered 429.
 const throttleBackoff = 10 * time.Second
+
+// failingEventAfter is how many cycles in a row a probe must fail, while the shoot's dependents are
+// scaled down, before it says so with a Warning Event.
+const failingEventAfter = 3
 
 // jitterAround spreads the period between probes uniformly over interval × [1 − factor/2, 1 + factor/2]
 // (r in [0, 1) picks the point), so that the mean period is the configured probeInterval and the
@@ -28,57 +32,147 @@ func jitterAround(interval time.Duration, factor, r float64) time.Duration {
 	return time.Duration(float64(interval) * (low + (high-low)*r))
 }
 
-// shootProbe probes one shoot namespace: its API server, then its node leases, and runs a scale flow
-// when the leases call for one that the cached Deployments show is needed.
+// shootProbe probes one shoot namespace: its API server, then its node leases; it starts a scale flow
+// when the leases call for one that the cached Deployments show is needed. Its fields after spec are
+// used by its runs only, which never overlap.
 type shootProbe struct {
 	m         *Manager
 	namespace string
 	spec      ProbeSpec
+	// st is the probe's memory, kept across a restart with a new spec (the same pointer).
+	st *probeState
+}
+
+// probeState is what a shoot's probe remembers between its cycles. Only the probe's runs use it, and
+// the scheduler never runs two of them at once, also across a restart that swaps the job.
+type probeState struct {
+	// seen is what the probe saw of each candidate's node lease (see JudgeLease).
+	seen map[string]Sighting
+	// failures counts the cycles in a row that failed; failingReported is set once the Warning Event
+	// of the current run of failures was recorded.
+	failures        int
+	failingReported bool
 }
 
 // run is one probe cycle; it returns when the next should start.
 func (p *shootProbe) run(ctx context.Context) time.Duration {
-	next := jitterAround(p.m.interval(), p.m.jitterFactor(), rand.Float64())
+	next := p.m.period()
 	result, err := p.cycle(ctx)
 	probesTotal.WithLabelValues(result).Inc()
-	if err != nil && ctx.Err() == nil {
-		p.m.Log.V(1).Info("Probe failed", "namespace", p.namespace, "result", result, "error", err.Error())
+	if ctx.Err() != nil && err != nil {
+		return next
 	}
+	p.track(ctx, result, err)
 	if result == resultThrottled {
-		return throttleBackoff
+		return max(next, throttleBackoff, retryAfter(err, p.m.interval()))
 	}
 	return next
 }
 
-// cycle runs the probes and returns the result label and the error that ended the cycle, if any.
+// retryAfter is the Retry-After of a 429 answer, 0 when none was given, and at most maxRetryAfter (a
+// shoot cannot switch its probe off).
+func retryAfter(err error, interval time.Duration) time.Duration {
+	seconds, ok := apierrors.SuggestsClientDelay(err)
+	if !ok || seconds <= 0 {
+		return 0
+	}
+	return min(time.Duration(seconds)*time.Second, maxRetryAfter(interval))
+}
+
+// maxRetryAfter is the longest Retry-After honoured: ten probe intervals, and at least two minutes.
+func maxRetryAfter(interval time.Duration) time.Duration { return max(10*interval, 2*time.Minute) }
+
+// track logs a change between succeeding and failing at info level, and records a Warning Event
+// once a probe has failed failingEventAfter cycles in a row while the shoot's dependents are scaled
+// down: nothing will scale them up while the probe cannot see the shoot.
+func (p *shootProbe) track(ctx context.Context, result string, err error) {
+	log := p.m.Log.WithValues("namespace", p.namespace)
+	if err == nil {
+		if p.st.failures > 0 {
+			log.Info("Probe succeeds again", "failedCycles", p.st.failures, "result", result)
+		}
+		p.st.failures, p.st.failingReported = 0, false
+		return
+	}
+	p.st.failures++
+	if p.st.failures == 1 {
+		log.Info("Probe failing", "result", result, "error", err.Error())
+	} else {
+		log.V(1).Info("Probe failed", "result", result, "failedCycles", p.st.failures, "error", err.Error())
+	}
+	if p.st.failures < failingEventAfter || p.st.failingReported {
+		return
+	}
+	if down, _ := p.m.Scaler.NeedsScaling(ctx, p.namespace, scaler.Up); down {
+		p.st.failingReported = true
+		p.m.shootEvent(p.namespace, corev1.EventTypeWarning, "ProbeFailing",
+			fmt.Sprintf("The dependents are scaled down and the probe failed %d cycles in a row (%s): nothing scales them up until it succeeds. Last error: %v", p.st.failures, result, err))
+	}
+}
+
+// cycle runs the probes, within the cycle deadline, and returns the result label and the error that
+// ended the cycle, if any.
 func (p *shootProbe) cycle(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.m.cycleDeadline())
+	defer cancel()
 	shoot, err := p.client(ctx)
 	if err != nil {
 		return resultKubeconfig, err
+	}
+	// The seed's Machines first (a cache read), so that nothing waits on the seed while holding shoot
+	// data whose age is being measured.
+	machines, err := p.machines(ctx)
+	if err != nil {
+		return resultLeases, err
 	}
 	start := p.m.Clock.Now()
 	err = shoot.Version(ctx)
 	probeDuration.WithLabelValues("apiserver").Observe(p.m.Clock.Since(start).Seconds())
 	if err != nil {
-		return failure(resultAPIServer, err)
+		return p.failure(resultAPIServer, err)
 	}
 	start = p.m.Clock.Now()
-	decision, err := p.decide(ctx, shoot)
+	decision, err := p.decideConfirmed(ctx, shoot, machines)
 	probeDuration.WithLabelValues("leases").Observe(p.m.Clock.Since(start).Seconds())
 	if err != nil {
-		return failure(resultLeases, err)
+		return p.failure(resultLeases, err)
 	}
 	expiredFraction.WithLabelValues(p.namespace).Set(decision.ExpiredFraction)
 	return p.act(ctx, decision)
 }
 
-// failure labels an error, 429 answers as throttled.
-func failure(result string, err error) (string, error) {
-	if apierrors.IsTooManyRequests(err) {
+// failure labels an error: 429 answers as throttled, inconclusive reads as inconclusive.
+func (p *shootProbe) failure(result string, err error) (string, error) {
+	var inc inconclusive
+	switch {
+	case apierrors.IsTooManyRequests(err):
 		return resultThrottled, err
+	case errors.Is(err, ErrAnswerTooLarge):
+		inconclusiveTotal.WithLabelValues(reasonTooLarge).Inc()
+		p.m.shootEvent(p.namespace, corev1.EventTypeWarning, "ShootAnswerTooLarge",
+			fmt.Sprintf("The shoot's API server answered more than the watchdog reads (--shoot-max-response-bytes, --shoot-max-response-items): %v. No scaling until it answers within the bounds.", err))
+		return resultInconclusive, err
+	case errors.As(err, &inc):
+		inconclusiveTotal.WithLabelValues(inc.reason).Inc()
+		return resultInconclusive, err
 	}
 	return result, err
 }
+
+// inconclusive is a read that cannot decide anything.
+type inconclusive struct {
+	reason string
+	msg    string
+}
+
+func (e inconclusive) Error() string { return e.msg }
+
+// Reasons of dwd_probe_inconclusive_total.
+const (
+	reasonSlowAnswer   = "slow_answer"   // the lease list took longer than a quarter of the grace period
+	reasonTooLarge     = "too_large"     // an answer over the bounds
+	reasonNotConfirmed = "not_confirmed" // a consistent read did not confirm a scale-down
+)
 
 // client returns the shoot client built from the cached kubeconfig Secret. A broken Secret is
 // reported (log, Event on the Secret, metric) only when it changes, not on every cycle.
@@ -95,22 +189,52 @@ func (p *shootProbe) client(ctx context.Context) (*ShootClient, error) {
 	return c, err
 }
 
-// decide lists the shoot's nodes and node leases and the seed's Machines and decides.
-func (p *shootProbe) decide(ctx context.Context, shoot *ShootClient) (Decision, error) {
-	nodes, err := shoot.Nodes(ctx)
+// decideConfirmed decides from the cheap reads (the API server's watch cache) and, before a
+// scale-down, reads the nodes and leases again consistently and decides again: a scale-down stands
+// only when both decisions call for it.
+func (p *shootProbe) decideConfirmed(ctx context.Context, shoot *ShootClient, machines []MachineInfo) (Decision, error) {
+	d, err := p.decide(ctx, shoot, machines, false)
+	if err != nil || d.Action != ScaleDown {
+		return d, err
+	}
+	confirmed, err := p.decide(ctx, shoot, machines, true)
+	if err != nil {
+		return Decision{}, fmt.Errorf("confirming a scale-down: %w", err)
+	}
+	if confirmed.Action != ScaleDown {
+		p.m.Log.Info("Scale-down not confirmed by a consistent read", "namespace", p.namespace,
+			"expired", d.Expired, "confirmedExpired", confirmed.Expired, "candidates", confirmed.Candidates)
+		return Decision{}, inconclusive{reason: reasonNotConfirmed,
+			msg: fmt.Sprintf("%d of %d leases expired in the cached read, %d in the consistent read", d.Expired, d.Candidates, confirmed.Expired)}
+	}
+	return confirmed, nil
+}
+
+// decide lists the shoot's nodes and node leases and decides. The age of the leases is measured from
+// the moment the lease request was sent; an answer that took longer than a quarter of the grace period
+// decides nothing.
+func (p *shootProbe) decide(ctx context.Context, shoot *ShootClient, machines []MachineInfo, consistent bool) (Decision, error) {
+	nodes, _, err := shoot.Nodes(ctx, consistent)
 	if err != nil {
 		return Decision{}, fmt.Errorf("listing nodes: %w", err)
 	}
-	leases, err := shoot.NodeLeases(ctx)
+	sent := p.m.Clock.Now()
+	leases, read, err := shoot.NodeLeases(ctx, consistent)
+	received := p.m.Clock.Now()
 	if err != nil {
 		return Decision{}, fmt.Errorf("listing node leases: %w", err)
 	}
-	machines, err := p.machines(ctx)
-	if err != nil {
-		return Decision{}, err
+	took := received.Sub(sent)
+	p.m.observeClockOffset(p.namespace, read.Date, sent.Add(took/2))
+	grace := p.spec.NodeMonitorGracePeriod
+	if took > grace/4 {
+		return Decision{}, inconclusive{reason: reasonSlowAnswer,
+			msg: fmt.Sprintf("the node lease list took %s, more than a quarter of the grace period %s", took.Round(time.Millisecond), grace)}
 	}
 	candidates := CandidateNodes(nodes, machines, p.spec)
-	return DecideScaling(candidates, leases, p.spec.NodeMonitorGracePeriod, *p.m.Config.NodeLeaseFailureFraction, p.m.Clock.Now()), nil
+	d, seen := DecideScaling(candidates, LeaseRead{Leases: leases, Sent: sent, Received: received}, p.st.seen, grace, *p.m.Config.NodeLeaseFailureFraction)
+	p.st.seen = seen
+	return d, nil
 }
 
 // machines reads the shoot's Machines from the seed cache.
@@ -127,13 +251,18 @@ func (p *shootProbe) machines(ctx context.Context) ([]MachineInfo, error) {
 	return machines, nil
 }
 
-// act runs the scale flow the decision calls for when the cache shows it would change anything.
+// act starts the scale flow the decision calls for when the cache shows it would change anything; the
+// flow runs on the flow pool, not in this probe's turn. A healthy shoot also gets the replicas
+// annotations the original left behind removed.
 func (p *shootProbe) act(ctx context.Context, d Decision) (string, error) {
 	dir, result := scaler.Up, resultScaledUp
 	switch d.Action {
 	case ScaleDown:
 		dir, result = scaler.Down, resultScaledDown
 	case ScaleUp:
+		if err := p.cleanup(ctx); err != nil {
+			return resultScaleFailed, err
+		}
 	default:
 		return resultNoDecision, nil
 	}
@@ -145,8 +274,16 @@ func (p *shootProbe) act(ctx context.Context, d Decision) (string, error) {
 		return resultHealthy, nil
 	}
 	why := scaler.Reason{Message: fmt.Sprintf("%d of %d candidate node leases expired", d.Expired, d.Candidates), ExpiredFraction: d.ExpiredFraction}
-	if err := p.m.Scaler.Scale(ctx, p.namespace, dir, why); err != nil {
-		return resultScaleFailed, err
-	}
+	p.m.startFlow(p.namespace, dir, why)
 	return result, nil
+}
+
+// cleanup removes replicas annotations left on running dependents (by the original, which never
+// removed them), without a scale flow.
+func (p *shootProbe) cleanup(ctx context.Context) error {
+	needed, err := p.m.Scaler.NeedsCleanup(ctx, p.namespace)
+	if err != nil || !needed {
+		return err
+	}
+	return p.m.Scaler.Cleanup(ctx, p.namespace)
 }

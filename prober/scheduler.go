@@ -10,8 +10,12 @@ import (
 )
 
 // Job is one run of a scheduled task, for example one probe cycle of a shoot. It returns how long to
-// wait before the next run. ctx ends when the task is removed or the scheduler stops.
+// wait before the next run, or Done when the task has ended. ctx ends when the task is removed or the
+// scheduler stops.
 type Job func(ctx context.Context) time.Duration
+
+// Done, returned by a Job, ends its task: it is unscheduled as if removed.
+const Done time.Duration = -1
 
 // Scheduler runs tasks at their next-run times on a bounded pool of workers: a min-heap of next-run
 // times feeds the workers, never a goroutine per task, and a task is never run twice at once.
@@ -188,7 +192,23 @@ func (s *Scheduler) run(ctx context.Context, t *task) {
 		next = job(runCtx)
 	}
 	cancel()
+	if next == Done {
+		s.end(t)
+		return
+	}
 	s.requeue(t, s.clock.Now().Add(next))
+}
+
+// end ends a run whose job said Done: the task is unscheduled, unless a new task took its key.
+func (s *Scheduler) end(t *task) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t.running = false
+	close(t.done)
+	if !t.removed && s.tasks[t.key] == t {
+		delete(s.tasks, t.key)
+	}
+	t.removed = true
 }
 
 // requeue ends a run: the task goes back into the heap at next unless it was removed meanwhile.

@@ -153,3 +153,24 @@ func TestSchedulerRemoveDoesNotWaitForATaskNotYetStarted(t *testing.T) {
 	}
 	assert.False(t, ran.Load())
 }
+
+func TestSchedulerEndsATaskWhoseJobIsDone(t *testing.T) {
+	s, clk := startScheduler(t, 1, nil)
+	var runs atomic.Int32
+	s.Schedule("flow", t0, func(context.Context) time.Duration {
+		if runs.Add(1) == 2 {
+			return Done
+		}
+		return time.Second
+	})
+	require.Eventually(t, func() bool { return runs.Load() == 1 }, 5*time.Second, time.Millisecond)
+	clk.Step(time.Second)
+	require.Eventually(t, func() bool { return !s.Scheduled("flow") }, 5*time.Second, time.Millisecond)
+	clk.Step(time.Hour)
+	s.Remove("flow") // nothing to wait for
+	assert.Equal(t, int32(2), runs.Load())
+
+	// The key can be scheduled again.
+	s.Schedule("flow", clk.Now(), counter(&runs, time.Hour))
+	require.Eventually(t, func() bool { return runs.Load() == 3 }, 5*time.Second, time.Millisecond)
+}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,7 +21,7 @@ import (
 
 // Options tune the prober of one replica.
 type Options struct {
-	// Workers bounds the probes and scale flows in flight.
+	// Workers bounds the probes in flight; scale flows have their own pool (ScaleWorkers).
 	Workers int
 	// ConcurrentReconciles bounds the Cluster reconciles in flight.
 	ConcurrentReconciles int
@@ -43,35 +46,75 @@ type Options struct {
 	MaxResponseItems int
 }
 
+// Defaults of the Options a caller leaves at zero.
+const (
+	DefaultScaleWorkers     = 16
+	DefaultScaleQPS         = 20
+	DefaultScaleBurst       = 100
+	DefaultMaxResponseBytes = 32 << 20
+	DefaultMaxResponseItems = 20000
+)
+
+// defaulted returns a copy of o with the zero scale and bound settings defaulted.
+func (o Options) defaulted() Options {
+	if o.ScaleWorkers <= 0 {
+		o.ScaleWorkers = DefaultScaleWorkers
+	}
+	if o.ScaleQPS <= 0 {
+		o.ScaleQPS = DefaultScaleQPS
+	}
+	if o.ScaleBurst <= 0 {
+		o.ScaleBurst = DefaultScaleBurst
+	}
+	if o.MaxResponseBytes <= 0 {
+		o.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if o.MaxResponseItems <= 0 {
+		o.MaxResponseItems = DefaultMaxResponseItems
+	}
+	return o
+}
+
 // Setup adds the prober to mgr, whose cache must have been built with CacheOptions: the Cluster
-// controller, the scheduler, the dependent-resource cache and the scaler. The returned Manager is a
-// sharding.PartitionHandler for coordinator, which also tells it what this replica owns.
+// controller, the probe and flow schedulers, the dependent-resource cache and the scaler. The returned
+// Manager is a sharding.PartitionHandler for coordinator, which also tells it what this replica owns.
+//
+// Every seed informer a probe reads (Clusters, kubeconfig Secrets, Machines, the dependents) is
+// registered here, so the manager waits for their sync before any probe runs: no probe ever waits for a
+// first sync while it holds shoot data whose age it measures.
 func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, coordinator *sharding.Coordinator, opts Options) (*Manager, error) {
 	registerMetrics()
+	opts = opts.defaulted()
 	if err := IndexClusters(ctx, mgr.GetFieldIndexer(), opts.PartitionCount); err != nil {
 		return nil, fmt.Errorf("indexing clusters: %w", err)
+	}
+	for _, obj := range []client.Object{&corev1.Secret{}, newMachine()} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return nil, fmt.Errorf("registering the %T informer: %w", obj, err)
+		}
 	}
 	dependents, err := NewDependentCache(mgr.GetConfig(), mgr.GetScheme(), cfg.DependentResourceInfos)
 	if err != nil {
 		return nil, err
 	}
-	scaleClient, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-		Cache: &client.CacheOptions{Reader: dependents}})
+	scaleClient, scaleReader, err := scaleClients(mgr, dependents)
 	if err != nil {
-		return nil, fmt.Errorf("creating the scale client: %w", err)
+		return nil, err
 	}
 	log := ctrl.Log.WithName("prober")
 	clk := clock.RealClock{}
+	recorder := mgr.GetEventRecorderFor("dependency-watchdog-prober")
 	m := &Manager{
-		Config: cfg, Ownership: coordinator, Reader: mgr.GetCache(), Clock: clk, Log: log,
-		Recorder:  mgr.GetEventRecorderFor("dependency-watchdog-prober"),
+		Config: cfg, Ownership: coordinator, Reader: mgr.GetCache(), Clock: clk, Log: log, Recorder: recorder,
 		Scheduler: NewScheduler(clk, opts.Workers, lagObserver(cfg.ProbeInterval.Duration)),
+		Flows:     NewScheduler(clk, opts.ScaleWorkers, nil),
 		Clients: &ShootClients{Timeout: cfg.ProbeTimeout.Duration, QPS: opts.QPS, Burst: opts.Burst, UserAgent: opts.UserAgent,
-			Wrap: CountRequests("shoot", "prober")},
-		Scaler: &scaler.Scaler{Client: scaleClient, APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorderFor("dependency-watchdog-prober"),
-			Clock: clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos},
+			MaxBytes: opts.MaxResponseBytes, MaxItems: opts.MaxResponseItems, Wrap: CountRequests("shoot", "prober")},
+		Scaler: &scaler.Scaler{Client: scaleClient, APIReader: scaleReader, Recorder: recorder,
+			Limiter: flowcontrol.NewTokenBucketRateLimiter(opts.ScaleQPS, opts.ScaleBurst),
+			Clock:   clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos},
 	}
-	for _, r := range []manager.Runnable{dependents, m.Scheduler} {
+	for _, r := range []manager.Runnable{dependents, m.Scheduler, m.Flows} {
 		if err := mgr.Add(r); err != nil {
 			return nil, err
 		}
@@ -85,4 +128,24 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 	}
 	coordinator.AddHandler(m)
 	return m, nil
+}
+
+// scaleClients builds the scale path's clients: they read the dependents from their cache, and send
+// their requests with no rate limiter of their own, counted as client "scaler", because the Scaler's
+// Limiter is the scale path's whole budget. Events go through the manager's recorder, whose client has
+// a budget of its own.
+func scaleClients(mgr manager.Manager, dependents *DependentCache) (client.Client, client.Reader, error) {
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	cfg.WrapTransport = CountRequests("seed", "scaler")
+	live, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the scale client: %w", err)
+	}
+	cached, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		Cache: &client.CacheOptions{Reader: dependents}})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the scale client: %w", err)
+	}
+	return cached, live, nil
 }

@@ -79,6 +79,22 @@ type ShootStatus struct {
 type LastOperation struct {
 	Type  string `json:"type"`
 	State string `json:"state"`
+	// LastUpdateTime is when the operation last changed, e.g. when a Restore succeeded.
+	LastUpdateTime *metav1.Time `json:"lastUpdateTime,omitempty"`
+}
+
+// UnmarshalJSON decodes the last operation so that a malformed lastUpdateTime names its field.
+func (o *LastOperation) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Type           string          `json:"type"`
+		State          string          `json:"state"`
+		LastUpdateTime json.RawMessage `json:"lastUpdateTime"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*o = LastOperation{Type: raw.Type, State: raw.State}
+	return decodeField("status.lastOperation.lastUpdateTime", raw.LastUpdateTime, &o.LastUpdateTime)
 }
 
 // HibernationEnabled reports spec.hibernation.enabled, false when unset.

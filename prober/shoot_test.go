@@ -71,7 +71,8 @@ func TestDecodeShootKeepsTheFieldsTheRulesRead(t *testing.T) {
 			}},
 			Kubernetes: Kubernetes{KubeControllerManager: &KubeControllerManager{NodeMonitorGracePeriod: &metav1.Duration{Duration: 2 * time.Minute}}},
 		},
-		Status: ShootStatus{IsHibernated: true, LastOperation: &LastOperation{Type: "Reconcile", State: "Processing"}},
+		Status: ShootStatus{IsHibernated: true, LastOperation: &LastOperation{Type: "Reconcile", State: "Processing",
+			LastUpdateTime: &metav1.Time{Time: time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC).Local()}}},
 	}
 	assert.True(t, want.Metadata.CreationTimestamp.Equal(&shoot.Metadata.CreationTimestamp))
 	assert.True(t, want.Metadata.DeletionTimestamp.Equal(shoot.Metadata.DeletionTimestamp))

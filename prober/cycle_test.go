@@ -1,0 +1,376 @@
+package prober
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/scaler"
+)
+
+const cycleNS = "shoot--p--lies"
+
+// cycleConfig is the original's example with a 1 s probe interval.
+const cycleConfig = `
+kubeConfigSecretName: shoot-access-dependency-watchdog-probe
+probeInterval: 1s
+dependentResourceInfos:
+  - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
+    scaleUp: {level: 0}
+    scaleDown: {level: 1}
+  - ref: {kind: Deployment, name: machine-controller-manager, apiVersion: apps/v1}
+    scaleUp: {level: 1, initialDelay: 30s}
+    scaleDown: {level: 0}
+  - ref: {kind: Deployment, name: cluster-autoscaler, apiVersion: apps/v1}
+    optional: true
+    scaleUp: {level: 2}
+    scaleDown: {level: 0}
+`
+
+var cycleDependents = []string{"kube-controller-manager", "machine-controller-manager", "cluster-autoscaler"}
+
+// lyingShoot is a shoot API server whose lease answers a test scripts. Every kubelet renews every 10 s
+// on its own phase, on the test's fake clock plus nodeClock, unless the shoot melted.
+type lyingShoot struct {
+	clk   *clocktesting.FakeClock
+	nodes []string
+
+	mu         sync.Mutex
+	nodeClock  time.Duration // added to every renewTime the kubelets write
+	meltedAt   time.Time     // when the kubelets stopped renewing (zero: they renew)
+	staleAt    time.Time     // resourceVersion=0 answers are frozen at this time (zero: fresh)
+	bodyDelay  time.Duration // stepped on the fake clock after the answer is fixed, before it is sent
+	extra      int           // extra leases of no candidate
+	body       []byte        // non-nil: the answer to every lease list
+	retryAfter string        // non-empty: every request is answered 429 with this Retry-After
+
+	consistent, cached atomic.Int32
+}
+
+func newLyingShoot(t *testing.T, clk *clocktesting.FakeClock, nodes int) (*lyingShoot, *httptest.Server) {
+	s := &lyingShoot{clk: clk}
+	for i := range nodes {
+		s.nodes = append(s.nodes, fmt.Sprintf("node-%d", i))
+	}
+	srv := httptest.NewTLSServer(s)
+	t.Cleanup(srv.Close)
+	return s, srv
+}
+
+func (s *lyingShoot) set(f func(*lyingShoot)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s)
+}
+
+// renewTime is the renewTime of kubelet i as served at at.
+func (s *lyingShoot) renewTime(i int, at time.Time) time.Time {
+	if !s.meltedAt.IsZero() && at.After(s.meltedAt) {
+		at = s.meltedAt
+	}
+	phase := time.Duration(i) * 10 * time.Second / time.Duration(len(s.nodes))
+	last := at.Add(-phase).Truncate(10 * time.Second).Add(phase)
+	return last.Add(s.nodeClock)
+}
+
+func (s *lyingShoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retryAfter != "" {
+		w.Header().Set("Retry-After", s.retryAfter)
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	var obj any
+	switch r.URL.Path {
+	case "/version":
+	case "/api/v1/nodes":
+		list := &corev1.NodeList{}
+		for _, n := range s.nodes {
+			list.Items = append(list.Items, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{LabelWorkerPool: "pool"}}})
+		}
+		obj = list
+	case "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases":
+		if s.body != nil {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write(s.body)
+			return
+		}
+		obj = s.leases(r.URL.Query().Get("resourceVersion") == "")
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	s.clk.Step(s.bodyDelay)
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{})
+	switch o := obj.(type) {
+	case *corev1.NodeList:
+		o.Kind, o.APIVersion = "NodeList", "v1"
+		_ = enc.Encode(o, w)
+	case *coordinationv1.LeaseList:
+		o.Kind, o.APIVersion = "LeaseList", "coordination.k8s.io/v1"
+		_ = enc.Encode(o, w)
+	default:
+		_, _ = fmt.Fprint(w, `{"major":"1","minor":"36"}`)
+	}
+}
+
+// leases answers a lease list, consistent or from the (maybe stale) watch cache.
+func (s *lyingShoot) leases(consistent bool) *coordinationv1.LeaseList {
+	at := s.clk.Now()
+	if consistent {
+		s.consistent.Add(1)
+	} else {
+		s.cached.Add(1)
+		if !s.staleAt.IsZero() {
+			at = s.staleAt
+		}
+	}
+	list := &coordinationv1.LeaseList{}
+	for i, n := range s.nodes {
+		list.Items = append(list.Items, nodeLease(n, s.renewTime(i, at)))
+	}
+	for i := range s.extra {
+		list.Items = append(list.Items, nodeLease(fmt.Sprintf("tenant-%d", i), at))
+	}
+	return list
+}
+
+// cycleFixture is one shoot's probe with everything below the API boundary faked: the seed reads
+// from a fake client, the shoot from a lyingShoot.
+type cycleFixture struct {
+	shoot    *lyingShoot
+	clk      *clocktesting.FakeClock
+	m        *Manager
+	p        *shootProbe
+	recorder *record.FakeRecorder
+}
+
+func newCycleFixture(t *testing.T, nodes int) *cycleFixture {
+	registerMetrics()
+	clk := clocktesting.NewFakeClock(time.Now())
+	shoot, srv := newLyingShoot(t, clk, nodes)
+	cfg, errs := config.DecodeProberConfig([]byte(cycleConfig))
+	require.Empty(t, errs)
+	objs := []client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: cfg.KubeConfigSecretName, Namespace: cycleNS},
+		Data: map[string][]byte{KubeconfigKey: kubeconfig(srv.URL, map[string]any{"token": "t"})}}}
+	for _, name := range cycleDependents {
+		objs = append(objs, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cycleNS}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}})
+	}
+	c := fake.NewClientBuilder().WithObjects(objs...).Build()
+	recorder := record.NewFakeRecorder(100)
+	machines := make([]unstructured.Unstructured, 0, nodes)
+	for _, n := range shoot.nodes {
+		u := newMachine()
+		u.SetName("m-" + n)
+		u.SetNamespace(cycleNS)
+		u.SetLabels(map[string]string{MachineNodeLabel: n})
+		machines = append(machines, *u)
+	}
+	m := &Manager{Config: cfg, Reader: machineReader{Client: c, machines: machines}, Clock: clk, Log: logr.Discard(), Recorder: recorder,
+		Clients: &ShootClients{Timeout: 5 * time.Second, MaxBytes: 4 << 20, MaxItems: 1000},
+		Scaler:  &scaler.Scaler{Client: c, Clock: clk, Resources: cfg.DependentResourceInfos},
+		Flows:   NewScheduler(clk, 1, nil)}
+	p := &shootProbe{m: m, namespace: cycleNS, spec: ProbeSpec{NodeMonitorGracePeriod: 40 * time.Second}, st: &probeState{}}
+	return &cycleFixture{shoot: shoot, clk: clk, m: m, p: p, recorder: recorder}
+}
+
+// machineReader serves the shoot's Machines, which the fake client cannot list as unstructured.
+type machineReader struct {
+	client.Client
+	machines []unstructured.Unstructured
+}
+
+func (r machineReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if u, ok := list.(*unstructured.UnstructuredList); ok {
+		u.Items = append(u.Items[:0], r.machines...)
+		return nil
+	}
+	return r.Client.List(ctx, list, opts...)
+}
+
+// cycles runs n probe cycles, the fake clock stepping by every between them, and returns their results.
+func (f *cycleFixture) cycles(t *testing.T, n int, every time.Duration) []string {
+	var results []string
+	for range n {
+		result, _ := f.p.cycle(context.Background())
+		results = append(results, result)
+		f.clk.Step(every)
+	}
+	return results
+}
+
+// flowStarted reports the direction of the shoot's scale flow, if one was started.
+func (f *cycleFixture) flowStarted() (scaler.Direction, bool) {
+	f.m.flowMu.Lock()
+	defer f.m.flowMu.Unlock()
+	fl, ok := f.m.flows[cycleNS]
+	if !ok {
+		return 0, false
+	}
+	return fl.Direction(), true
+}
+
+func TestStaleWatchCacheIsConfirmedAgainstAConsistentRead(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	f.cycles(t, 3, 10*time.Second) // the probe has seen the leases renew
+	// The watch cache freezes: its renewTimes age; etcd's stay fresh.
+	f.shoot.set(func(s *lyingShoot) { s.staleAt = s.clk.Now() })
+	results := f.cycles(t, 12, 10*time.Second)
+	_, started := f.flowStarted()
+	assert.False(t, started, "no scale flow on a stale cache: %v", results)
+	assert.Contains(t, results, resultInconclusive)
+	assert.Positive(t, f.shoot.consistent.Load(), "the scale-down was checked with a consistent read")
+	assert.Less(t, int(f.shoot.consistent.Load()), 12, "a consistent read only before a would-be scale-down")
+
+	// When etcd says the same, the scale-down goes ahead.
+	f.shoot.set(func(s *lyingShoot) { s.meltedAt = s.staleAt })
+	f.cycles(t, 4, 10*time.Second)
+	dir, started := f.flowStarted()
+	require.True(t, started)
+	assert.Equal(t, scaler.Down, dir)
+}
+
+func TestHealthyShootsMakeNoConsistentReads(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	results := f.cycles(t, 20, 10*time.Second)
+	assert.Zero(t, f.shoot.consistent.Load())
+	assert.Equal(t, int32(20), f.shoot.cached.Load())
+	for _, r := range results {
+		assert.Equal(t, resultHealthy, r)
+	}
+}
+
+func TestLeaseAgeIsMeasuredWhenTheListWasSent(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	f.cycles(t, 3, 10*time.Second)
+	// Every answer is fixed, then takes 27 s to arrive: by the time it has, every lease is 27-37 s old.
+	f.shoot.set(func(s *lyingShoot) { s.bodyDelay = 27 * time.Second })
+	results := f.cycles(t, 10, time.Second)
+	_, started := f.flowStarted()
+	assert.False(t, started, "%v", results)
+	assert.Contains(t, results, resultInconclusive, "an answer slower than a quarter of the grace period decides nothing")
+}
+
+func TestSkewedNodeClocksScaleNothingDown(t *testing.T) {
+	for _, skew := range []time.Duration{-90 * time.Second, 90 * time.Second, -time.Hour} {
+		t.Run(skew.String(), func(t *testing.T) {
+			f := newCycleFixture(t, 5)
+			f.shoot.set(func(s *lyingShoot) { s.nodeClock = skew })
+			results := f.cycles(t, 30, 10*time.Second)
+			_, started := f.flowStarted()
+			assert.False(t, started, "%v", results)
+		})
+	}
+}
+
+func TestMeltdownIsScaledDownAfterConfirmation(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	f.cycles(t, 3, 10*time.Second)
+	f.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now() })
+	results := f.cycles(t, 5, 10*time.Second)
+	dir, started := f.flowStarted()
+	require.True(t, started, "%v", results)
+	assert.Equal(t, scaler.Down, dir)
+	assert.Contains(t, results, resultScaledDown)
+	assert.Positive(t, f.shoot.consistent.Load())
+}
+
+func TestHugeLeaseListIsInconclusiveWithBoundedMemory(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	f.m.Clients.MaxItems = 20000
+	f.m.Clients.MaxBytes = 8 << 20
+	f.shoot.set(func(s *lyingShoot) {
+		s.extra = 200000
+		var buf bytes.Buffer
+		list := s.leases(false)
+		list.Kind, list.APIVersion = "LeaseList", "coordination.k8s.io/v1"
+		require.NoError(t, json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, json.SerializerOptions{}).Encode(list, &buf))
+		s.body = buf.Bytes()
+		t.Logf("the tenant's lease list: %d MiB", len(s.body)>>20)
+	})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	result, err := f.p.cycle(context.Background())
+	runtime.ReadMemStats(&after)
+	require.ErrorIs(t, err, ErrAnswerTooLarge)
+	assert.Equal(t, resultInconclusive, result)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(40<<20), "the answer is cut off at the byte bound, not decoded")
+	assert.Contains(t, <-f.recorder.Events, "ShootAnswerTooLarge")
+	_, started := f.flowStarted()
+	assert.False(t, started)
+}
+
+func TestTooManyItemsIsInconclusive(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	f.shoot.set(func(s *lyingShoot) { s.extra = 1000 }) // 1005 leases, over MaxItems 1000, under MaxBytes
+	result, err := f.p.cycle(context.Background())
+	require.ErrorIs(t, err, ErrAnswerTooLarge)
+	assert.Equal(t, resultInconclusive, result)
+}
+
+func TestThrottlingNeverShortensThePeriod(t *testing.T) {
+	for _, tt := range []struct {
+		retryAfter string
+		atLeast    time.Duration
+	}{
+		{"1", time.Duration(float64(time.Second) * 0.9)}, // probeInterval 1s, jitter 0.2: at least 0.9 s, and the 10 s floor
+		{"25", 25 * time.Second},
+		{"100000", 0},
+	} {
+		t.Run(tt.retryAfter, func(t *testing.T) {
+			f := newCycleFixture(t, 3)
+			f.shoot.set(func(s *lyingShoot) { s.retryAfter = tt.retryAfter })
+			next := f.p.run(context.Background())
+			assert.GreaterOrEqual(t, next, max(tt.atLeast, throttleBackoff))
+			assert.LessOrEqual(t, next, maxRetryAfter(f.m.interval()), "a shoot cannot switch its probe off")
+		})
+	}
+}
+
+func TestProbeFailingWhileScaledDownIsReported(t *testing.T) {
+	f := newCycleFixture(t, 3)
+	// The dependents are down (at 0, marked) and the shoot answers nothing but 429.
+	for _, name := range cycleDependents {
+		d := &appsv1.Deployment{}
+		require.NoError(t, f.m.Scaler.Client.Get(context.Background(), client.ObjectKey{Namespace: cycleNS, Name: name}, d))
+		d.Spec.Replicas = ptr.To[int32](0)
+		d.Annotations = map[string]string{scaler.MeltdownProtectionAnnotation: "", scaler.ReplicasAnnotation: "1"}
+		require.NoError(t, f.m.Scaler.Client.Update(context.Background(), d))
+	}
+	f.shoot.set(func(s *lyingShoot) { s.retryAfter = "1" })
+	for range failingEventAfter - 1 {
+		f.p.run(context.Background())
+	}
+	assert.Empty(t, f.recorder.Events)
+	f.p.run(context.Background())
+	f.p.run(context.Background())
+	require.Len(t, f.recorder.Events, 1, "one Event per run of failures")
+	assert.Contains(t, <-f.recorder.Events, "ProbeFailing")
+}
