@@ -55,8 +55,8 @@ type Manager struct {
 	// Flows runs the scale flows, on workers of their own.
 	Flows    *Scheduler
 	Recorder record.EventRecorder
-	Clock     clock.WithTicker
-	Log       logr.Logger
+	Clock    clock.WithTicker
+	Log      logr.Logger
 
 	mu     sync.Mutex
 	probes map[string]*shootProbe
