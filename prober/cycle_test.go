@@ -374,3 +374,116 @@ func TestProbeFailingWhileScaledDownIsReported(t *testing.T) {
 	require.Len(t, f.recorder.Events, 1, "one Event per run of failures")
 	assert.Contains(t, <-f.recorder.Events, "ProbeFailing")
 }
+
+func TestFirstRunWaitsInitialDelayWhereTheOriginalDid(t *testing.T) {
+	f := newCycleFixture(t, 1)
+	f.m.Config.InitialDelay = &metav1.Duration{Duration: 30 * time.Second}
+	now := f.clk.Now()
+	cluster := func(created time.Time) *unstructured.Unstructured {
+		c := newCluster()
+		c.SetName(cycleNS)
+		c.SetCreationTimestamp(metav1.NewTime(created))
+		return c
+	}
+	shoot := func(opType string, updated time.Time) *Shoot {
+		return &Shoot{Status: ShootStatus{LastOperation: &LastOperation{Type: opType, State: LastOperationStateSucceeded, LastUpdateTime: &metav1.Time{Time: updated}}}}
+	}
+	old := now.Add(-time.Hour)
+	tests := []struct {
+		name    string
+		cluster *unstructured.Unstructured
+		shoot   *Shoot
+		paused  bool
+		want    time.Time // zero: within the takeover jitter
+	}{
+		{"a new cluster", cluster(now.Add(-10 * time.Second)), shoot(LastOperationTypeCreate, now.Add(-10*time.Second)), false, now.Add(20 * time.Second)},
+		{"a create that just succeeded", cluster(now.Add(-10 * time.Minute)), shoot(LastOperationTypeCreate, now.Add(-5*time.Second)), false, now.Add(25 * time.Second)},
+		{"a restore (migration) that just succeeded", cluster(old), shoot(LastOperationTypeRestore, now.Add(-time.Second)), false, now.Add(29 * time.Second)},
+		{"a wake-up after this replica paused the probe", cluster(old), shoot(LastOperationTypeReconcile, old), true, now.Add(30 * time.Second)},
+		{"a takeover or restart of a running shoot", cluster(old), shoot(LastOperationTypeReconcile, now), false, time.Time{}},
+		{"an old restore", cluster(old), shoot(LastOperationTypeRestore, old), false, time.Time{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.paused {
+				f.m.pauseLocked(cycleNS)
+			}
+			got := f.m.firstRun(cycleNS, tt.cluster, tt.shoot)
+			if tt.want.IsZero() {
+				assert.False(t, got.Before(now))
+				assert.Less(t, got.Sub(now), takeoverJitter)
+				return
+			}
+			assert.Equal(t, tt.want, got)
+			assert.NotContains(t, f.m.paused, cycleNS, "a pause is used once")
+		})
+	}
+}
+
+func TestAFlowInTheOtherDirectionReplacesTheRunningOne(t *testing.T) {
+	f := newCycleFixture(t, 1)
+	f.m.startFlow(cycleNS, scaler.Down, scaler.Reason{})
+	first := f.m.flows[cycleNS]
+	f.m.startFlow(cycleNS, scaler.Down, scaler.Reason{})
+	assert.Same(t, first, f.m.flows[cycleNS], "the same direction keeps the running flow")
+	f.m.startFlow(cycleNS, scaler.Up, scaler.Reason{})
+	dir, ok := f.flowStarted()
+	require.True(t, ok)
+	assert.Equal(t, scaler.Up, dir)
+	assert.True(t, f.m.Flows.Scheduled(cycleNS))
+	f.m.stopFlow(cycleNS)
+	_, ok = f.flowStarted()
+	assert.False(t, ok)
+	assert.False(t, f.m.Flows.Scheduled(cycleNS))
+}
+
+// blockingLimiter never hands out a token until its context ends: a scale budget that is used up.
+type blockingLimiter struct{ waits atomic.Int32 }
+
+func (l *blockingLimiter) TryAccept() bool { return false }
+func (l *blockingLimiter) Accept()         { select {} }
+func (l *blockingLimiter) Stop()           {}
+func (l *blockingLimiter) QPS() float32    { return 0 }
+func (l *blockingLimiter) Wait(ctx context.Context) error {
+	l.waits.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A melted shoot whose scale flow cannot get a write through keeps being probed at its cadence, on a
+// probe pool of a single worker: the flow holds no probe worker.
+func TestProbesKeepTheirCadenceWhileAFlowWaits(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	limiter := &blockingLimiter{}
+	f.m.Scaler.Limiter = limiter
+	f.m.Scheduler = NewScheduler(f.clk, 1, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = f.m.Scheduler.Start(ctx) })
+	wg.Go(func() { _ = f.m.Flows.Start(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	f.m.Scheduler.Schedule(cycleNS, f.clk.Now(), f.p.run)
+	lists := func() int32 { return f.shoot.cached.Load() }
+	step := func() {
+		before := lists()
+		require.Eventually(t, f.clk.HasWaiters, 10*time.Second, time.Millisecond, "the probe is scheduled")
+		f.clk.Step(2 * time.Second) // past the longest jittered 1 s period
+		require.Eventually(t, func() bool { return lists() > before }, 10*time.Second, time.Millisecond)
+	}
+	require.Eventually(t, func() bool { return lists() == 1 }, 10*time.Second, time.Millisecond)
+	for range 3 {
+		step()
+	}
+	f.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now().Add(-time.Minute) })
+	require.Eventually(t, func() bool {
+		step()
+		return limiter.waits.Load() > 0
+	}, 30*time.Second, time.Millisecond, "the scale-down flow started and waits for its budget")
+	for range 5 {
+		step() // the probe still runs every period
+	}
+	dir, ok := f.flowStarted()
+	require.True(t, ok)
+	assert.Equal(t, scaler.Down, dir)
+}
