@@ -17,6 +17,9 @@ func TestTargetReplicas(t *testing.T) {
 	}{
 		{name: "absent", want: 1},
 		{name: "recorded", value: new("3"), want: 3},
+		{name: "at the bound", value: new("50"), want: 50},
+		{name: "above the bound", value: new("51"), want: 1, wantErr: true},
+		{name: "huge", value: new("100000"), want: 1, wantErr: true},
 		{name: "zero", value: new("0"), want: 1, wantErr: true},
 		{name: "negative", value: new("-2"), want: 1, wantErr: true},
 		{name: "not a number", value: new("three"), want: 1, wantErr: true},

@@ -48,7 +48,8 @@ func (s *Scaler) cleanup(ctx context.Context, j job) error {
 		return err
 	}
 	deadline := s.clock().Now().Add(j.timeout())
-	if err := s.request(ctx, &deadline, func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) }); err != nil {
+	send := func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) }
+	if err := s.request(ctx, &deadline, send); err != nil {
 		return fmt.Errorf("removing the leftover replicas annotation: %w", err)
 	}
 	j.log.Info("Removed a leftover replicas annotation")

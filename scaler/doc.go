@@ -62,9 +62,9 @@
 // costs the API server nothing. Every patch carries metadata.resourceVersion of the copy it was decided
 // on, so the replicas and the annotations are judged on one version, and a write based on a stale read
 // (a lagging cache, or a replica that has lost the shoot) fails with Conflict instead of overriding the
-// newer state. After a Conflict the next attempt reads the resource from the API server (APIReader) and
-// decides again; the resource may then need nothing more. A patch names every key it touches, so even a
-// trimmed cached copy cannot make it incomplete.
+// newer state. After a Conflict (or a NotFound) the next attempt reads the resource from the API server
+// (APIReader) and decides again; the resource may then need nothing more. A patch names every key it
+// touches, so even a trimmed cached copy cannot make it incomplete.
 //
 // # Budget and timing
 //

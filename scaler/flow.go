@@ -81,7 +81,8 @@ func (f *Flow) Step(ctx context.Context) (next time.Duration, done bool, err err
 			continue
 		}
 		if err := f.levelErr(); err != nil {
-			return f.end(fmt.Errorf("scale-%s flow in namespace %s stopped at level %d: %w", f.dir, f.namespace, f.levelNumber(), err))
+			return f.end(fmt.Errorf("scale-%s flow in namespace %s stopped at level %d: %w",
+				f.dir, f.namespace, f.levelNumber(), err))
 		}
 		f.level, f.tasks = f.level+1, nil
 	}

@@ -31,7 +31,8 @@ func (s *Scaler) NeedsScaling(ctx context.Context, namespace string, dir Directi
 
 // anyCached tells whether pred holds for one of the resources in namespace, read through Client (nil
 // for a missing one).
-func (s *Scaler) anyCached(ctx context.Context, namespace string, pred func(config.DependentResourceInfo, client.Object) bool) (bool, error) {
+func (s *Scaler) anyCached(ctx context.Context, namespace string,
+	pred func(config.DependentResourceInfo, client.Object) bool) (bool, error) {
 	for _, info := range s.Resources {
 		j := job{namespace: namespace, info: info}
 		obj, err := s.read(ctx, s.Client, j)

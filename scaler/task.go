@@ -35,7 +35,7 @@ type task struct {
 	// for a token of the Limiter.
 	deadline time.Time
 	attempts int
-	live     bool          // the next attempt reads from the API server (after a Conflict)
+	live     bool          // the next attempt reads from the API server (the cache was found behind)
 	obj      client.Object // the resource as read for the next attempt; nil: read it then
 	out      outcome
 	err      error // the resource's failure, once done
@@ -57,8 +57,8 @@ func (s *Scaler) advance(ctx context.Context, t *task) {
 }
 
 // begin starts the write phase, after the initial delay when the cache shows that the resource is to
-// be scaled. A resource with nothing to scale, or only annotations to remove, does not wait (parity
-// with the original would cost a flow that only tidies up the full delay for nothing).
+// be scaled. A resource with nothing to scale, or only annotations to remove, does not wait: the
+// original sleeps the delay in any case, so a flow that only tidies up would wait it for nothing.
 func (s *Scaler) begin(ctx context.Context, t *task) {
 	t.phase = phaseWrite
 	obj, err := s.read(ctx, s.Client, t.job)
@@ -108,23 +108,28 @@ func (s *Scaler) retryOrFail(t *task, err error) {
 		err = fmt.Errorf("timeout of %s exceeded after %d attempts: %w", t.timeout(), t.attempts, err)
 	default:
 		t.log.V(1).Info("Retrying", "attempt", t.attempts, "err", err)
-		t.live, t.due = apierrors.IsConflict(err), now.Add(backoff)
+		// After a Conflict (or a NotFound: deleted since the cache read) the cache is behind; read live.
+		t.live, t.due = apierrors.IsConflict(err) || apierrors.IsNotFound(err), now.Add(backoff)
 		return
 	}
 	s.report(t.job, t.out, err)
 	t.phase, t.err = phaseDone, fmt.Errorf("%s: %w", t.job, err)
 }
 
-// try reads the resource (the copy begin read, else from the cache, or from the API server after a
-// Conflict), decides, and writes the decision in one patch locked on the resourceVersion read.
+// try reads the resource (the copy begin read, else from the cache, or from the API server when the
+// cache was found behind), decides, and writes the decision in one patch locked on the resourceVersion
+// read.
 func (s *Scaler) try(ctx context.Context, t *task) (outcome, error) {
 	obj := t.obj
 	t.obj = nil
 	if obj == nil {
 		var err error
-		if obj, err = s.readFor(ctx, t); err != nil || obj == nil {
-			return outcome{decision: decision{detail: "optional resource missing"}}, err
+		if obj, err = s.readFor(ctx, t); err != nil {
+			return outcome{}, err
 		}
+	}
+	if obj == nil {
+		return outcome{decision: decision{detail: "optional resource missing"}}, nil
 	}
 	out := outcome{decision: decide(t.dir, specReplicas(obj), obj.GetAnnotations()), obj: obj}
 	if !out.writes() {
