@@ -34,11 +34,11 @@ const (
 	defaultHealthBindAddress    = ":9644"
 	defaultConcurrentReconciles = 1
 	defaultProbeWorkers         = 32
-	defaultScaleWorkers         = 16
-	defaultScaleQPS             = 20
-	defaultScaleBurst           = 100
-	defaultMaxResponseBytes     = 32 << 20
-	defaultMaxResponseItems     = 20000
+	defaultScaleWorkers         = prober.DefaultScaleWorkers
+	defaultScaleQPS             = prober.DefaultScaleQPS
+	defaultScaleBurst           = prober.DefaultScaleBurst
+	defaultMaxResponseBytes     = prober.DefaultMaxResponseBytes
+	defaultMaxResponseItems     = prober.DefaultMaxResponseItems
 	minMaxResponseBytes         = 64 << 10
 	minMaxResponseItems         = 100
 	defaultMaxWeedingWindows    = 100
