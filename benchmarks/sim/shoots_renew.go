@@ -40,16 +40,20 @@ func lastRenew(at time.Time, phase, interval time.Duration) time.Time {
 type leaseTimes struct {
 	interval   time.Duration
 	expiredAge time.Duration
+	// meltedAt is when the scenario that expired some leases was set: their kubelets stopped renewing
+	// then, and their renewTime stays where it was, ExpiredAge before that moment.
+	meltedAt time.Time
 	// nodeClockOffset is added to every renewTime: the kubelets write their own clocks.
 	nodeClockOffset time.Duration
 }
 
-// node returns the renewTime of a node lease of the phase as of at: expired, ExpiredAge before at;
-// else the last renew.
+// node returns the renewTime of a node lease of the phase as of at: expired, ExpiredAge before the
+// melt, and the same value on every read after it (a kubelet that stopped does not renew, so a prober
+// that watches renewTimes sees it stand still); else the last renew.
 func (lt leaseTimes) node(at time.Time, phase time.Duration, expired bool) time.Time {
 	t := lastRenew(at, phase, lt.interval)
 	if expired {
-		t = at.Add(-lt.expiredAge)
+		t = lt.meltedAt.Add(-lt.expiredAge)
 	}
 	return t.Add(lt.nodeClockOffset).Truncate(time.Microsecond)
 }

@@ -285,10 +285,11 @@ func TestRenewTimes(t *testing.T) {
 		}
 		assert.Greater(t, len(seen), 90)
 	})
-	t.Run("an expired lease is ExpiredAge old; offsets shift every renewTime", func(t *testing.T) {
-		lt := leaseTimes{interval: interval, expiredAge: time.Minute, nodeClockOffset: -90 * time.Second}
+	t.Run("an expired lease is ExpiredAge old at the melt and stands still; offsets shift every renewTime", func(t *testing.T) {
 		at := t0.Add(5*time.Second + 1500*time.Nanosecond)
+		lt := leaseTimes{interval: interval, expiredAge: time.Minute, meltedAt: at, nodeClockOffset: -90 * time.Second}
 		assert.Equal(t, t0.Add(-60*time.Second-90*time.Second+5*time.Second+time.Microsecond), lt.node(at, 0, true))
+		assert.Equal(t, lt.node(at, 0, true), lt.node(at.Add(time.Hour), 0, true), "a stopped kubelet does not renew")
 		assert.Equal(t, t0.Add(-90*time.Second+2*time.Second), lt.node(at, 2*time.Second, false))
 		assert.Equal(t, t0.Add(-90*time.Second), lt.extra(at))
 	})
