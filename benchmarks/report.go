@@ -11,16 +11,24 @@ import (
 // Result is one run of the load benchmarks, as written to benchmarks/results/<name>.json. Seconds and
 // bytes are plain numbers.
 type Result struct {
-	Name    string  `json:"name"`
-	Command string  `json:"command"`
+	Name    string `json:"name"`
+	Command string `json:"command"`
+	// Dwd is what the dwd binary's version command printed.
+	Dwd     string  `json:"dwd,omitempty"`
 	Started string  `json:"started"` // RFC 3339
 	Machine Machine `json:"machine"`
+	// Error is why the run stopped early; the figures are those of the scenarios done by then.
+	Error string `json:"error,omitempty"`
 	// Settings are the timings every scenario ran with.
 	Settings Settings    `json:"settings"`
 	Steady   []SteadyRun `json:"steady,omitempty"`
 	Handover *Handover   `json:"handover,omitempty"`
 	Meltdown *Meltdown   `json:"meltdown,omitempty"`
-	Goals    []Goal      `json:"goals,omitempty"`
+	// MassMeltdown and Lies are the fault scenarios; their replicas' client limits and prober
+	// settings may differ from Settings, and are given with them.
+	MassMeltdown *MassMeltdown `json:"mass_meltdown,omitempty"`
+	Lies         *Lies         `json:"lies,omitempty"`
+	Goals        []Goal        `json:"goals,omitempty"`
 }
 
 // Machine is what the run ran on.
@@ -69,6 +77,9 @@ type SteadyRun struct {
 	SeedWatchdogRequestsPerProbe float64 `json:"seed_watchdog_requests_per_probe"`
 	SeedShardingRequestsPerProbe float64 `json:"seed_sharding_requests_per_probe"`
 	ShootRequestsPerProbe        float64 `json:"shoot_requests_per_probe"`
+	// ConsistentLeaseListsPerProbe are the shoots' lease lists without a resourceVersion (fresh reads,
+	// which a prober should send only to confirm a scale-down) per probe.
+	ConsistentLeaseListsPerProbe float64 `json:"consistent_lease_lists_per_probe"`
 	// UnhealthyProbes counts probes whose result was not healthy; a steady run expects none.
 	UnhealthyProbes float64 `json:"unhealthy_probes"`
 }
@@ -157,12 +168,18 @@ func (r *Result) WriteMarkdown(w io.Writer, baseline *Result) error {
 	if m.CPUModel != "" {
 		fmt.Fprintf(&b, ", %s", m.CPUModel)
 	}
+	if r.Dwd != "" {
+		fmt.Fprintf(&b, "; %s", r.Dwd)
+	}
 	s := r.Settings
 	fmt.Fprintf(&b, ".\nProbe interval %gs, member lease %gs (renew deadline %gs, retry %gs), %d partitions, %d nodes per shoot, %d probe workers and seed client %g QPS (burst %d) per replica.\n",
 		s.ProbeIntervalSeconds, s.MemberLeaseDurationSeconds, s.MemberRenewDeadlineSeconds, s.MemberRetryPeriodSeconds,
 		s.Partitions, s.NodesPerShoot, s.ProbeWorkers, s.KubeAPIQPS, s.KubeAPIBurst)
 	if baseline != nil {
 		fmt.Fprintf(&b, "Figures in brackets are the baseline's (%s, %s).\n", baseline.Name, baseline.Started)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(&b, "\n**Stopped early:** %s\n", r.Error)
 	}
 	if len(r.Goals) > 0 {
 		b.WriteString("\n## Goals\n\n| goal | target | measured | met |\n|---|---|---|---|\n")
@@ -171,17 +188,18 @@ func (r *Result) WriteMarkdown(w io.Writer, baseline *Result) error {
 		}
 	}
 	if len(r.Steady) > 0 {
-		b.WriteString("\n## Steady\n\n| shoots | replicas | probes/s | lag p50 s | lag p99 s | missed cycles | CPU s per 1000 probes (per replica) | CPU cores (per replica) | RSS MiB (per replica) | seed req/probe | shoot req/probe |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("\n## Steady\n\n| shoots | replicas | probes/s | lag p50 s | lag p99 s | missed cycles | CPU s per 1000 probes (per replica) | CPU cores (per replica) | RSS MiB (per replica) | seed req/probe | shoot req/probe | consistent lease lists/probe |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, run := range r.Steady {
 			base := baseline.SteadyAt(run.Shoots, run.Replicas)
-			fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", run.Shoots, run.Replicas,
+			fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.4f |\n", run.Shoots, run.Replicas,
 				withBase(run.ProbesPerSecond, base, func(s *SteadyRun) float64 { return s.ProbesPerSecond }, "%.1f"),
 				withBase(run.ProbeLagP50Seconds, base, func(s *SteadyRun) float64 { return s.ProbeLagP50Seconds }, "%.3f"),
 				withBase(run.ProbeLagP99Seconds, base, func(s *SteadyRun) float64 { return s.ProbeLagP99Seconds }, "%.3f"),
 				withBase(run.MissedCycles, base, func(s *SteadyRun) float64 { return s.MissedCycles }, "%.0f"),
 				list(run.CPUSecondsPer1000Probes, "%.3f", 1), list(run.CPUCores, "%.3f", 1), list(run.RSSBytes, "%.0f", 1<<20),
 				withBase(run.SeedRequestsPerProbe, base, func(s *SteadyRun) float64 { return s.SeedRequestsPerProbe }, "%.4f"),
-				withBase(run.ShootRequestsPerProbe, base, func(s *SteadyRun) float64 { return s.ShootRequestsPerProbe }, "%.2f"))
+				withBase(run.ShootRequestsPerProbe, base, func(s *SteadyRun) float64 { return s.ShootRequestsPerProbe }, "%.2f"),
+				run.ConsistentLeaseListsPerProbe)
 		}
 	}
 	if h := r.Handover; h != nil {
@@ -197,6 +215,7 @@ func (r *Result) WriteMarkdown(w io.Writer, baseline *Result) error {
 		fmt.Fprintf(&b, "\n## Meltdown\n\n%d shoots, %d meltdowns: leases expired → first scale-down write p50 %.2f s, p99 %.2f s.\n",
 			md.Shoots, md.Samples, md.DetectionToScaledownP50Seconds, md.DetectionToScaledownP99Seconds)
 	}
+	r.writeFaults(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

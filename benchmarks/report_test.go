@@ -68,3 +68,32 @@ func TestChartPointsAverageTheReplicas(t *testing.T) {
 	assert.InDelta(t, 160, points[0].ProbesPerSecondPerReplica, 1e-9)
 	assert.InDelta(t, 0.4, points[0].CPUCoresPerReplica, 1e-9)
 }
+
+func TestMarkdownShowsTheFaultScenarios(t *testing.T) {
+	r := sampleResult("latest", 490.5)
+	limits := ClientLimits{KubeAPIQPS: 20, KubeAPIBurst: 100, ScaleWorkers: 16, ScaleQPS: 20, ScaleBurst: 100}
+	r.MassMeltdown = &MassMeltdown{
+		OriginalLimits: &MeltdownBatch{SeedShoots: 50, Melted: 50, Replicas: 1, Client: ClientLimits{KubeAPIQPS: 5, KubeAPIBurst: 10},
+			ScaledDownP50Seconds: 12, ScaledDownP99Seconds: 19.25, ScaledDownMaxSeconds: 19.5, ScaleDownTimeoutSeconds: 180},
+		All: &MeltdownBatch{SeedShoots: 5000, Melted: 5000, Replicas: 3, Client: limits, ScaleDownFloorSeconds: 245,
+			SeedRequestsByClient: map[string]float64{"scaler": 15000, "watchdog": 15000}, SeedRequestsPerScaledResource: 2, ScalerRequestsPerScaledResource: 1},
+	}
+	r.Lies = &Lies{Shoots: 1000, Replicas: 1, ProbeTimeoutSeconds: 30, Client: limits, Parts: []LiePart{
+		{Lie: "stale cache", Shoots: 1000, HeldSeconds: 30, ProbesByResult: map[string]float64{"healthy": 2990, "no_action": 10},
+			ConsistentLeaseLists: 1000, CachedLeaseLists: 3000, PeakRSSBytes: []float64{200 << 20}},
+	}}
+	var b strings.Builder
+	require.NoError(t, r.WriteMarkdown(&b, nil))
+	md := b.String()
+	assert.Contains(t, md, "| original limits | 50 | 50 | 1 | qps 5, burst 10 | 12.0 / 19.2 / 19.5 | 0 (in 180 s) |")
+	assert.Contains(t, md, "| all | 5000 | 5000 | 3 | qps 20, burst 100; scale workers 16, qps 20, burst 100 |")
+	assert.Contains(t, md, "| 2.00, 1.00 (scaler 15000, watchdog 15000) |")
+	assert.Contains(t, md, "1000 shoots, 1 replicas, probe timeout 30 s, qps 20, burst 100; scale workers 16, qps 20, burst 100.")
+	assert.Contains(t, md, "| stale cache | 1000 | 30 | 0 | healthy 2990, no_action 10 | 1000 / 3000 | 0 | 200 |")
+
+	path := filepath.Join(t.TempDir(), "r.json")
+	require.NoError(t, r.WriteJSON(path))
+	back, err := ReadResult(path)
+	require.NoError(t, err)
+	assert.Equal(t, r, back)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -30,7 +31,40 @@ type benchOptions struct {
 	meltdownShoots, probeWorkers  int
 	duration, interval            time.Duration
 	pprof                         bool
+	mass                          massOptions
+	lies                          liesOptions
 }
+
+// massOptions size the mass-meltdown scenario's parts.
+type massOptions struct {
+	originalShoots int   // (original) shoots melted on one replica with the original's client limits
+	seed, melt     int   // (recover) shoots on the seed, and melted
+	replicas       []int // (recover) the replica counts it runs on
+}
+
+// liesOptions size the lies scenario.
+type liesOptions struct {
+	shoots, replicas       int
+	hugeLeases, hugeShoots int
+	duration               time.Duration // how long each lie is told; 0: 3 probe intervals
+	cacheLag, slowBody     time.Duration
+	nodeClock, serverClock time.Duration
+}
+
+// The scenarios, and the parts the mass-meltdown scenario stands for.
+const (
+	scenarioSteady       = "steady"
+	scenarioHandover     = "handover"
+	scenarioMeltdown     = "meltdown"
+	scenarioMassMeltdown = "mass-meltdown"
+	scenarioMassOriginal = "mass-meltdown-original"
+	scenarioMassRecover  = "mass-meltdown-recover"
+	scenarioMassAll      = "mass-meltdown-all"
+	scenarioLies         = "lies"
+)
+
+var knownScenarios = []string{scenarioSteady, scenarioHandover, scenarioMeltdown, scenarioMassMeltdown, scenarioMassOriginal,
+	scenarioMassRecover, scenarioMassAll, scenarioLies}
 
 func newBenchCommand() *cobra.Command {
 	o := benchOptions{}
@@ -40,12 +74,24 @@ func newBenchCommand() *cobra.Command {
 		Long: `Starts a local seed with simulated shoots and runs dwd replicas as separate processes through
 the load scenarios:
 
-  steady    every shoot healthy, at each number of shoots × replicas, for --duration each
-  handover  a replica leaves gracefully, joins, and is killed (-9), --repeats times each
-  meltdown  the node leases of --meltdown-shoots shoots expire at once, --meltdowns times
+  steady     every shoot healthy, at each number of shoots × replicas, for --duration each
+  handover   a replica leaves gracefully, joins, and is killed (-9), --repeats times each
+  meltdown   the node leases of --meltdown-shoots shoots expire at once, --meltdowns times
 
-It writes <out>/<name>.json, <name>.md (with the baseline's figures in brackets, when there is one)
-and <name>.png (probes/s and CPU per replica against replica count).`,
+and the fault scenarios, which run only when named:
+
+  mass-meltdown           its three parts:
+  mass-meltdown-original  --mass-meltdown-original-shoots shoots melt at once on one replica with the
+                          original's client limits (qps 5, burst 10)
+  mass-meltdown-recover   --mass-meltdown-melt of --mass-meltdown-seed shoots melt and recover, on
+                          each of --mass-meltdown-replicas, with Gardener's limits and prober config
+  mass-meltdown-all       every shoot of the seed (the largest --shoots) melts, on the most --replicas
+  lies                    every shoot's API server lies in turn: a stale watch cache, a slow body,
+                          node clocks behind, a server clock ahead, huge lease lists on a few shoots
+
+Scenarios run in the order of the shoots they need, so that the seed only grows. It writes
+<out>/<name>.json, <name>.md (with the baseline's figures in brackets, when there is one) and
+<name>.png (probes/s and CPU per replica against replica count, when steady ran).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			quietLogs()
@@ -56,7 +102,7 @@ and <name>.png (probes/s and CPU per replica against replica count).`,
 	f.StringVar(&o.name, "name", "latest", "Name of the result files.")
 	f.StringVar(&o.out, "out", "benchmarks/results", "Folder of the result files.")
 	f.StringVar(&o.baseline, "baseline", "benchmarks/results/baseline.json", "Result to compare with in the Markdown table (skipped when missing).")
-	f.StringSliceVar(&o.scenarios, "scenarios", []string{"steady", "handover", "meltdown"}, "Scenarios to run.")
+	f.StringSliceVar(&o.scenarios, "scenarios", []string{scenarioSteady, scenarioHandover, scenarioMeltdown}, "Scenarios to run: "+strings.Join(knownScenarios, ", ")+".")
 	f.IntSliceVar(&o.shoots, "shoots", []int{1000, 5000}, "Numbers of shoots of the steady scenario; the largest is used for the others.")
 	f.IntSliceVar(&o.replicas, "replicas", []int{1, 3}, "Numbers of replicas of the steady scenario; the largest is used for the others.")
 	f.IntVar(&o.nodes, "nodes", 3, "Nodes per shoot.")
@@ -66,6 +112,19 @@ and <name>.png (probes/s and CPU per replica against replica count).`,
 	f.IntVar(&o.repeats, "repeats", 10, "How often each handover event is played.")
 	f.IntVar(&o.meltdowns, "meltdowns", 3, "How many meltdowns are played.")
 	f.IntVar(&o.meltdownShoots, "meltdown-shoots", 20, "Shoots whose leases expire in each meltdown.")
+	f.IntVar(&o.mass.originalShoots, "mass-meltdown-original-shoots", 50, "mass-meltdown-original: the shoots on the seed, all melted.")
+	f.IntVar(&o.mass.seed, "mass-meltdown-seed", 1000, "mass-meltdown-recover: the shoots on the seed.")
+	f.IntVar(&o.mass.melt, "mass-meltdown-melt", 300, "mass-meltdown-recover: the shoots melted.")
+	f.IntSliceVar(&o.mass.replicas, "mass-meltdown-replicas", []int{1, 3}, "mass-meltdown-recover: the numbers of replicas it runs on.")
+	f.IntVar(&o.lies.shoots, "lies-shoots", 1000, "lies: the shoots on the seed, all lying.")
+	f.IntVar(&o.lies.replicas, "lies-replicas", 1, "lies: the number of replicas.")
+	f.DurationVar(&o.lies.duration, "lie-duration", 0, "lies: how long each lie is told (default 3 probe intervals; a slow body's delay is added).")
+	f.DurationVar(&o.lies.cacheLag, "lie-cache-lag", time.Minute, "lies: how old the stale watch cache's leases are when it stops.")
+	f.DurationVar(&o.lies.slowBody, "lie-slow-body", 28*time.Second, "lies: how late the lease list's body arrives (the probe timeout is 30s).")
+	f.DurationVar(&o.lies.nodeClock, "lie-node-clock", -90*time.Second, "lies: the kubelets' clock offset.")
+	f.DurationVar(&o.lies.serverClock, "lie-server-clock", time.Minute, "lies: the shoot API servers' clock offset (Date header).")
+	f.IntVar(&o.lies.hugeLeases, "huge-leases", 200_000, "lies: the extra Leases in the lease lists of --huge-shoots shoots.")
+	f.IntVar(&o.lies.hugeShoots, "huge-shoots", 2, "lies: the shoots with huge lease lists.")
 	f.StringVar(&o.dwd, "dwd", "", "Path of the dwd binary (default: dwd next to this binary).")
 	f.StringVar(&o.dir, "dir", "", "Folder for configs and replica logs (default: a new temporary folder).")
 	f.BoolVar(&o.pprof, "pprof", false, "Give every replica a pprof endpoint; its address is in <dir>/<replica>.pprof.")
@@ -76,39 +135,86 @@ and <name>.png (probes/s and CPU per replica against replica count).`,
 func (o *benchOptions) validate() error {
 	var errs []error
 	for _, s := range o.scenarios {
-		if !slices.Contains([]string{"steady", "handover", "meltdown"}, s) {
-			errs = append(errs, fmt.Errorf("--scenarios: unknown scenario %q (steady, handover, meltdown)", s))
+		if !slices.Contains(knownScenarios, s) {
+			errs = append(errs, fmt.Errorf("--scenarios: unknown scenario %q (%s)", s, strings.Join(knownScenarios, ", ")))
 		}
 	}
 	if len(o.shoots) == 0 || slices.Min(o.shoots) < 1 {
-		errs = append(errs, errors.New("--shoots: give at least one positive number"))
+		return errors.Join(append(errs, errors.New("--shoots: give at least one positive number"))...)
 	}
 	if len(o.replicas) == 0 || slices.Min(o.replicas) < 1 {
-		errs = append(errs, errors.New("--replicas: give at least one positive number"))
+		return errors.Join(append(errs, errors.New("--replicas: give at least one positive number"))...)
 	}
-	if o.runs("handover") && slices.Max(o.replicas) < 2 {
+	largest := slices.Max(o.shoots)
+	if o.runs(scenarioHandover) && slices.Max(o.replicas) < 2 {
 		errs = append(errs, errors.New("--replicas: the handover scenario needs at least 2"))
 	}
-	if o.runs("meltdown") && o.meltdownShoots > slices.Max(o.shoots) {
+	if o.runs(scenarioMeltdown) && o.meltdownShoots > largest {
 		errs = append(errs, errors.New("--meltdown-shoots: more than there are shoots"))
 	}
 	if o.interval <= 0 || o.duration <= 0 || o.repeats < 1 || o.meltdowns < 1 || o.meltdownShoots < 1 || o.nodes < 1 || o.probeWorkers < 1 {
 		errs = append(errs, errors.New("--probe-interval, --duration, --repeats, --meltdowns, --meltdown-shoots, --nodes and --probe-workers must be positive"))
 	}
+	errs = append(errs, o.mass.validate(o, largest), o.lies.validate(o, largest))
 	if o.name == "" || strings.ContainsAny(o.name, `/\`) {
 		errs = append(errs, fmt.Errorf("--name %q: give a file name without a folder", o.name))
 	}
 	return errors.Join(errs...)
 }
 
-func (o *benchOptions) runs(scenario string) bool { return slices.Contains(o.scenarios, scenario) }
+// validate checks the mass-meltdown flags of the parts that run.
+func (m massOptions) validate(o *benchOptions, largest int) error {
+	var errs []error
+	if o.runs(scenarioMassOriginal) && (m.originalShoots < 1 || m.originalShoots > largest) {
+		errs = append(errs, fmt.Errorf("--mass-meltdown-original-shoots: give 1 to the largest --shoots (%d)", largest))
+	}
+	if o.runs(scenarioMassRecover) {
+		if m.seed < 1 || m.seed > largest || m.melt < 1 || m.melt > m.seed {
+			errs = append(errs, fmt.Errorf("--mass-meltdown-seed, --mass-meltdown-melt: give 1 ≤ melt ≤ seed ≤ the largest --shoots (%d)", largest))
+		}
+		if len(m.replicas) == 0 || slices.Min(m.replicas) < 1 {
+			errs = append(errs, errors.New("--mass-meltdown-replicas: give at least one positive number"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// validate checks the lies flags when the scenario runs.
+func (l liesOptions) validate(o *benchOptions, largest int) error {
+	if !o.runs(scenarioLies) {
+		return nil
+	}
+	var errs []error
+	if l.shoots < 1 || l.shoots > largest || l.replicas < 1 {
+		errs = append(errs, fmt.Errorf("--lies-shoots, --lies-replicas: give 1 to the largest --shoots (%d) shoots and a positive replica count", largest))
+	}
+	if l.hugeShoots < 1 || l.hugeShoots > l.shoots || l.hugeLeases < 1 {
+		errs = append(errs, errors.New("--huge-shoots, --huge-leases: give positive numbers, at most --lies-shoots huge shoots"))
+	}
+	if l.duration < 0 || l.cacheLag < 0 || l.slowBody < 0 {
+		errs = append(errs, errors.New("--lie-duration, --lie-cache-lag and --lie-slow-body must not be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// runs reports whether a scenario runs: named, or a part of one named.
+func (o *benchOptions) runs(scenario string) bool {
+	if slices.Contains(o.scenarios, scenario) {
+		return true
+	}
+	part := scenario == scenarioMassOriginal || scenario == scenarioMassRecover || scenario == scenarioMassAll
+	return part && slices.Contains(o.scenarios, scenarioMassMeltdown)
+}
 
 // bench is the state of one benchmark run.
 type bench struct {
 	out      io.Writer
 	opts     benchOptions
+	dwd      string          // the dwd binary
+	dwdHas   map[string]bool // which of the newer flags it has
 	seed     *sim.Seed
-	rs       *replicaSet
+	rs       *replicaSet // the replicas of benchProfile
+	scaling  *scaleTracker
 	replicas []*replica // running, by name order
 	shoots   int        // shoots created so far
 	result   benchmarks.Result
@@ -140,6 +246,10 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	if err != nil {
 		return err
 	}
+	has, err := dwdFlags(ctx, dwd, flagScaleWorkers, flagScaleQPS, flagScaleBurst, flagMaxResponseBytes, flagMaxResponseItems)
+	if err != nil {
+		return err
+	}
 	if o.dir == "" {
 		if o.dir, err = os.MkdirTemp("", "dwd-bench-"); err != nil {
 			return err
@@ -150,8 +260,12 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 			return err
 		}
 	}
-	b := &bench{out: out, opts: o, result: benchmarks.Result{
-		Name: o.name, Command: commandLine(), Started: time.Now().UTC().Format(time.RFC3339), Machine: machine(),
+	version, err := exec.CommandContext(ctx, dwd, "version").Output()
+	if err != nil {
+		return fmt.Errorf("%s version: %w", dwd, err)
+	}
+	b := &bench{out: out, opts: o, dwd: dwd, dwdHas: has, result: benchmarks.Result{
+		Name: o.name, Command: commandLine(), Dwd: strings.TrimSpace(string(version)), Started: time.Now().UTC().Format(time.RFC3339), Machine: machine(),
 		Settings: benchmarks.Settings{
 			ProbeIntervalSeconds: o.interval.Seconds(), MemberLeaseDurationSeconds: benchLeaseDuration.Seconds(),
 			MemberRenewDeadlineSeconds: benchRenewDeadline.Seconds(), MemberRetryPeriodSeconds: benchRetryPeriod.Seconds(),
@@ -167,69 +281,93 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	if err := b.seed.CreateNamespace(ctx, demoNamespace); err != nil {
 		return err
 	}
-	if b.rs, err = b.replicaSet(dwd); err != nil {
+	if b.rs, err = b.replicaSet(benchProfile); err != nil {
 		return err
 	}
-	if err := b.run(ctx); err != nil {
+	if b.scaling, err = startScaleTracker(ctx, b.seed.Env.Config); err != nil {
 		return err
 	}
-	return b.write()
-}
-
-// run plays the chosen scenarios in order: steady at each load, then handover and meltdown at the
-// largest.
-func (b *bench) run(ctx context.Context) error {
-	o := b.opts
-	if o.runs("steady") {
-		for _, shoots := range o.shoots {
-			for _, replicas := range o.replicas {
-				run, err := b.steady(ctx, shoots, replicas)
-				if err != nil {
-					return fmt.Errorf("steady, %d shoots, %d replicas: %w", shoots, replicas, err)
-				}
-				b.result.Steady = append(b.result.Steady, run)
-			}
-		}
-	}
-	shoots, replicas := slices.Max(o.shoots), slices.Max(o.replicas)
-	if o.runs("handover") {
-		h, err := b.handover(ctx, shoots, replicas)
-		if err != nil {
-			return fmt.Errorf("handover: %w", err)
-		}
-		b.result.Handover = h
-	}
-	if o.runs("meltdown") {
-		m, err := b.meltdown(ctx, shoots, replicas)
-		if err != nil {
-			return fmt.Errorf("meltdown: %w", err)
-		}
-		b.result.Meltdown = m
+	// What ran before a failure is written too: a long run should not lose its figures to its end.
+	runErr := b.run(ctx)
+	if runErr != nil {
+		b.result.Error = runErr.Error()
 	}
 	b.result.Goals = goals(&b.result)
+	return errors.Join(runErr, b.write())
+}
+
+// stage is one step of a run: a scenario, or a part of one, at a number of shoots.
+type stage struct {
+	shoots int
+	run    func(context.Context) error
+}
+
+// run plays the chosen scenarios in the order of the shoots they need (steady at each load, then
+// handover and meltdown at the largest, in that order at equal loads), since the seed only grows.
+func (b *bench) run(ctx context.Context) error {
+	for _, st := range inOrder(b.stages()) {
+		if err := st.run(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-// replicaSet writes the configs: the demo's, at the benchmark's probe interval.
-func (b *bench) replicaSet(dwd string) (*replicaSet, error) {
-	prober := filepath.Join(b.opts.dir, "prober.yaml")
-	weeder := filepath.Join(b.opts.dir, "weeder.yaml")
-	if err := os.WriteFile(prober, []byte(proberConfig(b.opts.interval)), 0o644); err != nil {
-		return nil, err
+// inOrder sorts stages by the shoots they need, keeping the order of those that need as many.
+func inOrder(stages []stage) []stage {
+	slices.SortStableFunc(stages, func(x, y stage) int { return x.shoots - y.shoots })
+	return stages
+}
+
+// stages are the steps of the chosen scenarios, in the order they are declared.
+func (b *bench) stages() []stage {
+	o := b.opts
+	shoots, replicas := slices.Max(o.shoots), slices.Max(o.replicas)
+	var stages []stage
+	if o.runs(scenarioSteady) {
+		for _, n := range o.shoots {
+			for _, r := range o.replicas {
+				stages = append(stages, stage{n, func(ctx context.Context) error {
+					run, err := b.steady(ctx, n, r)
+					if err != nil {
+						return fmt.Errorf("steady, %d shoots, %d replicas: %w", n, r, err)
+					}
+					b.result.Steady = append(b.result.Steady, run)
+					return nil
+				}})
+			}
+		}
 	}
-	if err := os.WriteFile(weeder, []byte(demoWeederConfig), 0o644); err != nil {
-		return nil, err
+	if o.runs(scenarioHandover) {
+		stages = append(stages, stage{shoots, func(ctx context.Context) error {
+			h, err := b.handover(ctx, shoots, replicas)
+			b.result.Handover = h
+			return wrap("handover", err)
+		}})
 	}
-	return &replicaSet{dwd: dwd, dir: b.opts.dir, pprof: b.opts.pprof, baseArgs: []string{
-		"--kubeconfig=" + b.seed.KubeconfigPath(), "--prober-config=" + prober, "--weeder-config=" + weeder,
-		"--shard-namespace=" + demoNamespace, "--probe-workers=" + strconv.Itoa(b.opts.probeWorkers),
-		"--kube-api-qps=" + strconv.FormatFloat(benchKubeAPIQPS, 'f', -1, 64), "--kube-api-burst=" + strconv.Itoa(benchKubeAPIBurst),
-		"--zap-log-level=info", "--zap-time-encoding=rfc3339nano",
-	}}, nil
+	if o.runs(scenarioMeltdown) {
+		stages = append(stages, stage{shoots, func(ctx context.Context) error {
+			m, err := b.meltdown(ctx, shoots, replicas)
+			b.result.Meltdown = m
+			return wrap("meltdown", err)
+		}})
+	}
+	return append(append(stages, b.massStages(shoots, replicas)...), b.liesStages()...)
+}
+
+// wrap prefixes an error with the scenario it happened in; nil stays nil.
+func wrap(scenario string, err error) error {
+	if err != nil {
+		return fmt.Errorf("%s: %w", scenario, err)
+	}
+	return nil
 }
 
 // tearDown stops the replicas and the seed.
 func (b *bench) tearDown() {
+	if b.scaling != nil {
+		b.scaling.stop()
+	}
 	for _, r := range b.replicas {
 		if r.running() {
 			r.terminate(10 * time.Second)
@@ -277,11 +415,6 @@ func (b *bench) write() error {
 	}
 	fmt.Fprintf(b.out, "\n%s\nWrote %s.json, .md and .png\n", md.String(), base)
 	return nil
-}
-
-// proberConfig is the demo's prober config at another probe interval.
-func proberConfig(interval time.Duration) string {
-	return strings.Replace(demoProberConfig, "probeInterval: 2s", "probeInterval: "+interval.String(), 1)
 }
 
 // commandLine is how this process was started, the program by its base name.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 )
@@ -31,6 +32,7 @@ func goals(r *benchmarks.Result) []benchmarks.Goal {
 		worst := slices.MaxFunc(r.Steady, func(a, b benchmarks.SteadyRun) int {
 			return cmp.Compare(a.SeedWatchdogRequestsPerProbe, b.SeedWatchdogRequestsPerProbe)
 		})
+		gs = append(gs, shootRequestsGoal(r.Steady))
 		gs = append(gs, benchmarks.Goal{
 			Goal:   "seed requests per healthy probe",
 			Target: "≤ 0.01",
@@ -65,6 +67,117 @@ func goals(r *benchmarks.Result) []benchmarks.Goal {
 		gs = append(gs, benchmarks.Goal{
 			Goal: "meltdown detection to first scale-down", Target: fmt.Sprintf("p99 ≤ probe interval + 2 s = %g s", interval+2),
 			Measured: fmt.Sprintf("p99 %.2f s", m.DetectionToScaledownP99Seconds), Met: m.DetectionToScaledownP99Seconds <= interval+2,
+		})
+	}
+	if m := r.MassMeltdown; m != nil {
+		gs = append(gs, massGoals(m, interval)...)
+	}
+	if l := r.Lies; l != nil {
+		gs = append(gs, liesGoals(l)...)
+	}
+	return gs
+}
+
+// The shoot requests of a healthy probe: GET /version, the nodes and the node leases, both from the
+// watch cache; a consistent read only before a scale-down. The window's edges cut probes in two, so a
+// hundredth is allowed.
+const (
+	shootRequestsPerHealthyProbe = 3
+	requestsPerProbeTolerance    = 0.01
+)
+
+// shootRequestsGoal checks the shoot requests per healthy probe at every steady load.
+func shootRequestsGoal(steady []benchmarks.SteadyRun) benchmarks.Goal {
+	worst := slices.MaxFunc(steady, func(a, b benchmarks.SteadyRun) int {
+		return cmp.Compare(a.ShootRequestsPerProbe, b.ShootRequestsPerProbe)
+	})
+	consistent := slices.MaxFunc(steady, func(a, b benchmarks.SteadyRun) int {
+		return cmp.Compare(a.ConsistentLeaseListsPerProbe, b.ConsistentLeaseListsPerProbe)
+	}).ConsistentLeaseListsPerProbe
+	return benchmarks.Goal{
+		Goal:   "shoot requests per healthy probe",
+		Target: fmt.Sprintf("%d (version, nodes, leases from the watch cache), no consistent read", shootRequestsPerHealthyProbe),
+		Measured: fmt.Sprintf("%.3f at worst (%d shoots, %d replicas); %.4f consistent lease lists per probe at worst",
+			worst.ShootRequestsPerProbe, worst.Shoots, worst.Replicas, consistent),
+		Met: worst.ShootRequestsPerProbe <= shootRequestsPerHealthyProbe+requestsPerProbeTolerance && consistent <= requestsPerProbeTolerance/10,
+	}
+}
+
+// The mass-meltdown goals.
+const (
+	// originalLimitsScaleDownP99 bounds the scale-downs of a few dozen shoots with the original's
+	// client limits.
+	originalLimitsScaleDownP99 = 20.0
+	// restoreFlowSlack is the time a scale-up flow takes beyond its writes: three levels, each
+	// waiting for its Deployments to be ready, which the simulated seed reports at once.
+	restoreFlowSlack = 5.0
+	// allScaleDownOverFloor bounds the time until every shoot is scaled down, over the write floor.
+	allScaleDownOverFloor = 1.2
+)
+
+// massGoals checks the mass-meltdown parts that ran.
+func massGoals(m *benchmarks.MassMeltdown, interval float64) []benchmarks.Goal {
+	var gs []benchmarks.Goal
+	if x := m.OriginalLimits; x != nil {
+		gs = append(gs, benchmarks.Goal{
+			Goal:   fmt.Sprintf("%d shoots melt at once, 1 replica, original client limits (%s)", x.Melted, x.Client),
+			Target: fmt.Sprintf("scaled down p99 ≤ %g s", originalLimitsScaleDownP99),
+			Measured: fmt.Sprintf("p99 %.1f s (p50 %.1f, max %.1f), %d not within %.0f s", x.ScaledDownP99Seconds, x.ScaledDownP50Seconds,
+				x.ScaledDownMaxSeconds, x.NotScaledDown, x.ScaleDownTimeoutSeconds),
+			Met: x.ScaledDownP99Seconds <= originalLimitsScaleDownP99 && x.NotScaledDown == 0,
+		})
+	}
+	for _, x := range m.Recover {
+		target := interval + x.MCMScaleUpDelaySeconds + x.RestoreFloorSeconds + restoreFlowSlack
+		gs = append(gs, benchmarks.Goal{
+			Goal:     fmt.Sprintf("%d of %d shoots melt and recover, %d replicas: restored", x.Melted, x.SeedShoots, x.Replicas),
+			Target:   fmt.Sprintf("p99 ≤ probe interval + MCM delay + write floor + %g s = %.1f s", restoreFlowSlack, target),
+			Measured: fmt.Sprintf("p99 %.1f s, %d not restored (scaled down p99 %.1f s)", x.RestoredP99Seconds, x.NotRestored, x.ScaledDownP99Seconds),
+			Met:      x.RestoredP99Seconds <= target && x.NotRestored == 0 && x.NotScaledDown == 0,
+		}, benchmarks.Goal{
+			Goal:     fmt.Sprintf("%d of %d shoots melt and recover, %d replicas: probe lag meanwhile", x.Melted, x.SeedShoots, x.Replicas),
+			Target:   "p99 < 1 s, 0 missed cycles",
+			Measured: fmt.Sprintf("p99 %.3f s, %.0f missed", x.ProbeLagP99Seconds, x.MissedCycles),
+			Met:      x.ProbeLagP99Seconds < 1 && x.MissedCycles == 0,
+		})
+	}
+	// With a floor of 0 (the bursts cover every write) the time is all detection: no goal to check.
+	if x := m.All; x != nil && x.ScaleDownFloorSeconds > 0 {
+		gs = append(gs, benchmarks.Goal{
+			Goal:   fmt.Sprintf("all %d shoots melt at once, %d replicas: all scaled down", x.Melted, x.Replicas),
+			Target: fmt.Sprintf("≤ %g × write floor = %.1f s", allScaleDownOverFloor, allScaleDownOverFloor*x.ScaleDownFloorSeconds),
+			Measured: fmt.Sprintf("%.1f s (p50 %.1f s), %d not within %.0f s; seed requests per scaled resource %.2f (scaler %.2f)",
+				x.ScaledDownMaxSeconds, x.ScaledDownP50Seconds, x.NotScaledDown, x.ScaleDownTimeoutSeconds, x.SeedRequestsPerScaledResource,
+				x.ScalerRequestsPerScaledResource),
+			Met: x.NotScaledDown == 0 && x.ScaledDownMaxSeconds <= allScaleDownOverFloor*x.ScaleDownFloorSeconds,
+		})
+	}
+	return gs
+}
+
+// hugeListPeakRSS bounds a replica's memory while shoots answer huge lists.
+const hugeListPeakRSS = 512 << 20
+
+// liesGoals checks that no lie scaled anything down, and the memory of the huge lists.
+func liesGoals(l *benchmarks.Lies) []benchmarks.Goal {
+	var spurious []string
+	total := 0
+	for _, p := range l.Parts {
+		spurious = append(spurious, fmt.Sprintf("%s: %d", p.Lie, p.SpuriousScaleDowns))
+		total += p.SpuriousScaleDowns
+	}
+	gs := []benchmarks.Goal{{
+		Goal: fmt.Sprintf("lies at %d shoots, %d replicas: spurious scale-downs", l.Shoots, l.Replicas), Target: "0",
+		Measured: strings.Join(spurious, "; "), Met: total == 0,
+	}}
+	for _, p := range l.Parts {
+		if p.ExtraLeases == 0 || len(p.PeakRSSBytes) == 0 {
+			continue
+		}
+		peak := slices.Max(p.PeakRSSBytes)
+		gs = append(gs, benchmarks.Goal{
+			Goal: fmt.Sprintf("replica memory while %d shoots answer %s", p.Shoots, p.Lie), Target: "peak RSS < 512 MiB",
+			Measured: fmt.Sprintf("%.0f MiB", peak/(1<<20)), Met: peak < hugeListPeakRSS,
 		})
 	}
 	return gs

@@ -38,6 +38,38 @@ func delta(a, b snapshot, replica, name, match string) float64 {
 	return sum(b.metrics[replica], name, match) - sum(a.metrics[replica], name, match)
 }
 
+// countersByLabel is the increase of a counter between two snapshots, summed over the replicas in
+// both and over the samples whose labels include match, by the value of one label.
+func countersByLabel(a, b snapshot, name, match, label string) map[string]float64 {
+	by := map[string]float64{}
+	add := func(families map[string]*dto.MetricFamily, sign float64) {
+		for _, m := range families[name].GetMetric() {
+			if !labelsMatch(m.GetLabel(), match) {
+				continue
+			}
+			value := ""
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label {
+					value = l.GetValue()
+				}
+			}
+			by[value] += sign * m.GetCounter().GetValue()
+		}
+	}
+	for replica, m := range b.metrics {
+		if _, ok := a.metrics[replica]; ok {
+			add(m, 1)
+			add(a.metrics[replica], -1)
+		}
+	}
+	for k, v := range by {
+		if v == 0 {
+			delete(by, k)
+		}
+	}
+	return by
+}
+
 // bucket is one cumulative histogram bucket.
 type bucket struct {
 	upper float64

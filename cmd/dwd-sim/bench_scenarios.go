@@ -27,7 +27,7 @@ const steadyWarmUp = 3
 // steady measures one load: shoots healthy, probed by replicas, for the configured duration.
 func (b *bench) steady(ctx context.Context, shoots, replicas int) (benchmarks.SteadyRun, error) {
 	run := benchmarks.SteadyRun{Shoots: shoots, Replicas: replicas}
-	if err := b.startFresh(ctx, shoots, replicas); err != nil {
+	if err := b.startFresh(ctx, shoots, replicas, b.rs); err != nil {
 		return run, err
 	}
 	defer b.stopAll()
@@ -67,9 +67,10 @@ func (b *bench) steady(ctx context.Context, shoots, replicas int) (benchmarks.St
 	run.SeedWatchdogRequestsPerProbe, run.SeedShardingRequestsPerProbe = seedWatchdog/probes, seedSharding/probes
 	run.SeedRequestsPerProbe = (seedWatchdog + seedSharding) / probes
 	run.ShootRequestsPerProbe = float64(s1.shoots.Total-s0.shoots.Total) / probes
-	fmt.Fprintf(b.out, "  %.1f probes/s, lag p50 %.3fs p99 %.3fs, %.0f missed cycles, CPU cores %v, seed req/probe %.4f, shoot req/probe %.2f\n",
+	run.ConsistentLeaseListsPerProbe = float64(s1.shoots.LeaseLists.Consistent-s0.shoots.LeaseLists.Consistent) / probes
+	fmt.Fprintf(b.out, "  %.1f probes/s, lag p50 %.3fs p99 %.3fs, %.0f missed cycles, CPU cores %v, seed req/probe %.4f, shoot req/probe %.2f (consistent lease lists %.4f)\n",
 		run.ProbesPerSecond, run.ProbeLagP50Seconds, run.ProbeLagP99Seconds, run.MissedCycles, rounded(run.CPUCores),
-		run.SeedRequestsPerProbe, run.ShootRequestsPerProbe)
+		run.SeedRequestsPerProbe, run.ShootRequestsPerProbe, run.ConsistentLeaseListsPerProbe)
 	return run, nil
 }
 
@@ -77,7 +78,7 @@ func (b *bench) steady(ctx context.Context, shoots, replicas int) (benchmarks.St
 // another victim, and measures how long until every moved shoot is probed by its new owner.
 func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks.Handover, error) {
 	h := &benchmarks.Handover{Shoots: shoots, Replicas: replicas, Repeats: b.opts.repeats}
-	if err := b.startFresh(ctx, shoots, replicas); err != nil {
+	if err := b.startFresh(ctx, shoots, replicas, b.rs); err != nil {
 		return nil, err
 	}
 	defer b.stopAll()
@@ -134,7 +135,7 @@ func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks
 func (b *bench) meltdown(ctx context.Context, shoots, replicas int) (*benchmarks.Meltdown, error) {
 	m := &benchmarks.Meltdown{Shoots: shoots}
 	if len(b.replicas) != replicas || b.shoots != shoots {
-		if err := b.startFresh(ctx, shoots, replicas); err != nil {
+		if err := b.startFresh(ctx, shoots, replicas, b.rs); err != nil {
 			return nil, err
 		}
 	}
@@ -264,16 +265,16 @@ func (b *bench) scaledUp(ctx context.Context, names []string) bool {
 	return true
 }
 
-// startFresh stops the replicas, makes sure there are shoots, starts replicas and waits until every
-// shoot has been probed by its owner.
-func (b *bench) startFresh(ctx context.Context, shoots, replicas int) error {
+// startFresh stops the replicas, makes sure there are shoots, starts replicas of the set and waits
+// until every shoot has been probed by its owner.
+func (b *bench) startFresh(ctx context.Context, shoots, replicas int, rs *replicaSet) error {
 	b.stopAll()
 	if err := b.ensureShoots(ctx, shoots); err != nil {
 		return err
 	}
 	start := time.Now()
 	for i := range replicas {
-		r, err := b.rs.start(fmt.Sprintf("dwd-%d", i))
+		r, err := rs.start(fmt.Sprintf("dwd-%d", i))
 		if err != nil {
 			return err
 		}
@@ -318,7 +319,7 @@ func (b *bench) forget(r *replica) {
 
 // rejoin starts a stopped replica again under its name.
 func (b *bench) rejoin(r *replica) error {
-	if err := r.run(b.rs.dwd); err != nil {
+	if err := r.run(b.dwd); err != nil {
 		return err
 	}
 	b.replicas = append(b.replicas, r)

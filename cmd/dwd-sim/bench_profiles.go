@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
+)
+
+// The scale budget flags of `dwd run` and their defaults, and the shoot answer bounds. A binary built
+// before they existed has none of them: the bench passes them only when `dwd run --help` shows them.
+const (
+	flagScaleWorkers     = "--scale-workers"
+	flagScaleQPS         = "--scale-qps"
+	flagScaleBurst       = "--scale-burst"
+	flagMaxResponseBytes = "--shoot-max-response-bytes"
+	flagMaxResponseItems = "--shoot-max-response-items"
+
+	defaultScaleWorkers     = 16
+	defaultScaleQPS         = 20.0
+	defaultScaleBurst       = 100
+	defaultMaxResponseBytes = 32 << 20
+	defaultMaxResponseItems = 20000
+)
+
+// The original's seed client limits: client-go's defaults, which it keeps.
+const (
+	originalKubeAPIQPS   = 5.0
+	originalKubeAPIBurst = 10
+)
+
+// gardenerMCMScaleUpDelay is machine-controller-manager's scaleUp initialDelay in Gardener's prober
+// config.
+const gardenerMCMScaleUpDelay = 30 * time.Second
+
+// dwdFlags returns which of the flags `dwd run --help` lists.
+func dwdFlags(ctx context.Context, dwd string, flags ...string) (map[string]bool, error) {
+	out, err := exec.CommandContext(ctx, dwd, "run", "--help").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%s run --help: %w: %s", dwd, err, out)
+	}
+	has := map[string]bool{}
+	for _, f := range flags {
+		has[f] = bytes.Contains(out, []byte(f+" ")) || bytes.Contains(out, []byte(f+"="))
+	}
+	return has, nil
+}
+
+// replicaProfile is how the replicas of a scenario are started: their seed client limits and
+// prober settings.
+type replicaProfile struct {
+	// name names the profile's prober config file.
+	name         string
+	kubeAPIQPS   float64
+	kubeAPIBurst int
+	// scaleBudget passes the scale budget flags at their defaults, when the binary has them.
+	scaleBudget bool
+	// responseBounds passes the shoot answer bounds at their defaults, when the binary has them.
+	responseBounds bool
+	probeTimeout   time.Duration
+	// mcmScaleUpDelay is machine-controller-manager's scaleUp initialDelay.
+	mcmScaleUpDelay time.Duration
+}
+
+// benchProfile is the steady, handover and meltdown scenarios' profile: Gardener's client limits,
+// the demo's prober config at the bench's probe interval.
+var benchProfile = replicaProfile{name: "bench", kubeAPIQPS: benchKubeAPIQPS, kubeAPIBurst: benchKubeAPIBurst,
+	probeTimeout: 5 * time.Second, mcmScaleUpDelay: 2 * time.Second}
+
+// limits are the client limits the profile's replicas run with, given the flags the binary has.
+func (p replicaProfile) limits(has map[string]bool) benchmarks.ClientLimits {
+	l := benchmarks.ClientLimits{KubeAPIQPS: p.kubeAPIQPS, KubeAPIBurst: p.kubeAPIBurst}
+	if p.scaleBudget && has[flagScaleWorkers] && has[flagScaleQPS] && has[flagScaleBurst] {
+		l.ScaleWorkers, l.ScaleQPS, l.ScaleBurst = defaultScaleWorkers, defaultScaleQPS, defaultScaleBurst
+	}
+	return l
+}
+
+// scaleBudget is the rate and burst of the scale writes of one replica: the scale budget when it
+// was given, else the seed client's, which a binary without one scales through. A binary with a scale
+// budget whose flags were left out runs at the defaults.
+func scaleBudget(l benchmarks.ClientLimits, has map[string]bool) (float64, int) {
+	switch {
+	case l.ScaleQPS > 0:
+		return l.ScaleQPS, l.ScaleBurst
+	case has[flagScaleQPS]:
+		return defaultScaleQPS, defaultScaleBurst
+	}
+	return l.KubeAPIQPS, l.KubeAPIBurst
+}
+
+// replicaSet writes the profile's prober config and returns the set its replicas start from.
+func (b *bench) replicaSet(p replicaProfile) (*replicaSet, error) {
+	prober := filepath.Join(b.opts.dir, "prober-"+p.name+".yaml")
+	weeder := filepath.Join(b.opts.dir, "weeder.yaml")
+	if err := os.WriteFile(prober, []byte(benchProberConfig(b.opts.interval, p.probeTimeout, p.mcmScaleUpDelay)), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(weeder, []byte(demoWeederConfig), 0o644); err != nil {
+		return nil, err
+	}
+	limits := p.limits(b.dwdHas)
+	args := []string{
+		"--kubeconfig=" + b.seed.KubeconfigPath(), "--prober-config=" + prober, "--weeder-config=" + weeder,
+		"--shard-namespace=" + demoNamespace, "--probe-workers=" + strconv.Itoa(b.opts.probeWorkers),
+		"--kube-api-qps=" + strconv.FormatFloat(limits.KubeAPIQPS, 'f', -1, 64), "--kube-api-burst=" + strconv.Itoa(limits.KubeAPIBurst),
+		"--zap-log-level=info", "--zap-time-encoding=rfc3339nano",
+	}
+	if limits.ScaleQPS > 0 {
+		args = append(args, flagScaleWorkers+"="+strconv.Itoa(limits.ScaleWorkers),
+			flagScaleQPS+"="+strconv.FormatFloat(limits.ScaleQPS, 'f', -1, 64), flagScaleBurst+"="+strconv.Itoa(limits.ScaleBurst))
+	}
+	if p.responseBounds && b.dwdHas[flagMaxResponseBytes] && b.dwdHas[flagMaxResponseItems] {
+		args = append(args, flagMaxResponseBytes+"="+strconv.Itoa(defaultMaxResponseBytes), flagMaxResponseItems+"="+strconv.Itoa(defaultMaxResponseItems))
+	}
+	return &replicaSet{dwd: b.dwd, dir: b.opts.dir, pprof: b.opts.pprof, baseArgs: args}, nil
+}
+
+// benchProberConfig is the demo's prober config at another probe interval, probe timeout and
+// machine-controller-manager scale-up delay.
+func benchProberConfig(interval, probeTimeout, mcmScaleUpDelay time.Duration) string {
+	return strings.NewReplacer(
+		"probeInterval: 2s", "probeInterval: "+interval.String(),
+		"probeTimeout: 5s", "probeTimeout: "+probeTimeout.String(),
+		"scaleUp: {level: 1, initialDelay: 2s}", "scaleUp: {level: 1, initialDelay: "+mcmScaleUpDelay.String()+"}",
+	).Replace(demoProberConfig)
+}
