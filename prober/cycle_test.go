@@ -333,6 +333,10 @@ func TestTooManyItemsIsInconclusive(t *testing.T) {
 	result, err := f.p.cycle(context.Background())
 	require.ErrorIs(t, err, ErrAnswerTooLarge)
 	assert.Equal(t, resultInconclusive, result)
+	for range 3 {
+		f.p.run(context.Background())
+	}
+	assert.Len(t, f.recorder.Events, 1, "one Event per run of failures, not one per cycle")
 }
 
 func TestThrottlingNeverShortensThePeriod(t *testing.T) {

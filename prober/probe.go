@@ -52,6 +52,9 @@ type probeState struct {
 	// of the current run of failures was recorded.
 	failures        int
 	failingReported bool
+	// tooLargeReported is set once the Warning Event of an oversized answer was recorded in the current
+	// run of failures.
+	tooLargeReported bool
 }
 
 // run is one probe cycle; it returns when the next should start.
@@ -91,7 +94,7 @@ func (p *shootProbe) track(ctx context.Context, result string, err error) {
 		if p.st.failures > 0 {
 			log.Info("Probe succeeds again", "failedCycles", p.st.failures, "result", result)
 		}
-		p.st.failures, p.st.failingReported = 0, false
+		p.st.failures, p.st.failingReported, p.st.tooLargeReported = 0, false, false
 		return
 	}
 	p.st.failures++
@@ -149,6 +152,11 @@ func (p *shootProbe) failure(result string, err error) (string, error) {
 		return resultThrottled, err
 	case errors.Is(err, ErrAnswerTooLarge):
 		inconclusiveTotal.WithLabelValues(reasonTooLarge).Inc()
+		if p.st.tooLargeReported {
+			return resultInconclusive, err
+		}
+		p.st.tooLargeReported = true
+		p.m.Log.Info("Shoot answer too large", "namespace", p.namespace, "error", err.Error())
 		p.m.shootEvent(p.namespace, corev1.EventTypeWarning, "ShootAnswerTooLarge",
 			fmt.Sprintf("The shoot's API server answered more than the watchdog reads (--shoot-max-response-bytes, --shoot-max-response-items): %v. No scaling until it answers within the bounds.", err))
 		return resultInconclusive, err
