@@ -1,6 +1,10 @@
 // Command dwd-sim runs a local seed with simulated shoots, for `make demo` and the load benchmarks:
 //
-//	dwd-sim up --shoots N    start the seed and the shoots, print the kubeconfig path, run until interrupted
+//	dwd-sim up --shoots N    start the seed and the shoots, print the kubeconfig path, run until
+//	                         interrupted; --scenario and its flags make the shoots' API servers melt
+//	                         down, fail or lie (a stale cache, a slow body, skewed clocks, huge lists)
 //	dwd-sim demo             a seed with a few hundred shoots and three `dwd run` replicas, playing a
 //	                         scripted outage with a live view, ending with a summary (exit 1 if a step failed)
+//	dwd-sim bench            the load and fault benchmarks against `dwd run` processes (make bench),
+//	                         written to benchmarks/results; docs/benchmarks.md describes them
 package main
