@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -100,6 +100,7 @@ func (s *lyingShoot) renewTime(i int, at time.Time) time.Time {
 func (s *lyingShoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	w.Header().Set("Date", s.clk.Now().UTC().Format(http.TimeFormat)) // the shoot API server's clock is right
 	if s.retryAfter != "" {
 		w.Header().Set("Retry-After", s.retryAfter)
 		w.WriteHeader(http.StatusTooManyRequests)
@@ -192,7 +193,7 @@ func newCycleFixture(t *testing.T, nodes int) *cycleFixture {
 		u.SetLabels(map[string]string{MachineNodeLabel: n})
 		machines = append(machines, *u)
 	}
-	m := &Manager{Config: cfg, Reader: machineReader{Client: c, machines: machines}, Clock: clk, Log: logr.Discard(), Recorder: recorder,
+	m := &Manager{Config: cfg, Reader: machineReader{Client: c, machines: machines}, Clock: clk, Log: testr.New(t), Recorder: recorder,
 		Clients: &ShootClients{Timeout: 5 * time.Second, MaxBytes: 4 << 20, MaxItems: 1000},
 		Scaler:  &scaler.Scaler{Client: c, Clock: clk, Resources: cfg.DependentResourceInfos},
 		Flows:   NewScheduler(clk, 1, nil)}
@@ -248,9 +249,10 @@ func TestStaleWatchCacheIsConfirmedAgainstAConsistentRead(t *testing.T) {
 	assert.Positive(t, f.shoot.consistent.Load(), "the scale-down was checked with a consistent read")
 	assert.Less(t, int(f.shoot.consistent.Load()), 12, "a consistent read only before a would-be scale-down")
 
-	// When etcd says the same, the scale-down goes ahead.
+	// When etcd says the same, the scale-down goes ahead: the probe reads consistently now, and finds
+	// the leases unchanged for 0.75 × grace.
 	f.shoot.set(func(s *lyingShoot) { s.meltedAt = s.staleAt })
-	f.cycles(t, 4, 10*time.Second)
+	f.cycles(t, 5, 10*time.Second)
 	dir, started := f.flowStarted()
 	require.True(t, started)
 	assert.Equal(t, scaler.Down, dir)
@@ -261,7 +263,8 @@ func TestHealthyShootsMakeNoConsistentReads(t *testing.T) {
 	results := f.cycles(t, 20, 10*time.Second)
 	assert.Zero(t, f.shoot.consistent.Load())
 	assert.Equal(t, int32(20), f.shoot.cached.Load())
-	for _, r := range results {
+	assert.Equal(t, resultNoDecision, results[0], "a first sight proves nothing until a renewal shows the clocks agree")
+	for _, r := range results[1:] {
 		assert.Equal(t, resultHealthy, r)
 	}
 }
@@ -468,7 +471,7 @@ func TestProbesKeepTheirCadenceWhileAFlowWaits(t *testing.T) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
 	f.m.Scheduler.Schedule(cycleNS, f.clk.Now(), f.p.run)
-	lists := func() int32 { return f.shoot.cached.Load() }
+	lists := func() int32 { return f.shoot.cached.Load() + f.shoot.consistent.Load() }
 	step := func() {
 		before := lists()
 		require.Eventually(t, f.clk.HasWaiters, 10*time.Second, time.Millisecond, "the probe is scheduled")
@@ -479,7 +482,7 @@ func TestProbesKeepTheirCadenceWhileAFlowWaits(t *testing.T) {
 	for range 3 {
 		step()
 	}
-	f.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now().Add(-time.Minute) })
+	f.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now() })
 	require.Eventually(t, func() bool {
 		step()
 		return limiter.waits.Load() > 0
@@ -490,4 +493,47 @@ func TestProbesKeepTheirCadenceWhileAFlowWaits(t *testing.T) {
 	dir, ok := f.flowStarted()
 	require.True(t, ok)
 	assert.Equal(t, scaler.Down, dir)
+}
+
+// scaledDown sets the shoot's dependents to 0 replicas, marked, as a scale-down leaves them.
+func (f *cycleFixture) scaledDown(t *testing.T) {
+	for _, name := range cycleDependents {
+		d := &appsv1.Deployment{}
+		require.NoError(t, f.m.Scaler.Client.Get(context.Background(), client.ObjectKey{Namespace: cycleNS, Name: name}, d))
+		d.Spec.Replicas = ptr.To[int32](0)
+		d.Annotations = map[string]string{scaler.MeltdownProtectionAnnotation: "", scaler.ReplicasAnnotation: "1"}
+		require.NoError(t, f.m.Scaler.Client.Update(context.Background(), d))
+	}
+}
+
+// The watch cache freezes, then the kubelets die: the probe must not flip between the two sources
+// for ever, and must never scale up.
+func TestMeltdownBehindAStaleWatchCacheIsScaledDown(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	f.cycles(t, 3, 10*time.Second)
+	f.shoot.set(func(s *lyingShoot) { s.staleAt = s.clk.Now() })
+	f.cycles(t, 3, 10*time.Second)
+	f.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now() })
+	results := f.cycles(t, 10, 10*time.Second)
+	dir, started := f.flowStarted()
+	require.True(t, started, "%v", results)
+	assert.Equal(t, scaler.Down, dir)
+	assert.NotContains(t, results, resultScaledUp)
+}
+
+// A new owner takes over a shoot its predecessor scaled down, whose API server answers from a watch
+// cache frozen just before the kubelets died: the young renewTimes there must not scale it up.
+func TestStaleYoungLeasesDoNotScaleUpDuringAMeltdown(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	f.scaledDown(t)
+	f.shoot.set(func(s *lyingShoot) {
+		s.staleAt = s.clk.Now()
+		s.meltedAt = s.clk.Now().Add(5 * time.Second)
+	})
+	f.clk.Step(time.Minute)
+	results := f.cycles(t, 12, 10*time.Second)
+	assert.NotContains(t, results, resultScaledUp, "%v", results)
+	if dir, started := f.flowStarted(); started {
+		assert.Equal(t, scaler.Down, dir)
+	}
 }

@@ -59,8 +59,12 @@ type Decision struct {
 	Candidates int
 	// Expired is how many of those leases have expired.
 	Expired int
-	// Unknown is how many of those leases look old but have not been watched long enough to tell.
+	// Unknown is how many of those leases look old but have not been watched long enough to tell,
+	// Regressed included.
 	Unknown int
+	// Regressed is how many of those leases showed a renewTime older than one seen before: the read
+	// came from a source that lags.
+	Regressed int
 	// ExpiredFraction is Expired / Candidates, 0 without candidates.
 	ExpiredFraction float64
 	// WithoutLease is the number of candidate nodes without a lease; they are not judged.
@@ -77,6 +81,7 @@ type Decision struct {
 // number of candidates with a lease, and the table (UPSTREAM) reads:
 //   - 0 → ScaleUp (if the dependents were scaled down: with no evidence of an outage, recover);
 //   - 1 → None (one node says too little either way);
+//   - fewer candidates with a lease than without → None: too few leases to speak for the shoot;
 //   - Expired/Candidates >= fraction → ScaleDown;
 //   - (Expired+Unknown)/Candidates >= fraction → None: the leases this replica cannot judge yet
 //     could tip it either way, so it neither scales down nor up;
@@ -96,7 +101,7 @@ func DecideScaling(candidates []string, read LeaseRead, seen map[string]Sighting
 		delete(pending, lease.Name)
 		d.Candidates++
 		var prev *Sighting
-		if s, ok := seen[lease.Name]; ok {
+		if s, ok := seen[lease.Name]; ok && s.UID == lease.UID {
 			prev = &s
 		}
 		state, now := JudgeLease(lease, prev, read, grace)
@@ -106,6 +111,9 @@ func DecideScaling(candidates []string, read LeaseRead, seen map[string]Sighting
 		switch state {
 		case Expired:
 			d.Expired++
+		case Regressed:
+			d.Regressed++
+			d.Unknown++
 		case Unknown:
 			d.Unknown++
 		}
@@ -123,7 +131,7 @@ func scalingAction(d Decision, fraction float64) Action {
 	switch {
 	case d.Candidates == 0:
 		return ScaleUp
-	case d.Candidates == 1:
+	case d.Candidates == 1, d.Candidates < d.WithoutLease:
 		return None
 	case d.ExpiredFraction >= fraction:
 		return ScaleDown

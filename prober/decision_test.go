@@ -113,6 +113,7 @@ func TestDecideScalingTable(t *testing.T) {
 		{"a candidate without a lease is not counted", names(4), leases(2, 1), 0.6, Decision{Action: ScaleDown, Candidates: 3, Expired: 2, ExpiredFraction: 2.0 / 3, WithoutLease: 1}},
 		{"duplicate candidate names count once", []string{"n0", "n0", "n1"}, leases(1, 1), 0.6, Decision{Action: ScaleUp, Candidates: 2, Expired: 1, ExpiredFraction: 0.5}},
 		{"duplicate leases count once", names(2), append(leases(1, 1), leases(1, 0)...), 0.6, Decision{Action: ScaleUp, Candidates: 2, Expired: 1, ExpiredFraction: 0.5}},
+		{"more candidates without a lease than with one", names(5), leases(2, 0), 0.6, Decision{Action: None, Candidates: 2, Expired: 2, ExpiredFraction: 1, WithoutLease: 3}},
 		{"a lease without renewTime is no evidence either way", names(2), append(leases(0, 1), noRenewTime), 0.5, Decision{Action: None, Candidates: 2, Unknown: 1}},
 		{"a lease without renewTime does not make a healthy shoot inconclusive", names(3), append(leases(0, 2), coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "n2"}}), 0.6, Decision{Action: ScaleUp, Candidates: 3, Unknown: 1}},
 	}
@@ -124,9 +125,9 @@ func TestDecideScalingTable(t *testing.T) {
 	}
 }
 
-// readAt is a read of leases sent and answered at now.
+// readAt is a read of leases sent and answered at now, with clocks that agree.
 func readAt(now time.Time, leases ...coordinationv1.Lease) LeaseRead {
-	return LeaseRead{Leases: leases, Sent: now, Received: now}
+	return LeaseRead{Leases: leases, Sent: now, Received: now, TrustAge: true}
 }
 
 // watched returns sightings of the leases' renewTimes, each first seen for before decisionNow.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -106,11 +107,15 @@ type shootNS struct {
 	t     *testing.T
 	name  string
 	nodes []string
+
+	mu      sync.Mutex
+	stopped map[string]bool // nodes whose kubelet does not renew its lease
 }
 
-// newShoot creates a shoot namespace with the given number of nodes, all healthy.
+// newShoot creates a shoot namespace with the given number of nodes, all healthy: their kubelets
+// renew their leases every second until the test ends.
 func newShoot(t *testing.T, nodes int) *shootNS {
-	s := &shootNS{t: t, name: seed.Namespace(t)}
+	s := &shootNS{t: t, name: seed.Namespace(t), stopped: map[string]bool{}}
 	s.createCluster(nil)
 	s.createSecret(shoot.KubeConfig)
 	for _, name := range dependents {
@@ -119,7 +124,31 @@ func newShoot(t *testing.T, nodes int) *shootNS {
 	for i := range nodes {
 		s.addNode(fmt.Sprintf("%s-node-%d", s.name, i))
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.runKubelets(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 	return s
+}
+
+// runKubelets renews the leases of the running kubelets every second until ctx ends.
+func (s *shootNS) runKubelets(ctx context.Context) {
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+		for _, name := range s.nodes {
+			s.mu.Lock()
+			if !s.stopped[name] {
+				_ = s.setRenewTime(ctx, name, time.Now()) // a missed renewal is what kubelets see too
+			}
+			s.mu.Unlock()
+		}
+	}
 }
 
 // shootJSON is a Shoot with one worker pool whose last operation succeeded.
@@ -225,14 +254,38 @@ func (s *shootNS) addNode(name string) {
 	s.nodes = append(s.nodes, name)
 }
 
-// renewLeases sets the renewTime of the first n node leases to at.
+// renewLeases sets the renewTime of the first n node leases to at. A recent time lets their kubelets
+// renew again. A time in the past stops them (a meltdown); so that the test need not wait for the
+// leases to age, each is created anew with that renewTime, as a kubelet that registered its node
+// anew would (a renewTime that went back in time on the same lease would mark the answer stale).
 func (s *shootNS) renewLeases(n int, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ctx := context.Background()
 	for _, name := range s.nodes[:n] {
-		lease := &coordinationv1.Lease{}
-		require.NoError(s.t, shoot.Client.Get(context.Background(), client.ObjectKey{Namespace: "kube-node-lease", Name: name}, lease))
-		lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(at))
-		require.NoError(s.t, shoot.Client.Update(context.Background(), lease))
+		s.stopped[name] = time.Since(at) > time.Second
+		if !s.stopped[name] {
+			require.NoError(s.t, s.setRenewTime(ctx, name, at))
+			continue
+		}
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-node-lease"}}
+		require.NoError(s.t, shoot.Client.Delete(ctx, lease))
+		lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-node-lease"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](4), RenewTime: ptr.To(metav1.NewMicroTime(at))}}
+		require.NoError(s.t, shoot.Client.Create(ctx, lease))
 	}
+}
+
+// setRenewTime writes a node lease's renewTime, retrying conflicts with the kubelet loop.
+func (s *shootNS) setRenewTime(ctx context.Context, name string, at time.Time) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		lease := &coordinationv1.Lease{}
+		if err := shoot.Client.Get(ctx, client.ObjectKey{Namespace: "kube-node-lease", Name: name}, lease); err != nil {
+			return err
+		}
+		lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(at))
+		return shoot.Client.Update(ctx, lease)
+	})
 }
 
 // scaleEvent is a change of a dependent Deployment's replicas, as a watch saw it.

@@ -60,8 +60,8 @@ type Manager struct {
 
 	mu     sync.Mutex
 	probes map[string]*shootProbe
-	// paused holds the namespaces whose probe this replica stopped by the lifecycle rules (hibernation,
-	// migration, a restore in progress): when it starts again, it waits the initial delay.
+	// paused holds the namespaces this replica owns whose probe the lifecycle rules stop or do not start
+	// (hibernation, migration, a restore in progress): when it starts, it waits the initial delay.
 	paused map[string]struct{}
 
 	flowMu sync.Mutex
@@ -159,9 +159,8 @@ func (m *Manager) sync(ctx context.Context, ns string) error {
 	run, spec, reason := Decide(shoot, m.Config.KCMNodeMonitorGraceDuration.Duration)
 	if !run {
 		m.Log.V(1).Info("Not probing", "namespace", ns, "reason", reason)
-		if m.stopLocked(ns) {
-			m.pauseLocked(ns)
-		}
+		m.stopLocked(ns)
+		m.pauseLocked(ns)
 		return nil
 	}
 	if grace, ok := shootGracePeriod(shoot); ok && grace != spec.NodeMonitorGracePeriod {
@@ -193,8 +192,8 @@ func (m *Manager) pauseLocked(ns string) {
 // firstRun is when a new probe first runs. The original waits initialDelay whenever it creates a
 // probe; here it applies where the shoot's control plane is new or coming back: a cluster created
 // less than initialDelay ago, a Create or Restore (the end of a migration) that succeeded less than
-// initialDelay ago, and a probe this replica stopped by the lifecycle rules (hibernation, migration, a
-// restore in progress) and now starts again (a wake-up). Any other start, such as a takeover from
+// initialDelay ago, and a probe that the lifecycle rules kept from running while this replica owned
+// the shoot (hibernation, migration, a restore in progress) and now starts (a wake-up). Any other start, such as a takeover from
 // another replica or a restart of this one, runs after a short jitter: the shoot was being probed.
 func (m *Manager) firstRun(ns string, cluster *unstructured.Unstructured, shoot *Shoot) time.Time {
 	now := m.Clock.Now()
@@ -243,10 +242,10 @@ func (m *Manager) startLocked(ns string, spec ProbeSpec, at time.Time) {
 }
 
 // stopLocked stops the probe of ns and its flow, waits for the run and the flow step in flight, and
-// drops what it kept; false when no probe ran.
-func (m *Manager) stopLocked(ns string) bool {
+// drops what it kept.
+func (m *Manager) stopLocked(ns string) {
 	if _, ok := m.probes[ns]; !ok {
-		return false
+		return
 	}
 	delete(m.probes, ns)
 	m.Scheduler.Remove(ns)
@@ -256,7 +255,6 @@ func (m *Manager) stopLocked(ns string) bool {
 	clockOffset.DeleteLabelValues(ns)
 	probesActive.Set(float64(len(m.probes)))
 	m.Log.Info("Stopped probe", "namespace", ns)
-	return true
 }
 
 // Probing reports whether a probe of ns is running here.

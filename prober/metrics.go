@@ -53,7 +53,7 @@ var (
 		Name: "dwd_api_throttled_requests_total", Help: "Requests answered 429 Too Many Requests, by API.",
 	}, []string{"api"})
 	inconclusiveTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "dwd_probe_inconclusive_total", Help: "Probe cycles that decided nothing, by reason: slow_answer (the lease list took longer than a quarter of the grace period), too_large (an answer over the bounds), not_confirmed (a consistent read did not confirm a scale-down).",
+		Name: "dwd_probe_inconclusive_total", Help: "Probe cycles that decided nothing, by reason: slow_answer (the lease list took longer than a quarter of the grace period), too_large (an answer over the bounds), not_confirmed (a consistent read did not confirm a scale-down or a scale-up), stale_answer (renewTimes older than ones seen before).",
 	}, []string{"reason"})
 	clockOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dwd_shoot_clock_offset_seconds", Help: "The shoot API server's clock (its Date header, 1 s resolution) minus this replica's, at the last probe. Informational: expiry is judged by observation and does not depend on it.",

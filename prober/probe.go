@@ -46,8 +46,15 @@ type shootProbe struct {
 // probeState is what a shoot's probe remembers between its cycles. Only the probe's runs use it, and
 // the scheduler never runs two of them at once, also across a restart that swaps the job.
 type probeState struct {
-	// seen is what the probe saw of each candidate's node lease (see JudgeLease).
-	seen map[string]Sighting
+	// seen is what the probe saw of each candidate's node lease (see JudgeLease), and lastSent when it
+	// sent the lease request of the read seen was last updated from.
+	seen     map[string]Sighting
+	lastSent time.Time
+	// nodesKnown and nodesBehind are the last verdict of NodeClocksBehind.
+	nodesKnown, nodesBehind bool
+	// consistentLeft is how many more cycles read consistently, after the shoot's API server was
+	// caught answering from a stale watch cache.
+	consistentLeft int
 	// failures counts the cycles in a row that failed; failingReported is set once the Warning Event
 	// of the current run of failures was recorded.
 	failures        int
@@ -67,7 +74,7 @@ func (p *shootProbe) run(ctx context.Context) time.Duration {
 	}
 	p.track(ctx, result, err)
 	if result == resultThrottled {
-		return max(next, throttleBackoff, retryAfter(err, p.m.interval()))
+		return max(next, p.m.interval(), throttleBackoff, retryAfter(err, p.m.interval()))
 	}
 	return next
 }
@@ -179,8 +186,13 @@ func (e inconclusive) Error() string { return e.msg }
 const (
 	reasonSlowAnswer   = "slow_answer"   // the lease list took longer than a quarter of the grace period
 	reasonTooLarge     = "too_large"     // an answer over the bounds
-	reasonNotConfirmed = "not_confirmed" // a consistent read did not confirm a scale-down
+	reasonNotConfirmed = "not_confirmed" // a consistent read did not confirm a scale-down or a scale-up
+	reasonStaleAnswer  = "stale_answer"  // renewTimes older than ones seen before
 )
+
+// consistentCycles is how many cycles a probe reads consistently after it caught its shoot's API
+// server answering from a stale watch cache.
+const consistentCycles = 10
 
 // client returns the shoot client built from the cached kubeconfig Secret. A broken Secret is
 // reported (log, Event on the Secret, metric) only when it changes, not on every cycle.
@@ -197,51 +209,108 @@ func (p *shootProbe) client(ctx context.Context) (*ShootClient, error) {
 	return c, err
 }
 
-// decideConfirmed decides from the cheap reads (the API server's watch cache) and, before a
-// scale-down, reads the nodes and leases again consistently and decides again: a scale-down stands
-// only when both decisions call for it.
+// decideConfirmed decides from the cheap reads (the API server's watch cache) and confirms what would
+// act with consistent reads (resourceVersion unset) of the nodes and leases: a scale-down always, a
+// scale-up while the dependents are scaled down (a stale read must not bring them back during a
+// meltdown). An action stands only when the decision on the consistent read agrees.
+//
+// A read that shows renewTimes older than seen before, or a confirmation that disagrees, means the
+// API server answers from a stale cache: the probe then forgets what it saw, drops its idle
+// connections (to be sent to another API server), and reads consistently for consistentCycles cycles,
+// building its observation on fresh reads only.
 func (p *shootProbe) decideConfirmed(ctx context.Context, shoot *ShootClient, machines []MachineInfo) (Decision, error) {
-	d, err := p.decide(ctx, shoot, machines, false)
-	if err != nil || d.Action != ScaleDown {
-		return d, err
+	consistent := p.st.consistentLeft > 0
+	if consistent {
+		if p.st.consistentLeft--; p.st.consistentLeft == 0 {
+			defer p.forget() // back to cheap reads, which start their own observation
+		}
 	}
-	confirmed, err := p.decide(ctx, shoot, machines, true)
+	d, err := p.decide(ctx, shoot, machines, consistent, true)
 	if err != nil {
-		return Decision{}, fmt.Errorf("confirming a scale-down: %w", err)
+		return Decision{}, err
 	}
-	if confirmed.Action != ScaleDown {
-		p.m.Log.Info("Scale-down not confirmed by a consistent read", "namespace", p.namespace,
-			"expired", d.Expired, "confirmedExpired", confirmed.Expired, "candidates", confirmed.Candidates)
+	if d.Regressed > 0 {
+		p.distrust(shoot, "renewTimes went back in time")
+		return Decision{}, inconclusive{reason: reasonStaleAnswer,
+			msg: fmt.Sprintf("%d node leases showed a renewTime older than one seen before", d.Regressed)}
+	}
+	if consistent || !p.confirms(ctx, d) {
+		return d, nil
+	}
+	confirmed, err := p.decide(ctx, shoot, machines, true, false)
+	if err != nil {
+		return Decision{}, fmt.Errorf("confirming %s: %w", d.Action, err)
+	}
+	if confirmed.Action != d.Action {
+		p.distrust(shoot, "a consistent read disagreed")
 		return Decision{}, inconclusive{reason: reasonNotConfirmed,
-			msg: fmt.Sprintf("%d of %d leases expired in the cached read, %d in the consistent read", d.Expired, d.Candidates, confirmed.Expired)}
+			msg: fmt.Sprintf("%s from the cached read (%d of %d leases expired) but %s from the consistent read (%d of %d)",
+				d.Action, d.Expired, d.Candidates, confirmed.Action, confirmed.Expired, confirmed.Candidates)}
 	}
 	return confirmed, nil
 }
 
-// decide lists the shoot's nodes and node leases and decides. The age of the leases is measured from
-// the moment the lease request was sent; an answer that took longer than a quarter of the grace period
-// decides nothing.
-func (p *shootProbe) decide(ctx context.Context, shoot *ShootClient, machines []MachineInfo, consistent bool) (Decision, error) {
+// confirms tells whether a decision must be confirmed by a consistent read.
+func (p *shootProbe) confirms(ctx context.Context, d Decision) bool {
+	switch d.Action {
+	case ScaleDown:
+		return true
+	case ScaleUp:
+		down, err := p.m.Scaler.NeedsScaling(ctx, p.namespace, scaler.Up)
+		return err != nil || down
+	}
+	return false
+}
+
+// distrust switches the probe to consistent reads for consistentCycles cycles.
+func (p *shootProbe) distrust(shoot *ShootClient, why string) {
+	p.m.Log.Info("Shoot API server answers from a stale cache: reading consistently", "namespace", p.namespace,
+		"why", why, "cycles", consistentCycles)
+	p.forget()
+	p.st.consistentLeft = consistentCycles
+	shoot.closeIdleConnections()
+}
+
+// forget drops what the probe saw of the leases and the clocks.
+func (p *shootProbe) forget() {
+	p.st.seen, p.st.lastSent, p.st.nodesKnown, p.st.nodesBehind = nil, time.Time{}, false, false
+}
+
+// decide lists the shoot's nodes and node leases and decides; keep records what it saw. The age of
+// the leases is measured from the moment the lease request was sent, and counts only when the clocks
+// agree (ServerClockAgrees, NodeClocksBehind); a lease list that takes longer than a quarter of the
+// grace period is abandoned and decides nothing.
+func (p *shootProbe) decide(ctx context.Context, shoot *ShootClient, machines []MachineInfo, consistent, keep bool) (Decision, error) {
 	nodes, _, err := shoot.Nodes(ctx, consistent)
 	if err != nil {
 		return Decision{}, fmt.Errorf("listing nodes: %w", err)
 	}
+	grace := p.spec.NodeMonitorGracePeriod
+	leaseCtx, cancel := context.WithTimeout(ctx, grace/4)
+	defer cancel()
 	sent := p.m.Clock.Now()
-	leases, read, err := shoot.NodeLeases(ctx, consistent)
+	leases, answer, err := shoot.NodeLeases(leaseCtx, consistent)
 	received := p.m.Clock.Now()
+	took := received.Sub(sent)
+	if (err != nil && leaseCtx.Err() != nil && ctx.Err() == nil) || took > grace/4 {
+		return Decision{}, inconclusive{reason: reasonSlowAnswer,
+			msg: fmt.Sprintf("the node lease list took %s or more, more than a quarter of the grace period %s", took.Round(time.Millisecond), grace)}
+	}
 	if err != nil {
 		return Decision{}, fmt.Errorf("listing node leases: %w", err)
 	}
-	took := received.Sub(sent)
-	p.m.observeClockOffset(p.namespace, read.Date, sent.Add(took/2))
-	grace := p.spec.NodeMonitorGracePeriod
-	if took > grace/4 {
-		return Decision{}, inconclusive{reason: reasonSlowAnswer,
-			msg: fmt.Sprintf("the node lease list took %s, more than a quarter of the grace period %s", took.Round(time.Millisecond), grace)}
+	read := LeaseRead{Leases: leases, Sent: sent, Received: received}
+	p.m.observeClockOffset(p.namespace, answer.Date, sent.Add(took/2))
+	nodesKnown, nodesBehind := p.st.nodesKnown, p.st.nodesBehind
+	if behind, known := NodeClocksBehind(read, p.st.lastSent, p.st.seen); known {
+		nodesKnown, nodesBehind = true, behind
 	}
+	read.TrustAge = ServerClockAgrees(read, answer.Date) && nodesKnown && !nodesBehind
 	candidates := CandidateNodes(nodes, machines, p.spec)
-	d, seen := DecideScaling(candidates, LeaseRead{Leases: leases, Sent: sent, Received: received}, p.st.seen, grace, *p.m.Config.NodeLeaseFailureFraction)
-	p.st.seen = seen
+	d, seen := DecideScaling(candidates, read, p.st.seen, grace, *p.m.Config.NodeLeaseFailureFraction)
+	if keep {
+		p.st.seen, p.st.lastSent, p.st.nodesKnown, p.st.nodesBehind = seen, sent, nodesKnown, nodesBehind
+	}
 	return d, nil
 }
 
@@ -268,9 +337,7 @@ func (p *shootProbe) act(ctx context.Context, d Decision) (string, error) {
 	case ScaleDown:
 		dir, result = scaler.Down, resultScaledDown
 	case ScaleUp:
-		if err := p.cleanup(ctx); err != nil {
-			return resultScaleFailed, err
-		}
+		p.cleanup(ctx)
 	default:
 		return resultNoDecision, nil
 	}
@@ -287,11 +354,14 @@ func (p *shootProbe) act(ctx context.Context, d Decision) (string, error) {
 }
 
 // cleanup removes replicas annotations left on running dependents (by the original, which never
-// removed them), without a scale flow.
-func (p *shootProbe) cleanup(ctx context.Context) error {
+// removed them), without a scale flow. It is best effort: a failure is logged and tried again on the
+// next healthy probe, and never keeps a scale-up from starting.
+func (p *shootProbe) cleanup(ctx context.Context) {
 	needed, err := p.m.Scaler.NeedsCleanup(ctx, p.namespace)
-	if err != nil || !needed {
-		return err
+	if err == nil && needed {
+		err = p.m.Scaler.Cleanup(ctx, p.namespace)
 	}
-	return p.m.Scaler.Cleanup(ctx, p.namespace)
+	if err != nil {
+		p.m.Log.Info("Removing leftover replicas annotations failed", "namespace", p.namespace, "error", err.Error())
+	}
 }

@@ -203,7 +203,7 @@ func (s *Scheduler) run(ctx context.Context, t *task) {
 func (s *Scheduler) end(t *task) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	t.running = false
+	t.running, t.cancel = false, nil
 	close(t.done)
 	if !t.removed && s.tasks[t.key] == t {
 		delete(s.tasks, t.key)
@@ -216,7 +216,7 @@ func (s *Scheduler) requeue(t *task, next time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if t.running {
-		t.running = false
+		t.running, t.cancel = false, nil
 		close(t.done)
 	}
 	if t.removed {

@@ -174,3 +174,31 @@ func TestSchedulerEndsATaskWhoseJobIsDone(t *testing.T) {
 	s.Schedule("flow", clk.Now(), counter(&runs, time.Hour))
 	require.Eventually(t, func() bool { return runs.Load() == 3 }, 5*time.Second, time.Millisecond)
 }
+
+// The same, for a task that has run before: the cancel of its last run must not make Remove wait.
+func TestSchedulerRemoveDoesNotWaitForATaskDueAgain(t *testing.T) {
+	s, clk := startScheduler(t, 1, nil)
+	var runs atomic.Int32
+	s.Schedule("due", t0, func(context.Context) time.Duration { runs.Add(1); return time.Second })
+	require.Eventually(t, func() bool { return runs.Load() == 1 }, 5*time.Second, time.Millisecond)
+	block := make(chan struct{})
+	defer close(block)
+	started := make(chan struct{})
+	s.Schedule("busy", t0, func(context.Context) time.Duration { close(started); <-block; return time.Hour })
+	<-started
+	require.Eventually(t, clk.HasWaiters, 5*time.Second, time.Millisecond)
+	clk.Step(time.Second)
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.tasks["due"] != nil && s.tasks["due"].running
+	}, 5*time.Second, time.Millisecond, "due is popped again for the busy worker")
+	removed := make(chan struct{})
+	go func() { s.Remove("due"); close(removed) }()
+	select {
+	case <-removed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Remove waited for an unrelated run")
+	}
+	assert.Equal(t, int32(1), runs.Load())
+}

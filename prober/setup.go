@@ -79,9 +79,10 @@ func (o Options) defaulted() Options {
 // controller, the probe and flow schedulers, the dependent-resource cache and the scaler. The returned
 // Manager is a sharding.PartitionHandler for coordinator, which also tells it what this replica owns.
 //
-// Every seed informer a probe reads (Clusters, kubeconfig Secrets, Machines, the dependents) is
-// registered here, so the manager waits for their sync before any probe runs: no probe ever waits for a
-// first sync while it holds shoot data whose age it measures.
+// Every seed informer a probe reads is registered here: Clusters, kubeconfig Secrets and Machines in
+// the manager's cache, whose sync the manager waits for before it starts the prober, and the dependents
+// in their own caches, whose sync the schedulers wait for before the first probe. No probe ever waits
+// for a first sync while it holds shoot data whose age it measures.
 func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, coordinator *sharding.Coordinator, opts Options) (*Manager, error) {
 	registerMetrics()
 	opts = opts.defaulted()
@@ -114,7 +115,8 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 			Limiter: flowcontrol.NewTokenBucketRateLimiter(opts.ScaleQPS, opts.ScaleBurst),
 			Clock:   clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos},
 	}
-	for _, r := range []manager.Runnable{dependents, m.Scheduler, m.Flows} {
+	// The schedulers start once the dependents' caches (which the manager does not own) have synced.
+	for _, r := range []manager.Runnable{dependents, afterSync{dependents.WaitForCacheSync, m.Scheduler}, afterSync{dependents.WaitForCacheSync, m.Flows}} {
 		if err := mgr.Add(r); err != nil {
 			return nil, err
 		}
@@ -128,6 +130,20 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 	}
 	coordinator.AddHandler(m)
 	return m, nil
+}
+
+// afterSync runs a Runnable once wait reports the caches it reads synced; it returns at once when ctx
+// ends first.
+type afterSync struct {
+	wait func(context.Context) bool
+	run  manager.Runnable
+}
+
+func (a afterSync) Start(ctx context.Context) error {
+	if !a.wait(ctx) {
+		return nil
+	}
+	return a.run.Start(ctx)
 }
 
 // scaleClients builds the scale path's clients: they read the dependents from their cache, and send
