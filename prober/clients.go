@@ -1,12 +1,14 @@
 package prober
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/flowcontrol"
+
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // KubeconfigKey is the key of the kubeconfig in the shoot access Secret.
@@ -253,7 +257,7 @@ func (c *ShootClient) list(ctx context.Context, consistent bool, req *rest.Reque
 	}
 	read := Read{Consistent: consistent}
 	err := c.retryOnce(ctx, func() error {
-		answer := &answerMeta{}
+		answer := &answerMeta{maxItems: c.maxItems}
 		err := req.VersionedParams(opts, scheme.ParameterCodec).MaxRetries(0).Do(context.WithValue(ctx, answerKey{}, answer)).Into(obj)
 		read.Date = answer.date
 		return err
@@ -300,11 +304,17 @@ func (c *ShootClient) closeIdleConnections() {
 // answerKey carries an *answerMeta in a request's context, for answerTransport to fill.
 type answerKey struct{}
 
-// answerMeta is what answerTransport saw of an answer.
-type answerMeta struct{ date time.Time }
+// answerMeta is what answerTransport saw of an answer (its Date header), and, for a list, how many
+// items it may hold (0: any).
+type answerMeta struct {
+	date     time.Time
+	maxItems int
+}
 
 // answerTransport bounds the bodies of answers to maxBytes (0: no bound) and records the Date header
-// of each answer in the request's answerMeta, if any.
+// of each answer in the request's answerMeta, if any. A list in protobuf whose request bounds its
+// items is counted before anything decodes it: the watch cache ignores the limit of a
+// resourceVersion=0 list, and decoding 200,000 leases costs far more memory than their bytes.
 type answerTransport struct {
 	next     http.RoundTripper
 	maxBytes int64
@@ -329,7 +339,88 @@ func (t answerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrAnswerTooLarge, resp.ContentLength, t.maxBytes)
 	}
 	resp.Body = &boundedBody{ReadCloser: resp.Body, left: t.maxBytes}
+	meta, _ := req.Context().Value(answerKey{}).(*answerMeta)
+	if meta == nil || meta.maxItems <= 0 || resp.StatusCode != http.StatusOK ||
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), runtime.ContentTypeProtobuf) {
+		return resp, nil
+	}
+	return countedList(resp, meta.maxItems)
+}
+
+// countedList reads a protobuf list answer and fails it when it holds more than maxItems items;
+// otherwise it hands the bytes on.
+func countedList(resp *http.Response, maxItems int) (*http.Response, error) {
+	data, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	if n, err := countListItems(data); err == nil && n > maxItems {
+		return nil, fmt.Errorf("%w: %d items, more than %d", ErrAnswerTooLarge, n, maxItems)
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
 	return resp, nil
+}
+
+// protobufMagic starts every object kube encodes in protobuf.
+var protobufMagic = []byte("k8s\x00")
+
+// countListItems counts the items of a list in kube's protobuf encoding: the magic, then a
+// runtime.Unknown whose field 2 (raw) holds the list, whose field 2 (items) repeats once per item.
+func countListItems(data []byte) (int, error) {
+	if !bytes.HasPrefix(data, protobufMagic) {
+		return 0, errors.New("no protobuf magic")
+	}
+	list, err := protoField(data[len(protobufMagic):], 2)
+	if err != nil {
+		return 0, err
+	}
+	items := 0
+	err = protoFields(list, func(num protowire.Number, _ []byte) {
+		if num == 2 {
+			items++
+		}
+	})
+	return items, err
+}
+
+// protoField returns the bytes of the first length-delimited field num of a message.
+func protoField(msg []byte, num protowire.Number) ([]byte, error) {
+	var found []byte
+	err := protoFields(msg, func(n protowire.Number, value []byte) {
+		if n == num && found == nil {
+			found = value
+		}
+	})
+	if err == nil && found == nil {
+		err = fmt.Errorf("no field %d", num)
+	}
+	return found, err
+}
+
+// protoFields calls each with the number and, for a length-delimited field, the bytes of every field
+// of a message.
+func protoFields(msg []byte, each func(protowire.Number, []byte)) error {
+	for len(msg) > 0 {
+		num, typ, n := protowire.ConsumeTag(msg)
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		msg = msg[n:]
+		var value []byte
+		if typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(msg)
+			if m < 0 {
+				return protowire.ParseError(m)
+			}
+			value, n = v, m
+		} else if n = protowire.ConsumeFieldValue(num, typ, msg); n < 0 {
+			return protowire.ParseError(n)
+		}
+		each(num, value)
+		msg = msg[n:]
+	}
+	return nil
 }
 
 // boundedBody fails a read past its bound, so that an answer without Content-Length is cut off too.

@@ -1,12 +1,15 @@
 package prober
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,8 +17,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 )
 
 // kubeconfig builds a kubeconfig for server whose user is given as its JSON object.
@@ -201,4 +208,50 @@ func TestListsAreBoundedAndNeverPartial(t *testing.T) {
 			assert.Equal(t, time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), read.Date.UTC())
 		})
 	}
+}
+
+// leaseListProtobuf encodes n leases as kube's protobuf list.
+func leaseListProtobuf(t *testing.T, n int) []byte {
+	list := &coordinationv1.LeaseList{TypeMeta: metav1.TypeMeta{Kind: "LeaseList", APIVersion: "coordination.k8s.io/v1"}}
+	now := metav1.NewMicroTime(time.Now())
+	for i := range n {
+		list.Items = append(list.Items, coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("tenant-%d", i), Namespace: "kube-node-lease"},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("x"), RenewTime: &now}})
+	}
+	var buf bytes.Buffer
+	require.NoError(t, protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(list, &buf))
+	return buf.Bytes()
+}
+
+func TestCountListItems(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 1000} {
+		got, err := countListItems(leaseListProtobuf(t, n))
+		require.NoError(t, err)
+		assert.Equal(t, n, got)
+	}
+	_, err := countListItems([]byte(`{"items":[]}`))
+	assert.Error(t, err)
+	_, err = countListItems(append([]byte("k8s\x00"), 0xff, 0xff))
+	assert.Error(t, err, "garbage after the magic is an error, never a panic")
+}
+
+// A protobuf list over the item bound is refused before it is decoded: the watch cache ignores the
+// limit of a resourceVersion=0 list, and decoding costs many times its bytes.
+func TestProtobufListsAreCountedBeforeDecoding(t *testing.T) {
+	body := leaseListProtobuf(t, 200000)
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf")
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(server.Close)
+	c, err := (&ShootClients{Timeout: 10 * time.Second, MaxItems: 20000, MaxBytes: 32 << 20}).For(secret("1", kubeconfig(server.URL, map[string]any{"token": "t"})))
+	require.NoError(t, err)
+	var before, after goruntime.MemStats
+	goruntime.GC()
+	goruntime.ReadMemStats(&before)
+	_, _, err = c.NodeLeases(context.Background(), false)
+	goruntime.ReadMemStats(&after)
+	require.ErrorIs(t, err, ErrAnswerTooLarge)
+	t.Logf("%d MiB answer, %d MiB allocated", len(body)>>20, (after.TotalAlloc-before.TotalAlloc)>>20)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(6*len(body)), "read and counted, not decoded")
 }
