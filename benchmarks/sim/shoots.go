@@ -6,8 +6,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,8 +34,6 @@ type ShootServerOptions struct {
 	// clock by default. The certificates are dated by the real clock, since clients verify them
 	// against it.
 	Clock clock.Clock
-	// ExpiredAge is how old an expired lease's renewTime is in a Meltdown; 10m by default.
-	ExpiredAge time.Duration
 	// RenewInterval is how often the simulated kubelets renew their node leases, each on its own
 	// schedule; 10s by default, the kubelet's.
 	RenewInterval time.Duration
@@ -49,9 +49,6 @@ func (o ShootServerOptions) defaulted() ShootServerOptions {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}
-	}
-	if o.ExpiredAge == 0 {
-		o.ExpiredAge = 10 * time.Minute
 	}
 	if o.RenewInterval == 0 {
 		o.RenewInterval = 10 * time.Second
@@ -134,7 +131,7 @@ func (sh *shoot) called(agent string, now time.Time) {
 // releases the listener.
 func NewShootServer(opts ShootServerOptions) (*ShootServer, error) {
 	opts = opts.defaulted()
-	if err := errors.Join(nonNegative("expiredAge", opts.ExpiredAge), nonNegative("renewInterval", opts.RenewInterval)); err != nil {
+	if err := nonNegative("renewInterval", opts.RenewInterval); err != nil {
 		return nil, err
 	}
 	serving, err := newServingTLS(time.Now())
@@ -312,6 +309,29 @@ func (s *ShootServer) lookup(name string) (*shoot, *scenarioState) {
 		return nil, nil
 	}
 	return sh, sh.scenario
+}
+
+// ExpiredSince returns the moment at which the leases of a melted shoot had aged enough to decide a
+// scale-down: when at least fraction of its node leases had gone unrenewed for age (a prober's
+// grace × 0.75). The melted kubelets stopped renewing when the Meltdown was set, each after its own
+// last renewal, so this is some time after that. The second result is false when the shoot is not in
+// a Meltdown whose expired leases reach fraction.
+func (s *ShootServer) ExpiredSince(name string, age time.Duration, fraction float64) (time.Time, bool) {
+	sh, st := s.lookup(name)
+	if sh == nil || st.Kind != Meltdown || len(sh.nodes) == 0 {
+		return time.Time{}, false
+	}
+	need := int(math.Ceil(fraction * float64(len(sh.nodes))))
+	expired := st.expiredLeases(len(sh.nodes))
+	if need < 1 || expired < need {
+		return time.Time{}, false
+	}
+	crossed := make([]time.Time, 0, expired)
+	for i := range expired {
+		crossed = append(crossed, lastRenew(st.since, sh.phases[i], s.opts.RenewInterval).Add(age))
+	}
+	slices.SortFunc(crossed, time.Time.Compare)
+	return crossed[need-1], true
 }
 
 // scenarioState is a scenario as set, with what its answers need that does not change until the

@@ -136,7 +136,7 @@ func (s *ShootServer) leaseList(enc encoding, sh *shoot, st *scenarioState, read
 	if err != nil {
 		return body{}, err
 	}
-	times := leaseTimes{interval: s.opts.RenewInterval, expiredAge: s.opts.ExpiredAge, meltedAt: st.since, nodeClockOffset: st.NodeClockOffset}
+	times := leaseTimes{interval: s.opts.RenewInterval, meltedAt: st.since, nodeClockOffset: st.NodeClockOffset}
 	expired := st.expiredLeases(n)
 	nodeLeases := &itemRun{}
 	for i := from; i < min(to, n); i++ {

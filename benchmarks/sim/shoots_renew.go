@@ -38,23 +38,22 @@ func lastRenew(at time.Time, phase, interval time.Duration) time.Time {
 
 // leaseTimes computes the renewTimes of a list served as of a moment.
 type leaseTimes struct {
-	interval   time.Duration
-	expiredAge time.Duration
+	interval time.Duration
 	// meltedAt is when the scenario that expired some leases was set: their kubelets stopped renewing
-	// then, and their renewTime stays where it was, ExpiredAge before that moment.
+	// then, and each renewTime stays at its last renewal before that moment.
 	meltedAt time.Time
 	// nodeClockOffset is added to every renewTime: the kubelets write their own clocks.
 	nodeClockOffset time.Duration
 }
 
-// node returns the renewTime of a node lease of the phase as of at: expired, ExpiredAge before the
-// melt, and the same value on every read after it (a kubelet that stopped does not renew, so a prober
-// that watches renewTimes sees it stand still); else the last renew.
+// node returns the renewTime of a node lease of the phase as of at: its last renew, at or before the
+// melt for an expired one, which then stands still on every read (a kubelet that stopped does not
+// renew: its lease ages from there, as a real one does, and never jumps back in time).
 func (lt leaseTimes) node(at time.Time, phase time.Duration, expired bool) time.Time {
-	t := lastRenew(at, phase, lt.interval)
-	if expired {
-		t = lt.meltedAt.Add(-lt.expiredAge)
+	if expired && at.After(lt.meltedAt) {
+		at = lt.meltedAt
 	}
+	t := lastRenew(at, phase, lt.interval)
 	return t.Add(lt.nodeClockOffset).Truncate(time.Microsecond)
 }
 

@@ -70,8 +70,8 @@ const (
 type Scenario struct {
 	Kind ScenarioKind
 	// ExpiredFraction (Meltdown only) is the fraction of the shoot's node leases, in [0, 1], whose
-	// renewTime was ShootServerOptions.ExpiredAge old when the scenario was set, and stays where it was
-	// (their kubelets stopped renewing). round(fraction × nodes) leases expire, the first
+	// kubelets stop renewing when the scenario is set: each renewTime stays at its last renewal, and the
+	// leases expire as they age (see ShootServer.ExpiredSince). round(fraction × nodes) leases expire, the first
 	// ones in the order the nodes were given, so the outcome is deterministic.
 	ExpiredFraction float64
 	// Delay (Slow and SlowBody only) is how long an answer is held back.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -170,32 +171,55 @@ func TestShootServerRenewsLeasesLikeKubelets(t *testing.T) {
 func TestShootServerMeltdown(t *testing.T) {
 	t.Parallel()
 	nodes := []string{"n-0", "n-1", "n-2", "n-3"}
-	old := t0.Add(-5 * time.Minute)
-	r := make([]time.Time, len(nodes))
+	r := make([]time.Time, len(nodes))     // renewTimes when the shoot melts at t0
+	later := make([]time.Time, len(nodes)) // a minute later, had they kept renewing
 	for i, n := range nodes {
-		r[i] = renewedAt(n, t0)
+		r[i], later[i] = renewedAt(n, t0), renewedAt(n, t0.Add(time.Minute))
 	}
 	tests := []struct {
 		fraction float64
 		want     []time.Time
 	}{
-		{fraction: 0, want: []time.Time{r[0], r[1], r[2], r[3]}},
-		{fraction: 0.5, want: []time.Time{old, old, r[2], r[3]}},
-		{fraction: 0.3, want: []time.Time{old, r[1], r[2], r[3]}},   // round(1.2) = 1
-		{fraction: 0.125, want: []time.Time{old, r[1], r[2], r[3]}}, // round(0.5) = 1, half away from zero
-		{fraction: 1, want: []time.Time{old, old, old, old}},
+		{fraction: 0, want: []time.Time{later[0], later[1], later[2], later[3]}},
+		{fraction: 0.5, want: []time.Time{r[0], r[1], later[2], later[3]}},
+		{fraction: 0.3, want: []time.Time{r[0], later[1], later[2], later[3]}},   // round(1.2) = 1
+		{fraction: 0.125, want: []time.Time{r[0], later[1], later[2], later[3]}}, // round(0.5) = 1, half away from zero
+		{fraction: 1, want: []time.Time{r[0], r[1], r[2], r[3]}},
 	}
-	s := startShootServer(t, ShootServerOptions{Clock: testingclock.NewFakeClock(t0), ExpiredAge: 5 * time.Minute})
-	s.AddShoot("a", nodes)
-	cs := clientFor(t, restConfig(t, s, "a"))
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("fraction=%v", tt.fraction), func(t *testing.T) {
+			clk := testingclock.NewFakeClock(t0)
+			s := startShootServer(t, ShootServerOptions{Clock: clk})
+			s.AddShoot("a", nodes)
+			cs := clientFor(t, restConfig(t, s, "a"))
 			require.NoError(t, s.SetScenario("a", Scenario{Kind: Meltdown, ExpiredFraction: tt.fraction}))
+			clk.Step(time.Minute)
 			leases, err := listLeases(t.Context(), cs)
 			require.NoError(t, err)
-			assert.Equal(t, tt.want, renewTimes(leases.Items))
+			assert.Equal(t, tt.want, renewTimes(leases.Items), "the melted kubelets' leases stand still from their last renewal")
 		})
 	}
+}
+
+func TestShootServerExpiredSince(t *testing.T) {
+	t.Parallel()
+	nodes := []string{"n-0", "n-1", "n-2", "n-3", "n-4"}
+	s := startShootServer(t, ShootServerOptions{Clock: testingclock.NewFakeClock(t0)})
+	s.AddShoot("a", nodes)
+	_, ok := s.ExpiredSince("a", 30*time.Second, 0.6)
+	assert.False(t, ok, "not melted")
+	require.NoError(t, s.SetScenario("a", Scenario{Kind: Meltdown, ExpiredFraction: 1}))
+	at, ok := s.ExpiredSince("a", 30*time.Second, 0.6)
+	require.True(t, ok)
+	renewed := make([]time.Time, len(nodes))
+	for i, n := range nodes {
+		renewed[i] = renewedAt(n, t0)
+	}
+	slices.SortFunc(renewed, time.Time.Compare)
+	assert.Equal(t, renewed[2].Add(30*time.Second), at, "3 of 5 leases 30 s old: the third renewal + 30 s")
+	require.NoError(t, s.SetScenario("a", Scenario{Kind: Meltdown, ExpiredFraction: 0.4}))
+	_, ok = s.ExpiredSince("a", 30*time.Second, 0.6)
+	assert.False(t, ok, "2 of 5 leases never reach 0.6")
 }
 
 func TestShootServerTLS(t *testing.T) {
@@ -488,6 +512,7 @@ func TestShootServerAnswersListsInProtobufWhenAsked(t *testing.T) {
 	s := startShootServer(t, ShootServerOptions{Clock: clk})
 	s.AddShoot("a", []string{"a-0", "a-1", "a-2"})
 	require.NoError(t, s.SetScenario("a", Scenario{Kind: Meltdown, ExpiredFraction: 0.5}))
+	clk.Step(time.Minute)
 
 	cfg := restConfig(t, s, "a")
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
@@ -507,7 +532,7 @@ func TestShootServerAnswersListsInProtobufWhenAsked(t *testing.T) {
 	jsonLeases, err := listLeases(t.Context(), viaJSON)
 	require.NoError(t, err)
 	assert.Equal(t, renewTimes(jsonLeases.Items), renewTimes(protoLeases.Items), "the same scenario in both encodings")
-	assert.Contains(t, renewTimes(protoLeases.Items), t0.Add(-10*time.Minute), "the meltdown shows")
+	assert.Contains(t, renewTimes(protoLeases.Items), renewedAt("a-0", t0), "the meltdown shows")
 	assert.Equal(t, []string{"application/vnd.kubernetes.protobuf", "application/vnd.kubernetes.protobuf"}, recorder.seen)
 }
 

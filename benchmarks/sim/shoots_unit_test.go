@@ -79,9 +79,9 @@ func TestShootServerLifecycle(t *testing.T) {
 		_, err = net.Listen("tcp", s.listener.Addr().String())
 		assert.NoError(t, err)
 	})
-	t.Run("negative ExpiredAge and RenewInterval", func(t *testing.T) {
-		_, err := NewShootServer(ShootServerOptions{ExpiredAge: -time.Minute, RenewInterval: -time.Second})
-		assert.EqualError(t, err, "expiredAge -1m0s is negative\nrenewInterval -1s is negative")
+	t.Run("negative RenewInterval", func(t *testing.T) {
+		_, err := NewShootServer(ShootServerOptions{RenewInterval: -time.Second})
+		assert.EqualError(t, err, "renewInterval -1s is negative")
 	})
 	t.Run("Start twice", func(t *testing.T) {
 		s := startShootServer(t, ShootServerOptions{})
@@ -285,10 +285,10 @@ func TestRenewTimes(t *testing.T) {
 		}
 		assert.Greater(t, len(seen), 90)
 	})
-	t.Run("an expired lease is ExpiredAge old at the melt and stands still; offsets shift every renewTime", func(t *testing.T) {
+	t.Run("an expired lease stands still at its last renewal before the melt; offsets shift every renewTime", func(t *testing.T) {
 		at := t0.Add(5*time.Second + 1500*time.Nanosecond)
-		lt := leaseTimes{interval: interval, expiredAge: time.Minute, meltedAt: at, nodeClockOffset: -90 * time.Second}
-		assert.Equal(t, t0.Add(-60*time.Second-90*time.Second+5*time.Second+time.Microsecond), lt.node(at, 0, true))
+		lt := leaseTimes{interval: interval, meltedAt: at, nodeClockOffset: -90 * time.Second}
+		assert.Equal(t, t0.Add(-90*time.Second), lt.node(at, 0, true))
 		assert.Equal(t, lt.node(at, 0, true), lt.node(at.Add(time.Hour), 0, true), "a stopped kubelet does not renew")
 		assert.Equal(t, t0.Add(-90*time.Second+2*time.Second), lt.node(at, 2*time.Second, false))
 		assert.Equal(t, t0.Add(-90*time.Second), lt.extra(at))

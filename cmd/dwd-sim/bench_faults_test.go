@@ -43,13 +43,14 @@ func TestSpreadNamesShootsEvenly(t *testing.T) {
 func TestSamplesCountAShootWithoutAMomentAsTheTimeout(t *testing.T) {
 	start := time.Unix(1000, 0)
 	moments := map[string]time.Time{"a": start.Add(2 * time.Second), "b": start.Add(4 * time.Second), "other": start}
-	s := since(start, []string{"a", "b", "c"}, moments, time.Minute)
+	from := func(string) time.Time { return start }
+	s := since(from, []string{"a", "b", "c"}, moments, time.Minute)
 	assert.Equal(t, []float64{2, 4}, s.done)
 	assert.Equal(t, 1, s.missing)
 	p50, p99, most := s.quantiles()
 	assert.Equal(t, []float64{4, 60, 60}, []float64{p50, p99, most})
 
-	p50, p99, most = since(start, nil, moments, time.Minute).quantiles()
+	p50, p99, most = since(from, nil, moments, time.Minute).quantiles()
 	assert.Equal(t, []float64{0, 0, 0}, []float64{p50, p99, most}, "nothing to measure")
 }
 

@@ -118,13 +118,19 @@ func (b *bench) meltdownBatch(ctx context.Context, spec batchSpec) (*benchmarks.
 	return x, nil
 }
 
-// scaleDown melts the shoots and records when each was scaled down.
+// scaleDown melts the shoots and records when each was scaled down, from when its leases expired
+// (the kubelets stop at the melt; the leases expire as they age).
 func (b *bench) scaleDown(ctx context.Context, names []string, x *benchmarks.MeltdownBatch) error {
-	start := b.scaling.mark()
+	b.scaling.mark()
 	if err := b.setScenario(names, sim.Scenario{Kind: sim.Meltdown, ExpiredFraction: 1}); err != nil {
 		return err
 	}
-	timeout := seconds(x.ScaleDownTimeoutSeconds)
+	expired := map[string]time.Time{}
+	for _, ns := range names {
+		expired[ns] = expiredSince(b.seed.Shoots, ns)
+	}
+	start := func(ns string) time.Time { return expired[ns] }
+	timeout := seconds(x.ScaleDownTimeoutSeconds) + demoExpiredAge
 	if err := b.until(ctx, "scaled down", names, timeout, func() map[string]time.Time { down, _, _ := b.scaling.moments(); return down }); err != nil {
 		return err
 	}
@@ -157,7 +163,7 @@ func (b *bench) restore(ctx context.Context, names []string, x *benchmarks.Meltd
 		return err
 	}
 	_, up, _ := b.scaling.moments()
-	samples := since(start, restoring, up, timeout)
+	samples := since(func(string) time.Time { return start }, restoring, up, timeout)
 	x.NotRestored = len(restoring) - len(samples.done)
 	x.RestoredP50Seconds, x.RestoredP99Seconds, x.RestoredMaxSeconds = samples.quantiles()
 	fmt.Fprintf(b.out, "  restored p50 %.1fs p99 %.1fs max %.1fs, %d not within %s\n",
@@ -217,11 +223,11 @@ type samples struct {
 }
 
 // since collects the seconds from start to each name's moment.
-func since(start time.Time, names []string, moments map[string]time.Time, timeout time.Duration) samples {
+func since(start func(ns string) time.Time, names []string, moments map[string]time.Time, timeout time.Duration) samples {
 	s := samples{timeout: timeout.Seconds()}
 	for _, ns := range names {
 		if at, ok := moments[ns]; ok {
-			s.done = append(s.done, at.Sub(start).Seconds())
+			s.done = append(s.done, at.Sub(start(ns)).Seconds())
 		} else {
 			s.missing++
 		}

@@ -167,21 +167,22 @@ func (b *bench) meltdownRound(ctx context.Context, names []string) ([]float64, e
 		return nil, err
 	}
 	defer stop()
-	start := time.Now()
+	expired := map[string]time.Time{}
 	for _, ns := range names {
 		if err := b.seed.Shoots.SetScenario(ns, sim.Scenario{Kind: sim.Meltdown, ExpiredFraction: 1}); err != nil {
 			return nil, err
 		}
+		expired[ns] = expiredSince(b.seed.Shoots, ns)
 	}
 	var samples []float64
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, b.opts.interval+time.Minute, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, demoExpiredAge+b.opts.interval+time.Minute, true, func(context.Context) (bool, error) {
 		downs := firstDown()
 		if len(downs) < len(names) {
 			return false, nil
 		}
 		samples = samples[:0]
-		for _, at := range downs {
-			samples = append(samples, at.Sub(start).Seconds())
+		for ns, at := range downs {
+			samples = append(samples, at.Sub(expired[ns]).Seconds())
 		}
 		return true, nil
 	})

@@ -23,7 +23,19 @@ const (
 	demoRetryPeriod   = time.Second
 	demoProbeInterval = 2 * time.Second
 	demoNamespace     = "garden"
+	// demoExpiredAge and demoFraction are when a lease counts as expired (0.75 × the config's
+	// kcmNodeMonitorGraceDuration of 40 s) and the nodeLeaseFailureFraction: a melted shoot's leases
+	// are expired from the moment that fraction of them is that old (sim.ShootServer.ExpiredSince).
+	demoExpiredAge = 30 * time.Second
+	demoFraction   = 0.6
 )
+
+// expiredSince is when the leases of a melted shoot had aged enough for a scale-down, by the demo's
+// and the bench's prober config; the zero time when the shoot is not melted.
+func expiredSince(shoots *sim.ShootServer, ns string) time.Time {
+	at, _ := shoots.ExpiredSince(ns, demoExpiredAge, demoFraction)
+	return at
+}
 
 const demoProberConfig = `kubeConfigSecretName: ` + sim.KubeconfigSecretName + `
 probeInterval: 2s
