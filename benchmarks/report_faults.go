@@ -110,7 +110,7 @@ type LiePart struct {
 // writeFaults writes the mass-meltdown and lies sections.
 func (r *Result) writeFaults(b *strings.Builder) {
 	if m := r.MassMeltdown; m != nil {
-		b.WriteString("\n## Mass meltdown\n\nTimes from the melt (or the recovery) to all three dependents of a shoot at 0 (back at their replicas).\n\n")
+		b.WriteString("\n## Mass meltdown\n\nTimes from the moment a melted shoot's leases had expired (or from the recovery) to all three dependents of the shoot at 0 (back at their replicas).\n\n")
 		b.WriteString("| part | seed shoots | melted | replicas | client | scaled down p50 / p99 / max s | not scaled down | floor s | restored p50 / p99 / max s | not restored | lag p99 s | missed cycles | seed req per scaled resource: all, scaler (by client) |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		row := func(part string, x *MeltdownBatch) {
