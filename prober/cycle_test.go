@@ -364,13 +364,7 @@ func TestThrottlingNeverShortensThePeriod(t *testing.T) {
 func TestProbeFailingWhileScaledDownIsReported(t *testing.T) {
 	f := newCycleFixture(t, 3)
 	// The dependents are down (at 0, marked) and the shoot answers nothing but 429.
-	for _, name := range cycleDependents {
-		d := &appsv1.Deployment{}
-		require.NoError(t, f.m.Scaler.Client.Get(context.Background(), client.ObjectKey{Namespace: cycleNS, Name: name}, d))
-		d.Spec.Replicas = ptr.To[int32](0)
-		d.Annotations = map[string]string{scaler.MeltdownProtectionAnnotation: "", scaler.ReplicasAnnotation: "1"}
-		require.NoError(t, f.m.Scaler.Client.Update(context.Background(), d))
-	}
+	f.scaledDown(t)
 	f.shoot.set(func(s *lyingShoot) { s.retryAfter = "1" })
 	for range failingEventAfter - 1 {
 		f.p.run(context.Background())
