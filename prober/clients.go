@@ -226,13 +226,13 @@ type Read struct {
 }
 
 // Nodes lists the shoot's Nodes: from the API server's watch cache, or consistently.
-func (c *ShootClient) Nodes(ctx context.Context, consistent bool) ([]corev1.Node, Read, error) {
+func (c *ShootClient) Nodes(ctx context.Context, consistent bool) ([]corev1.Node, error) {
 	list := &corev1.NodeList{}
-	read, err := c.list(ctx, consistent, c.core.Get().Resource("nodes"), list)
+	_, err := c.list(ctx, consistent, c.core.Get().Resource("nodes"), list)
 	if err == nil {
 		err = c.bounded(len(list.Items), &list.ListMeta)
 	}
-	return list.Items, read, err
+	return list.Items, err
 }
 
 // NodeLeases lists the kubelets' Leases: from the API server's watch cache, or consistently.

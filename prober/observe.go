@@ -17,8 +17,8 @@ type LeaseRead struct {
 	Leases   []coordinationv1.Lease
 	Sent     time.Time
 	Received time.Time
-	// TrustAge says whether the clocks were found to agree (see ClocksAgree): only then may a lease's
-	// age by its renewTime count towards its expiry.
+	// TrustAge says whether the clocks were found to agree (see ServerClockAgrees and NodeClocksBehind):
+	// only then may a lease's age by its renewTime count towards its expiry.
 	TrustAge bool
 }
 

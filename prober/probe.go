@@ -281,7 +281,7 @@ func (p *shootProbe) forget() {
 // agree (ServerClockAgrees, NodeClocksBehind); a lease list that takes longer than a quarter of the
 // grace period is abandoned and decides nothing.
 func (p *shootProbe) decide(ctx context.Context, shoot *ShootClient, machines []MachineInfo, consistent, keep bool) (Decision, error) {
-	nodes, _, err := shoot.Nodes(ctx, consistent)
+	nodes, err := shoot.Nodes(ctx, consistent)
 	if err != nil {
 		return Decision{}, fmt.Errorf("listing nodes: %w", err)
 	}
