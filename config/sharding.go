@@ -15,6 +15,9 @@ const (
 	DefaultMemberLeaseDuration = 15 * time.Second
 	DefaultMemberRenewDeadline = 10 * time.Second
 	DefaultMemberRetryPeriod   = 2 * time.Second
+	// DefaultReturnGrace is how long a member restarting gracefully keeps its share; docs/sharding.md
+	// gives the measurement it rests on.
+	DefaultReturnGrace = 30 * time.Second
 	// The ring defaults were chosen by measurement; package sharding documents the table.
 	DefaultPartitionCount    = 887
 	DefaultRingLoadBound     = 1.02
@@ -50,7 +53,26 @@ type Sharding struct {
 	RingLoadBound float64
 	// ReplicationFactor is the number of points each member has on the ring.
 	ReplicationFactor int
+	// LeaveMode says what a graceful stop does with this member's share: LeaveAuto decides from the
+	// StatefulSet (a rolling restart returns, a scale-down hands over), LeaveReturn keeps the share
+	// reserved for ReturnGrace, LeaveHandover hands it to the others at once.
+	LeaveMode string
+	// ReturnGrace is how long the others keep a returning member's partitions reserved for it.
+	ReturnGrace time.Duration
+	// PodUID is the UID of this replica's Pod ($POD_UID): a process in the same Pod as the last holder
+	// of the member lease may take it over at once, since the kubelet starts a container only after
+	// the previous one exited.
+	PodUID string
+	// Roles are the roles this replica runs ("prober", "weeder"); members of one group must agree.
+	Roles []string
 }
+
+// Values of Sharding.LeaveMode.
+const (
+	LeaveAuto     = "auto"
+	LeaveReturn   = "return"
+	LeaveHandover = "handover"
+)
 
 // DefaultSharding returns the sharding settings for a group, with every default filled in except the
 // member name and namespace, which depend on where the replica runs.
@@ -63,6 +85,8 @@ func DefaultSharding(group string) Sharding {
 		MemberRetryPeriod:   DefaultMemberRetryPeriod,
 		RingLoadBound:       DefaultRingLoadBound,
 		ReplicationFactor:   DefaultReplicationFactor,
+		LeaveMode:           LeaveAuto,
+		ReturnGrace:         DefaultReturnGrace,
 	}
 }
 
@@ -77,6 +101,8 @@ func (s *Sharding) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&s.MemberRetryPeriod, "member-retry-period", s.MemberRetryPeriod, "Interval between member lease renewals. Must be below --member-renew-deadline.")
 	fs.Float64Var(&s.RingLoadBound, "ring-load-bound", s.RingLoadBound, "Bounded-load factor of the hash ring (>= 1): no replica holds more than this times the mean number of partitions, rounded up.")
 	fs.IntVar(&s.ReplicationFactor, "ring-replication-factor", s.ReplicationFactor, "Points per replica on the hash ring.")
+	fs.StringVar(&s.LeaveMode, "leave-mode", s.LeaveMode, "What a graceful stop does with this replica's shoots: return (keep them reserved for --return-grace, for a restart), handover (give them to the others at once), or auto (return during a StatefulSet rolling update, handover on a scale-down or when it cannot tell).")
+	fs.DurationVar(&s.ReturnGrace, "return-grace", s.ReturnGrace, "How long the others keep the shoots of a replica that stopped to restart reserved for it before they take them over.")
 }
 
 // MemberLeaseName is the name of the member lease of this replica.

@@ -25,6 +25,9 @@ type Lister interface {
 // Liveness tells whether this replica's member lease lets it act (see leases.Member).
 type Liveness interface {
 	Fenced(now time.Time) bool
+	// FenceAt is the moment the replica is fenced unless a renewal succeeds before; the zero time
+	// when it is fenced already.
+	FenceAt() time.Time
 }
 
 // Config is what a Coordinator needs to know about its group.
@@ -120,10 +123,29 @@ func (c *Coordinator) Partition(namespace string) int {
 	return PartitionOf(namespace, c.cfg.Ring.PartitionCount)
 }
 
-// Owns reports whether this replica runs the work of namespace's partition now and may act on it;
-// once a graceful leave has begun it owns nothing.
+// Owns reports whether this replica runs the work of namespace's partition now and may act on it:
+// it holds the partition and is not fenced. Once a graceful leave has begun it owns nothing.
 func (c *Coordinator) Owns(namespace string) bool {
-	return !c.leaving.Load() && c.Holds(c.Partition(namespace))
+	return !c.leaving.Load() && c.Holds(c.Partition(namespace)) && !c.liveness.Fenced(c.clock.Now())
+}
+
+// Guard implements Ownership: the check right before a write, and a context that ends at the fence
+// moment.
+func (c *Coordinator) Guard(ctx context.Context, namespace string) (context.Context, context.CancelFunc, error) {
+	noop := func() {}
+	p := c.Partition(namespace)
+	if c.leaving.Load() || !c.Holds(p) {
+		c.metrics.guardRefusals.WithLabelValues("not_owner").Inc()
+		return ctx, noop, fmt.Errorf("%w: %s is in partition %d", ErrNotOwner, namespace, p)
+	}
+	now := c.clock.Now()
+	at := c.liveness.FenceAt()
+	if at.IsZero() || !now.Before(at) {
+		c.metrics.guardRefusals.WithLabelValues("fenced").Inc()
+		return ctx, noop, fmt.Errorf("%w: acting on %s", ErrFenced, namespace)
+	}
+	guarded, cancel := context.WithTimeout(ctx, at.Sub(now))
+	return guarded, cancel, nil
 }
 
 // Holds reports whether this replica runs the work of partition p now.

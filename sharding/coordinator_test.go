@@ -22,6 +22,13 @@ type switchLiveness struct{ fenced atomic.Bool }
 
 func (l *switchLiveness) Fenced(time.Time) bool { return l.fenced.Load() }
 
+func (l *switchLiveness) FenceAt() time.Time {
+	if l.fenced.Load() {
+		return time.Time{}
+	}
+	return time.Now().Add(time.Hour)
+}
+
 // slowReplies plays writes whose replies arrive only after something else happened: hook runs
 // between the write and its reply.
 type slowReplies struct {

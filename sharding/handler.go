@@ -1,6 +1,9 @@
 package sharding
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // PartitionHandler runs the work of the partitions this replica holds: the prober's probes and the
 // weeder's windows for the shoot namespaces in them.
@@ -19,7 +22,21 @@ type Ownership interface {
 	Owns(namespace string) bool
 	// Partition returns the partition of namespace.
 	Partition(namespace string) int
+	// Guard is called right before a write that acts on namespace (a scale write, a pod delete). It
+	// fails with ErrNotOwner or ErrFenced when this replica may not act on namespace now, and else
+	// returns a context that ends at the moment this replica's member lease fences it, so that a
+	// write still waiting to be sent then is never sent. The caller must call cancel.
+	Guard(ctx context.Context, namespace string) (guarded context.Context, cancel context.CancelFunc, err error)
 }
+
+// Errors of Guard.
+var (
+	// ErrNotOwner: this replica does not hold the namespace's partition (any more), or is leaving.
+	ErrNotOwner = errors.New("this replica does not hold the namespace's partition")
+	// ErrFenced: the member lease was not renewed within the renew deadline; another member may take
+	// the partition over.
+	ErrFenced = errors.New("this replica's member lease is past its renew deadline")
+)
 
 // StateHandler is a PartitionHandler whose work has state that travels with a partition when it is
 // released gracefully, in an annotation of the partition lease written by the release itself.
@@ -39,9 +56,12 @@ const (
 	// Handover: the previous holder released the partition, or left the group, gracefully; its
 	// handlers' state, if any, is in Takeover.State.
 	Handover
-	// Crash: the previous holder's lease expired, or this member itself held the partition before a
-	// restart or a fence; whatever its work was doing is lost.
+	// Crash: the previous holder's lease expired, or a previous process of this member held the
+	// partition before a restart; whatever its work was doing is lost.
 	Crash
+	// Resume: this process held the partition before a fence and re-took it by its own
+	// compare-and-swap; nobody else held it in between, and what its handlers kept may go on.
+	Resume
 )
 
 func (c TakeoverCause) String() string {
@@ -50,6 +70,8 @@ func (c TakeoverCause) String() string {
 		return "handover"
 	case Crash:
 		return "crash"
+	case Resume:
+		return "resume"
 	}
 	return "fresh"
 }

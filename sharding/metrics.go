@@ -37,6 +37,10 @@ var (
 	selfFencings = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_sharding_self_fencing_total", Help: "Times this member stopped all work because its lease was not renewed in time.",
 	}, []string{"group", "member"})
+	guardRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_sharding_write_refusals_total",
+		Help: "Writes on a shoot (scale, pod delete) refused right before they were sent, because this member no longer held the shoot's partition (reason=not_owner) or was past its renew deadline (reason=fenced).",
+	}, []string{"group", "member", "reason"})
 )
 
 var registerOnce sync.Once
@@ -51,12 +55,13 @@ type memberMetrics struct {
 	renewFailures  prometheus.Counter
 	fences         prometheus.Counter
 	handover       prometheus.ObserverVec
+	guardRefusals  *prometheus.CounterVec
 }
 
 func newMemberMetrics(group, member string) *memberMetrics {
 	registerOnce.Do(func() {
 		metrics.Registry.MustRegister(partitionsHeld, shootsOwned, liveMembers, rebalances, handoverSeconds,
-			partitionWrites, renewFailures, selfFencings)
+			partitionWrites, renewFailures, selfFencings, guardRefusals)
 	})
 	return &memberMetrics{
 		group: group, member: member,
@@ -67,6 +72,7 @@ func newMemberMetrics(group, member string) *memberMetrics {
 		renewFailures:  renewFailures.WithLabelValues(group, member),
 		fences:         selfFencings.WithLabelValues(group, member),
 		handover:       handoverSeconds.MustCurryWith(prometheus.Labels{"group": group, "member": member}),
+		guardRefusals:  guardRefusals.MustCurryWith(prometheus.Labels{"group": group, "member": member}),
 	}
 }
 

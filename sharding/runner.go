@@ -39,6 +39,17 @@ type Runner struct {
 	coordinator *Coordinator
 	workCancel  context.CancelFunc
 	synced      atomic.Bool // the Lease cache has synced
+
+	// Departing, when set, tells a graceful stop with leave mode auto whether this member leaves the
+	// group for good (a StatefulSet scale-down: true) or restarts (a rolling update: false). Without
+	// it, or when it fails, the stop hands the share over.
+	Departing func(ctx context.Context) (bool, error)
+	// Event, when set, records a Kubernetes Event about this member (normally on its Pod); eventType
+	// is corev1.EventTypeNormal or corev1.EventTypeWarning.
+	Event func(eventType, reason, message string)
+	// Exit ends the process when stopping the work after a fence takes longer than the margin the
+	// lease timings leave; os.Exit when nil.
+	Exit func(code int)
 }
 
 // NewRunner prepares the sharding of one replica; handlers run the work of the partitions it holds.

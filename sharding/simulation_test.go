@@ -145,6 +145,8 @@ type neverFenced struct{}
 
 func (neverFenced) Fenced(time.Time) bool { return false }
 
+func (neverFenced) FenceAt() time.Time { return time.Now().Add(time.Hour) }
+
 // boot starts a node's process: a new incarnation with an empty cache.
 func (s *simulation) boot(n *simNode) {
 	n.generation++

@@ -105,6 +105,8 @@ func (c *Coordinator) takeover(cached *coordinationv1.Lease, holder string) Take
 		if _, held, ok := c.observer.Seen(holder); ok && !held {
 			return Takeover{Cause: Handover}
 		}
+	case leases.Incarnation(cached) == c.cfg.Incarnation:
+		return Takeover{Cause: Resume}
 	}
 	return Takeover{Cause: Crash}
 }
