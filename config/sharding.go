@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -26,6 +27,15 @@ const (
 	MaxPartitionCount = 10000
 	// MaxReplicationFactor bounds the ring's points per member, which its build time grows with.
 	MaxReplicationFactor = 1000
+	// MinFenceMargin is the least time between the renew deadline and the end of the member lease
+	// (MemberLeaseDuration − MemberRenewDeadline); see Sharding.Validate for what it covers.
+	MinFenceMargin = 2 * time.Second
+	// MinFenceMarginPercent is the least fence margin as a share of the member lease duration, since
+	// clock-rate drift and stop latency grow with it.
+	MinFenceMarginPercent = 20
+	// MaxReturnGrace bounds ReturnGrace: a member that has not come back by then has most likely not
+	// restarted, and its shoots would stay unwatched for all of it.
+	MaxReturnGrace = 10 * time.Minute
 )
 
 // Sharding holds the settings of the replica group that shares the shoot namespaces: which Leases the
@@ -44,7 +54,8 @@ type Sharding struct {
 	// MemberLeaseDuration is how long a member lease is valid after its last observed renewal.
 	MemberLeaseDuration time.Duration
 	// MemberRenewDeadline is how long a member keeps working without a successful renewal before it
-	// stops all work (self-fencing); it must be below MemberLeaseDuration.
+	// stops all work (self-fencing); it must be below MemberLeaseDuration by at least MinFenceMargin
+	// and MinFenceMarginPercent of it.
 	MemberRenewDeadline time.Duration
 	// MemberRetryPeriod is the interval between renewals.
 	MemberRetryPeriod time.Duration
@@ -97,12 +108,19 @@ func (s *Sharding) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.MemberName, "member-name", s.MemberName, "Name of this replica in the group (default: $POD_NAME, else the hostname).")
 	fs.IntVar(&s.PartitionCount, "partitions", s.PartitionCount, "Number of partitions the shoot namespaces are hashed into. All replicas of a group must agree.")
 	fs.DurationVar(&s.MemberLeaseDuration, "member-lease-duration", s.MemberLeaseDuration, "How long a member lease stays valid after its last renewal; a crashed replica's shoots move after this long.")
-	fs.DurationVar(&s.MemberRenewDeadline, "member-renew-deadline", s.MemberRenewDeadline, "A replica that has not renewed its member lease for this long stops all work. Must be below --member-lease-duration.")
+	fs.DurationVar(&s.MemberRenewDeadline, "member-renew-deadline", s.MemberRenewDeadline, fmt.Sprintf("A replica that has not renewed its member lease for this long stops all work. Must be below --member-lease-duration by at least %s and by %d%% of it.", MinFenceMargin, MinFenceMarginPercent))
 	fs.DurationVar(&s.MemberRetryPeriod, "member-retry-period", s.MemberRetryPeriod, "Interval between member lease renewals. Must be below --member-renew-deadline.")
 	fs.Float64Var(&s.RingLoadBound, "ring-load-bound", s.RingLoadBound, "Bounded-load factor of the hash ring (>= 1): no replica holds more than this times the mean number of partitions, rounded up.")
 	fs.IntVar(&s.ReplicationFactor, "ring-replication-factor", s.ReplicationFactor, "Points per replica on the hash ring.")
 	fs.StringVar(&s.LeaveMode, "leave-mode", s.LeaveMode, "What a graceful stop does with this replica's shoots: return (keep them reserved for --return-grace, for a restart), handover (give them to the others at once), or auto (return during a StatefulSet rolling update, handover on a scale-down or when it cannot tell).")
-	fs.DurationVar(&s.ReturnGrace, "return-grace", s.ReturnGrace, "How long the others keep the shoots of a replica that stopped to restart reserved for it before they take them over.")
+	fs.DurationVar(&s.ReturnGrace, "return-grace", s.ReturnGrace, "How long the others keep the shoots of a replica that stopped to restart reserved for it before they take them over (at most "+MaxReturnGrace.String()+").")
+}
+
+// fenceMargin is the least time a member lease of the given duration must leave between the renew
+// deadline, when a member that cannot renew stops all work, and the moment another member may take its
+// partitions: the larger of MinFenceMargin and MinFenceMarginPercent of the duration.
+func fenceMargin(leaseDuration time.Duration) time.Duration {
+	return max(MinFenceMargin, leaseDuration*MinFenceMarginPercent/100)
 }
 
 // MemberLeaseName is the name of the member lease of this replica.
@@ -133,6 +151,19 @@ func (s *Sharding) Validate() field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("--ring-replication-factor"), s.ReplicationFactor,
 			fmt.Sprintf("must be between 1 and %d", MaxReplicationFactor)))
 	}
+	return append(errs, s.validateLeave()...)
+}
+
+// validateLeave checks what a graceful stop does with this member's share.
+func (s *Sharding) validateLeave() field.ErrorList {
+	var errs field.ErrorList
+	if modes := []string{LeaveAuto, LeaveReturn, LeaveHandover}; !slices.Contains(modes, s.LeaveMode) {
+		errs = append(errs, field.NotSupported(field.NewPath("--leave-mode"), s.LeaveMode, modes))
+	}
+	if s.ReturnGrace <= 0 || s.ReturnGrace > MaxReturnGrace {
+		errs = append(errs, field.Invalid(field.NewPath("--return-grace"), s.ReturnGrace.String(),
+			"must be positive and at most "+MaxReturnGrace.String()+", or a replica that does not come back leaves its shoots unwatched that long"))
+	}
 	return errs
 }
 
@@ -153,9 +184,11 @@ func (s *Sharding) validateTimings() field.ErrorList {
 	if len(errs) > 0 {
 		return errs
 	}
-	if s.MemberRenewDeadline >= s.MemberLeaseDuration {
-		errs = append(errs, field.Invalid(field.NewPath("--member-renew-deadline"), s.MemberRenewDeadline.String(),
-			"must be below --member-lease-duration ("+s.MemberLeaseDuration.String()+"), or two replicas may act on one shoot"))
+	if margin := fenceMargin(s.MemberLeaseDuration); s.MemberLeaseDuration-s.MemberRenewDeadline < margin {
+		errs = append(errs, field.Invalid(field.NewPath("--member-renew-deadline"), s.MemberRenewDeadline.String(), fmt.Sprintf(
+			"must be at most --member-lease-duration (%s) minus %s (the larger of %s and %d%% of it): the margin covers stopping all work "+
+				"after a fence, timer latency and clock-rate drift before another replica may take the shoots over, or two replicas may act on one shoot",
+			s.MemberLeaseDuration, margin, MinFenceMargin, MinFenceMarginPercent)))
 	}
 	if s.MemberRetryPeriod >= s.MemberRenewDeadline {
 		errs = append(errs, field.Invalid(field.NewPath("--member-retry-period"), s.MemberRetryPeriod.String(),

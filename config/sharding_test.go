@@ -26,6 +26,7 @@ func TestShardingDefaultsAreValid(t *testing.T) {
 		PartitionCount: DefaultPartitionCount, MemberLeaseDuration: 15 * time.Second,
 		MemberRenewDeadline: 10 * time.Second, MemberRetryPeriod: 2 * time.Second,
 		RingLoadBound: DefaultRingLoadBound, ReplicationFactor: DefaultReplicationFactor,
+		LeaveMode: LeaveAuto, ReturnGrace: 30 * time.Second,
 	}, s)
 	assert.Equal(t, "dependency-watchdog-member-dwd-0", s.MemberLeaseName())
 }
@@ -56,6 +57,12 @@ func TestShardingValidation(t *testing.T) {
 		{"load bound infinite", func(s *Sharding) { s.RingLoadBound = math.Inf(1) }, []string{"--ring-load-bound"}, field.ErrorTypeInvalid},
 		{"no replication", func(s *Sharding) { s.ReplicationFactor = 0 }, []string{"--ring-replication-factor"}, field.ErrorTypeInvalid},
 		{"too much replication", func(s *Sharding) { s.ReplicationFactor = MaxReplicationFactor + 1 }, []string{"--ring-replication-factor"}, field.ErrorTypeInvalid},
+		{"unknown leave mode", func(s *Sharding) { s.LeaveMode = "stay" }, []string{"--leave-mode"}, field.ErrorTypeNotSupported},
+		{"empty leave mode", func(s *Sharding) { s.LeaveMode = "" }, []string{"--leave-mode"}, field.ErrorTypeNotSupported},
+		{"leave mode in capitals", func(s *Sharding) { s.LeaveMode = "Return" }, []string{"--leave-mode"}, field.ErrorTypeNotSupported},
+		{"zero return grace", func(s *Sharding) { s.ReturnGrace = 0 }, []string{"--return-grace"}, field.ErrorTypeInvalid},
+		{"negative return grace", func(s *Sharding) { s.ReturnGrace = -time.Second }, []string{"--return-grace"}, field.ErrorTypeInvalid},
+		{"return grace over the bound", func(s *Sharding) { s.ReturnGrace = MaxReturnGrace + time.Nanosecond }, []string{"--return-grace"}, field.ErrorTypeInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,16 +78,65 @@ func TestShardingValidation(t *testing.T) {
 	}
 }
 
+func TestShardingValidLeaveSettings(t *testing.T) {
+	for _, mode := range []string{LeaveAuto, LeaveReturn, LeaveHandover} {
+		for _, grace := range []time.Duration{time.Nanosecond, DefaultReturnGrace, MaxReturnGrace} {
+			s := validSharding()
+			s.LeaveMode, s.ReturnGrace = mode, grace
+			assert.Empty(t, s.Validate(), "%s, %s", mode, grace)
+		}
+	}
+}
+
+// The renew deadline must leave the larger of 2 s and 20 % of the lease duration before the lease
+// ends: the time to stop all work after a fence, timer latency and clock-rate drift.
+func TestShardingFenceMargin(t *testing.T) {
+	tests := []struct {
+		name                      string
+		duration, deadline, retry time.Duration
+		wantError                 bool
+	}{
+		{"defaults: 5s of 15s", 15 * time.Second, 10 * time.Second, 2 * time.Second, false},
+		{"20% of 15s exactly", 15 * time.Second, 12 * time.Second, 2 * time.Second, false},
+		{"just under 20% of 15s", 15 * time.Second, 12*time.Second + time.Nanosecond, 2 * time.Second, true},
+		{"under 20% of 15s", 15 * time.Second, 14900 * time.Millisecond, 2 * time.Second, true},
+		{"2s floor of a short lease, exactly", 5 * time.Second, 3 * time.Second, time.Second, false},
+		{"under the 2s floor though 20% is met", 5 * time.Second, 3500 * time.Millisecond, time.Second, true},
+		{"2s floor up to a 10s lease", 10 * time.Second, 8 * time.Second, time.Second, false},
+		{"20% of a long lease, exactly", 60 * time.Second, 48 * time.Second, 2 * time.Second, false},
+		{"the 2s floor is not enough for a long lease", 60 * time.Second, 58 * time.Second, 2 * time.Second, true},
+		{"deadline equal to the lease", 15 * time.Second, 15 * time.Second, 2 * time.Second, true},
+		{"deadline past the lease", 15 * time.Second, 20 * time.Second, 2 * time.Second, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := validSharding()
+			s.MemberLeaseDuration, s.MemberRenewDeadline, s.MemberRetryPeriod = tt.duration, tt.deadline, tt.retry
+			errs := s.Validate()
+			if !tt.wantError {
+				assert.Empty(t, errs)
+				return
+			}
+			require.Len(t, errs, 1, errs.ToAggregate())
+			assert.Equal(t, "--member-renew-deadline", errs[0].Field)
+			for _, want := range []string{"--member-lease-duration", "stopping all work after a fence", "timer latency", "clock-rate drift"} {
+				assert.Contains(t, errs[0].Detail, want)
+			}
+		})
+	}
+}
+
 func TestShardingReportsEveryProblem(t *testing.T) {
 	s := validSharding()
 	s.GroupName, s.PartitionCount, s.RingLoadBound, s.ReplicationFactor = "", -1, 0.5, 0
 	s.MemberRenewDeadline = 20 * time.Second
+	s.LeaveMode, s.ReturnGrace = "stay", time.Hour
 	var fields []string
 	for _, e := range s.Validate() {
 		fields = append(fields, e.Field)
 	}
 	assert.ElementsMatch(t, []string{"--shard-group", "--partitions", "--member-renew-deadline",
-		"--ring-load-bound", "--ring-replication-factor"}, fields)
+		"--ring-load-bound", "--ring-replication-factor", "--leave-mode", "--return-grace"}, fields)
 }
 
 func TestShardingFlags(t *testing.T) {
@@ -89,10 +145,10 @@ func TestShardingFlags(t *testing.T) {
 	s.AddFlags(fs)
 	require.NoError(t, fs.Parse([]string{"--shard-group=dwd", "--shard-namespace=garden", "--member-name=dwd-1",
 		"--partitions=512", "--member-lease-duration=20s", "--member-renew-deadline=12s", "--member-retry-period=3s",
-		"--ring-load-bound=1.1", "--ring-replication-factor=40"}))
+		"--ring-load-bound=1.1", "--ring-replication-factor=40", "--leave-mode=handover", "--return-grace=45s"}))
 	assert.Equal(t, Sharding{GroupName: "dwd", Namespace: "garden", MemberName: "dwd-1", PartitionCount: 512,
 		MemberLeaseDuration: 20 * time.Second, MemberRenewDeadline: 12 * time.Second, MemberRetryPeriod: 3 * time.Second,
-		RingLoadBound: 1.1, ReplicationFactor: 40}, s)
+		RingLoadBound: 1.1, ReplicationFactor: 40, LeaveMode: LeaveHandover, ReturnGrace: 45 * time.Second}, s)
 }
 
 func longName(n int) string {
