@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -75,6 +78,9 @@ type options struct {
 	restConfig     *rest.Config
 	proberConfig   *config.ProberConfig
 	weederConfig   *config.WeederConfig
+	// pod is this replica's Pod from the downward API ($POD_NAME, $POD_NAMESPACE, $POD_UID); its name
+	// is empty outside a Pod, and its namespace then the group's.
+	pod corev1.ObjectReference
 	// unknownKeys are the keys of the config files that the configs do not have, ignored with a
 	// warning when the watchdog runs.
 	unknownKeys []unknownKey
@@ -177,15 +183,10 @@ func (o *options) addRoleFlags(fs *pflag.FlagSet, r role) {
 	})
 }
 
-// complete fills in what the flags left open from the environment, loads the config files and builds
-// the seed client config. It reports every problem it finds at once.
+// complete fills in what the flags left open from the roles and the environment, loads the config files
+// and builds the seed client config. It reports every problem it finds at once.
 func (o *options) complete() field.ErrorList {
-	if o.sharding.MemberName == "" {
-		o.sharding.MemberName = defaultMemberName()
-	}
-	if o.sharding.Namespace == "" {
-		o.sharding.Namespace = defaultNamespace(o.leaderElection.namespace)
-	}
+	o.completeSharding()
 	errs := o.loadConfigs(false)
 	cfg, err := o.buildRestConfig()
 	if err != nil {
@@ -196,6 +197,30 @@ func (o *options) complete() field.ErrorList {
 	o.restConfig = rest.CopyConfig(cfg)
 	o.restConfig.Wrap(prober.CountRequests("seed", "watchdog"))
 	return errs
+}
+
+// completeSharding fills in the sharding settings the flags left open: the group from the roles, the
+// member name and namespace from the Pod or the host, and the roles and Pod UID the members of a group
+// compare.
+func (o *options) completeSharding() {
+	roles := o.roles()
+	if o.sharding.GroupName == "" {
+		o.sharding.GroupName = groupFor(roles)
+	}
+	var names []string
+	for _, r := range roles {
+		names = append(names, string(r))
+	}
+	o.sharding.Roles = names
+	if o.sharding.MemberName == "" {
+		o.sharding.MemberName = defaultMemberName()
+	}
+	if o.sharding.Namespace == "" {
+		o.sharding.Namespace = defaultNamespace(o.leaderElection.namespace)
+	}
+	o.pod = corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Name: os.Getenv("POD_NAME"),
+		Namespace: cmp.Or(os.Getenv("POD_NAMESPACE"), o.sharding.Namespace), UID: types.UID(os.Getenv("POD_UID"))}
+	o.sharding.PodUID = string(o.pod.UID)
 }
 
 // loadConfigs loads the prober and weeder configs that were given. Strict, a key that a config does

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -26,13 +28,24 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/weeder"
 )
 
-// defaultGroup is the sharding group of `dwd run`; `dwd prober` and `dwd weeder` use a group per role,
-// so that a prober and a weeder deployed side by side do not share partitions.
+// defaultGroup is the sharding group of a replica that runs both roles.
 const defaultGroup = "dependency-watchdog"
+
+// groupFor is the default sharding group of a replica that runs roles: a group per role for one, so
+// that a prober and a weeder deployed side by side never share partitions (each would leave the
+// shoots the other holds unwatched), and defaultGroup for both. `dwd prober` and `dwd weeder` use the
+// same groups as `dwd run` with one config.
+func groupFor(roles []role) string {
+	if len(roles) == 1 {
+		return "dwd-" + string(roles[0])
+	}
+	return defaultGroup
+}
 
 // newRunCommand builds `dwd run`, one replica of a sharded group.
 func newRunCommand() *cobra.Command {
-	o := newOptions(defaultGroup)
+	// The group is left empty for complete to choose from the roles, which the flags give.
+	o := newOptions("")
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run one replica of a sharded watchdog group",
@@ -52,12 +65,16 @@ Give --prober-config, --weeder-config or both to choose the roles this replica r
 		o.addWeederFlags(fs)
 	})
 	o.addCommonFlags(cmd.Flags())
+	// The group's default depends on the roles, which only the parsed flags give.
+	group := cmd.Flags().Lookup("shard-group")
+	group.Usage += fmt.Sprintf(" (default: %s for a replica that runs both roles, %s or %s for one)",
+		defaultGroup, groupFor([]role{roleProber}), groupFor([]role{roleWeeder}))
 	return cmd
 }
 
 // newRoleCommand builds `dwd prober` or `dwd weeder`, which take the original's command line.
 func newRoleCommand(r role) *cobra.Command {
-	o := newOptions("dwd-" + string(r))
+	o := newOptions(groupFor([]role{r}))
 	o.leaderElection.id = "dwd-" + string(r) + "-leader-election"
 	cmd := &cobra.Command{
 		Use:   string(r),
@@ -235,6 +252,12 @@ func (o *options) newShardingRunner(mgr manager.Manager) (*sharding.Runner, erro
 	}
 	runner := sharding.NewRunner(o.sharding, client, ctrl.Log.WithName("sharding"))
 	runner.Coordinator().SetNamespaces(shootNamespaces(mgr.GetCache(), o.proberConfig != nil))
+	// Outside a Pod (no $POD_NAME) the member name stands for the pod's; reading it fails if there is
+	// no such Pod, and a graceful stop then hands the share over.
+	runner.Departing = departing(client, types.NamespacedName{Namespace: o.pod.Namespace, Name: cmp.Or(o.pod.Name, o.sharding.MemberName)})
+	if o.pod.Name != "" {
+		runner.Event = podEvent(mgr.GetEventRecorderFor("dependency-watchdog-sharding"), &o.pod)
+	}
 	return runner, nil
 }
 

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
+)
+
+func TestCompleteShardingFromRoles(t *testing.T) {
+	tests := []struct {
+		name           string
+		group          string // the flag's value; "" when not given
+		prober, weeder bool
+		wantGroup      string
+		wantRoles      []string
+	}{
+		{"both roles", "", true, true, "dependency-watchdog", []string{"prober", "weeder"}},
+		{"prober only", "", true, false, "dwd-prober", []string{"prober"}},
+		{"weeder only", "", false, true, "dwd-weeder", []string{"weeder"}},
+		{"explicit group, prober only", "shared", true, false, "shared", []string{"prober"}},
+		{"explicit group, both roles", "shared", true, true, "shared", []string{"prober", "weeder"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := newOptions(tt.group)
+			if tt.prober {
+				o.proberConfigPath = "prober.yaml"
+			}
+			if tt.weeder {
+				o.weederConfigPath = "weeder.yaml"
+			}
+			o.sharding.Namespace, o.sharding.MemberName = "garden", "dwd-0"
+			o.completeSharding()
+			assert.Equal(t, tt.wantGroup, o.sharding.GroupName)
+			assert.Equal(t, tt.wantRoles, o.sharding.Roles)
+		})
+	}
+}
+
+func TestRoleCommandsUseTheGroupsOfRunWithOneRole(t *testing.T) {
+	for _, r := range []role{roleProber, roleWeeder} {
+		assert.Equal(t, groupFor([]role{r}), subcommand(t, string(r)).Flags().Lookup("shard-group").DefValue)
+	}
+	assert.Empty(t, subcommand(t, "run").Flags().Lookup("shard-group").DefValue, "run chooses its group from its roles")
+}
+
+func TestCompleteShardingFromThePod(t *testing.T) {
+	t.Run("in a pod", func(t *testing.T) {
+		t.Setenv("POD_NAME", "dwd-1")
+		t.Setenv("POD_NAMESPACE", "garden")
+		t.Setenv("POD_UID", "6f1c0e2a-uid")
+		o := newOptions("")
+		o.proberConfigPath = "prober.yaml"
+		o.completeSharding()
+		assert.Equal(t, "6f1c0e2a-uid", o.sharding.PodUID)
+		assert.Equal(t, "dwd-1", o.sharding.MemberName)
+		assert.Equal(t, "garden", o.sharding.Namespace)
+		assert.Equal(t, corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "garden", Name: "dwd-1", UID: "6f1c0e2a-uid"}, o.pod)
+	})
+	t.Run("outside a pod", func(t *testing.T) {
+		for _, name := range []string{"POD_NAME", "POD_NAMESPACE", "POD_UID"} {
+			t.Setenv(name, "")
+		}
+		o := newOptions("")
+		o.sharding.Namespace, o.sharding.MemberName = "dwd-test", "laptop"
+		o.completeSharding()
+		assert.Empty(t, o.sharding.PodUID)
+		assert.Empty(t, o.pod.Name, "no Events without a Pod")
+		assert.Equal(t, "dwd-test", o.pod.Namespace, "the group's namespace stands for the pod's")
+	})
+}
+
+func TestRunHelpDescribesTheShardingFlags(t *testing.T) {
+	code, stdout, _ := run(context.Background(), "run", "--help")
+	require.Equal(t, 0, code)
+	_, section, ok := strings.Cut(stdout, "Sharding flags:")
+	require.True(t, ok, stdout)
+	section, _, _ = strings.Cut(section, " flags:\n")
+	for _, want := range []string{
+		"(default: dependency-watchdog for a replica that runs both roles, dwd-prober or dwd-weeder for one)",
+		"--leave-mode", "--return-grace", "at least 2s and by 20% of it",
+	} {
+		assert.Contains(t, strings.Join(strings.Fields(section), " "), want)
+	}
+}
+
+// Replicas that run different roles must not share partitions: each would leave the shoots whose
+// partitions the other holds unprobed or unweeded.
+func TestRunWithOneRoleJoinsAGroupOfThatRole(t *testing.T) {
+	env.Require(t)
+	ns := env.Namespace(t)
+	prober := startReplica(t, "run", "--prober-config=testdata/prober.yaml", "--member-name=dwd-prober-0", "--shard-namespace="+ns)
+	weeder := startReplica(t, "run", "--weeder-config=testdata/weeder.yaml", "--member-name=dwd-weeder-0", "--shard-namespace="+ns)
+	for _, member := range []struct{ group, name string }{{"dwd-prober", "dwd-prober-0"}, {"dwd-weeder", "dwd-weeder-0"}} {
+		require.Eventually(t, func() bool { return heldPartitions(t, ns, member.group, member.name) == config.DefaultPartitionCount },
+			30*time.Second, 100*time.Millisecond, "%s holds every partition of its own group", member.name)
+	}
+	assert.Zero(t, heldPartitions(t, ns, defaultGroup, "dwd-prober-0")+heldPartitions(t, ns, defaultGroup, "dwd-weeder-0"))
+	assert.Equal(t, 0, prober.stop(t))
+	assert.Equal(t, 0, weeder.stop(t))
+}
