@@ -20,7 +20,12 @@ import (
 // process's clock, so that it always ends before another member, which waits LeaseDuration from the
 // moment it observed that write, may take over.
 //
-// Member is safe for concurrent use.
+// A new process takes the lease over from a predecessor under the same name at once only with proof
+// that the predecessor stopped (its clean-leave marker, or the same Pod); otherwise it waits until the
+// lease has been unchanged for the advertised duration on its own clock, as any other member would.
+// A process whose lease is changed or deleted by someone else fences before it takes the lease back.
+//
+// Member is safe for concurrent use; Run (or Step) belongs to one goroutine.
 type Member struct {
 	Store         Store
 	Group         string
@@ -30,84 +35,188 @@ type Member struct {
 	RenewDeadline time.Duration
 	RetryPeriod   time.Duration
 	Clock         clock.Clock
+	// Settings are advertised in the lease for the others to compare with theirs (SettingsAnnotation).
+	Settings string
+	// PodUID, when set, is recorded in the lease: a later process in the same Pod may take it at once.
+	PodUID string
 
-	mu        sync.Mutex
-	lease     *coordinationv1.Lease // as last written by this process
-	renewedAt time.Time             // when the last successful write was sent; zero: never or released
+	mu          sync.Mutex
+	lease       *coordinationv1.Lease // as last written by this process; nil before a take
+	held        bool                  // this process has held the lease since it started
+	renewedAt   time.Time             // when the last successful write was sent; zero: never, lost or released
+	unfencedAt  time.Time             // when a renewal last succeeded after failures had fenced the member
+	unreachable bool                  // the renewals have failed since the last success
+	waiting     observedVersion       // the predecessor's lease being waited out
+	writes      []sentWrite           // the latest successful writes, oldest first
+
+	loop loopState // Step's state
 }
+
+// observedVersion is a resourceVersion and when this process first saw it.
+type observedVersion struct {
+	version string
+	since   time.Time
+}
+
+// sentWrite is a successful write of the member lease: its resourceVersion and when it was sent.
+type sentWrite struct {
+	version string
+	sentAt  time.Time
+}
+
+// keptWrites bounds the writes kept for ViewStale.
+const keptWrites = 16
+
+// Errors of Renew.
+var (
+	// ErrIdentityTaken says that another process renews this member's lease under the same name: a
+	// newer incarnation (a replacement pod, or a second replica given the same name). This process stays
+	// fenced for good rather than fight over the lease.
+	ErrIdentityTaken = errors.New("another process holds this member's lease")
+	// ErrForeignWrite says that someone else changed or deleted the member lease since this process
+	// wrote it. The member is fenced; the next renewal takes the lease back.
+	ErrForeignWrite = errors.New("the member lease was changed or deleted by someone else")
+	// ErrWaitingForPredecessor says that the lease names an earlier process under this name that left
+	// no proof of having stopped: this process waits until the lease has been unchanged for the lease
+	// duration before it takes it.
+	ErrWaitingForPredecessor = errors.New("waiting out the lease of an earlier process under this name")
+)
 
 // LeaseName is the name of the member lease.
 func (m *Member) LeaseName() string {
 	return MemberLeaseName(m.Group, m.Name)
 }
 
-// Renew takes or renews the member lease; now is read before the call. A conflict (the lease changed
-// since this process wrote it) is retried once on a fresh read.
+// Renew takes or renews the member lease; now is read before the call.
 func (m *Member) Renew(ctx context.Context, now time.Time) error {
 	m.mu.Lock()
 	cached := m.lease
 	m.mu.Unlock()
-	lease, err := m.write(ctx, cached, now)
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) {
-		lease, err = m.write(ctx, nil, now)
+	var lease *coordinationv1.Lease
+	var err error
+	if cached == nil {
+		lease, err = m.take(ctx, now)
+	} else if lease, err = m.Store.Update(ctx, m.renewed(cached, now)); isLostRace(err) {
+		lease, err = m.afterLostRace(ctx, now)
 	}
 	if err != nil {
-		if errors.Is(err, ErrIdentityTaken) {
-			m.mu.Lock()
-			m.renewedAt = time.Time{}
-			m.mu.Unlock()
+		switch {
+		case errors.Is(err, ErrIdentityTaken) || errors.Is(err, ErrForeignWrite):
+			m.lose()
+		case !errors.Is(err, ErrWaitingForPredecessor):
+			m.failed()
 		}
 		return fmt.Errorf("renewing member lease %s: %w", m.LeaseName(), err)
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.lease = lease
-	if now.After(m.renewedAt) {
-		m.renewedAt = now
-	}
+	m.wrote(lease, now)
 	return nil
 }
 
-// write updates cached, or the stored lease read afresh when cached is nil, to hold this member.
-func (m *Member) write(ctx context.Context, cached *coordinationv1.Lease, now time.Time) (*coordinationv1.Lease, error) {
-	if cached == nil {
-		stored, err := m.Store.Get(ctx, m.LeaseName())
-		switch {
-		case apierrors.IsNotFound(err):
-			return m.Store.Create(ctx, m.newLease(now))
-		case err != nil:
-			return nil, err
-		case m.taken(stored):
-			return nil, fmt.Errorf("%w: incarnation %s holds it", ErrIdentityTaken, Incarnation(stored))
-		}
-		cached = stored
-	}
-	lease := cached.DeepCopy()
-	setHolder(lease, m.Name, m.Incarnation, now)
-	lease.Labels = labels(m.Group, KindMember)
-	lease.Spec.LeaseDurationSeconds = ptr.To(int32(m.LeaseDuration.Round(time.Second) / time.Second))
-	return m.Store.Update(ctx, lease)
-}
-
-// ErrIdentityTaken says that another process renews this member's lease under the same name: a
-// newer incarnation (a replacement pod, or a second replica given the same name). This process stays
-// fenced for good rather than fight over the lease.
-var ErrIdentityTaken = errors.New("another process holds this member's lease")
-
-// taken reports whether stored names this member with another incarnation after this process has
-// held it: someone else runs under this name now. A process that never held the lease takes it
-// over from its predecessor (the normal restart).
-func (m *Member) taken(stored *coordinationv1.Lease) bool {
+// failed records a renewal that did not reach the store or was not answered.
+func (m *Member) failed() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.lease != nil && Holder(stored) == m.Name && Incarnation(stored) != m.Incarnation
+	m.unreachable = true
 }
 
-func (m *Member) newLease(now time.Time) *coordinationv1.Lease {
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.LeaseName(), Labels: labels(m.Group, KindMember)}}
+// afterLostRace reads the lease afresh after a renewal found it changed: a change this process made
+// itself (a write whose answer was lost) is renewed; anyone else's is reported.
+func (m *Member) afterLostRace(ctx context.Context, now time.Time) (*coordinationv1.Lease, error) {
+	stored, err := m.Store.Get(ctx, m.LeaseName())
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("%w: deleted", ErrForeignWrite)
+	case err != nil:
+		return nil, err
+	case Holder(stored) == m.Name && Incarnation(stored) == m.Incarnation:
+		return m.Store.Update(ctx, m.renewed(stored, now))
+	case Holder(stored) == m.Name:
+		return nil, fmt.Errorf("%w: incarnation %s holds it", ErrIdentityTaken, Incarnation(stored))
+	}
+	return nil, fmt.Errorf("%w: it names holder %q", ErrForeignWrite, Holder(stored))
+}
+
+// take writes the lease when this process does not hold it: at once when the lease is new, is this
+// process's own, or proves that its last holder stopped; else once it has been unchanged for the
+// lease duration on this process's clock, by a compare-and-swap on the fresh read.
+func (m *Member) take(ctx context.Context, now time.Time) (*coordinationv1.Lease, error) {
+	stored, err := m.Store.Get(ctx, m.LeaseName())
+	if apierrors.IsNotFound(err) {
+		return m.Store.Create(ctx, m.renewed(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.LeaseName()}}, now))
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	held := m.held
+	m.mu.Unlock()
+	mine := Incarnation(stored) == m.Incarnation
+	switch {
+	case held && Holder(stored) == m.Name && !mine:
+		return nil, fmt.Errorf("%w: incarnation %s holds it", ErrIdentityTaken, Incarnation(stored))
+	case held || mine || m.predecessorStopped(stored):
+	case !m.waitedOut(stored, now):
+		return nil, fmt.Errorf("%w: incarnation %s", ErrWaitingForPredecessor, Incarnation(stored))
+	}
+	return m.Store.Update(ctx, m.renewed(stored, now))
+}
+
+// predecessorStopped reports whether stored proves that the process that wrote it has stopped.
+func (m *Member) predecessorStopped(stored *coordinationv1.Lease) bool {
+	return AdvertOf(m.Name, stored).Left ||
+		(m.PodUID != "" && stored.Annotations[PodUIDAnnotation] == m.PodUID) ||
+		(Holder(stored) == "" && Incarnation(stored) == "")
+}
+
+// waitedOut reports whether stored has been seen unchanged for the longer of this member's and the
+// advertised lease duration, counted from when this process first saw its version.
+func (m *Member) waitedOut(stored *coordinationv1.Lease, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.waiting.version != stored.ResourceVersion {
+		m.waiting = observedVersion{version: stored.ResourceVersion, since: now}
+	}
+	return now.Sub(m.waiting.since) >= max(m.LeaseDuration, AdvertOf(m.Name, stored).Duration)
+}
+
+// renewed returns a copy of lease held by this process at now, advertising its settings.
+func (m *Member) renewed(lease *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
+	lease = lease.DeepCopy()
 	setHolder(lease, m.Name, m.Incarnation, now)
-	lease.Spec.LeaseDurationSeconds = ptr.To(int32(m.LeaseDuration.Round(time.Second) / time.Second))
+	lease.Labels = labels(m.Group, KindMember)
+	lease.Spec.LeaseDurationSeconds = ptr.To(leaseSeconds(m.LeaseDuration))
+	for _, key := range []string{LeftAnnotation, ReturningAnnotation, StateLostAnnotation, PodUIDAnnotation} {
+		delete(lease.Annotations, key)
+	}
+	setAnnotation(lease, SettingsAnnotation, m.Settings)
+	if m.PodUID != "" {
+		setAnnotation(lease, PodUIDAnnotation, m.PodUID)
+	}
 	return lease
+}
+
+// wrote records a successful write sent at now.
+func (m *Member) wrote(lease *coordinationv1.Lease, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.unreachable && (m.renewedAt.IsZero() || !now.Before(m.renewedAt.Add(m.RenewDeadline))) {
+		m.unfencedAt = now
+	}
+	m.lease, m.held, m.waiting, m.unreachable = lease, true, observedVersion{}, false
+	if now.After(m.renewedAt) {
+		m.renewedAt = now
+	}
+	m.writes = append(m.writes, sentWrite{version: lease.ResourceVersion, sentAt: now})
+	if len(m.writes) > keptWrites {
+		m.writes = m.writes[len(m.writes)-keptWrites:]
+	}
+}
+
+// lose forgets the lease after someone else wrote it: the member is fenced at once.
+func (m *Member) lose() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lease, m.renewedAt = nil, time.Time{}
 }
 
 // FenceAt returns the moment this member is fenced unless a renewal succeeds before; the zero time
@@ -127,9 +236,47 @@ func (m *Member) Fenced(now time.Time) bool {
 	return at.IsZero() || !now.Before(at)
 }
 
-// Release clears the holder of the member lease so that the other members see this one gone at once.
-// The member is fenced from then on. Call it only after every partition has been released.
-func (m *Member) Release(ctx context.Context, now time.Time) error {
+// UnfencedAt returns when a renewal last succeeded after failed ones had fenced the member (the end
+// of an outage): before then this process could not observe the others either.
+func (m *Member) UnfencedAt() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unfencedAt
+}
+
+// ViewStale reports whether a cache that shows this member's lease at cachedVersion is stale: it
+// has not shown a write this process sent more than lag before now.
+func (m *Member) ViewStale(cachedVersion string, now time.Time, lag time.Duration) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	shown := -1
+	for i, w := range m.writes {
+		if w.version == cachedVersion {
+			shown = i
+		}
+	}
+	for _, w := range m.writes[shown+1:] {
+		if now.Sub(w.sentAt) > lag {
+			return true
+		}
+	}
+	return false
+}
+
+// Leave says how a member leaves the group in Release.
+type Leave struct {
+	// Returning, when above zero, says the member stops to restart: the others keep its partitions
+	// reserved until its lease has been unchanged for this long.
+	Returning time.Duration
+	// StateLost says that some partitions still naming this member lost the state of their work.
+	StateLost bool
+}
+
+// Release writes the clean-leave marker into the member lease: every partition's work has stopped.
+// A departing member's lease names no holder any more, so the others take its partitions at once; a
+// returning one keeps its holder. The member is fenced from then on. Call it only after the work of
+// every partition has stopped and Run has returned.
+func (m *Member) Release(ctx context.Context, now time.Time, leave Leave) error {
 	m.mu.Lock()
 	cached := m.lease
 	m.renewedAt = time.Time{}
@@ -138,54 +285,46 @@ func (m *Member) Release(ctx context.Context, now time.Time) error {
 		return nil
 	}
 	lease := cached.DeepCopy()
-	lease.Spec.HolderIdentity = nil
+	if leave.Returning <= 0 {
+		lease.Spec.HolderIdentity = nil
+	}
 	lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now))
-	if _, err := m.Store.Update(ctx, lease); err != nil && !apierrors.IsNotFound(err) {
+	setAnnotation(lease, LeftAnnotation, m.Incarnation)
+	if leave.Returning > 0 {
+		setAnnotation(lease, ReturningAnnotation, leave.Returning.String())
+	}
+	if leave.StateLost {
+		setAnnotation(lease, StateLostAnnotation, "true")
+	}
+	released, err := m.Store.Update(ctx, lease)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
 		return fmt.Errorf("releasing member lease %s: %w", m.LeaseName(), err)
+	}
+	m.mu.Lock()
+	m.lease = released
+	m.mu.Unlock()
+	return nil
+}
+
+// Delete deletes the member lease this process released last, for a member that leaves the group
+// for good; it fails with a Conflict when anyone wrote the lease since.
+func (m *Member) Delete(ctx context.Context) error {
+	m.mu.Lock()
+	released := m.lease
+	m.lease = nil
+	m.mu.Unlock()
+	if released == nil {
+		return nil
+	}
+	if err := m.Store.Delete(ctx, released.Name, released.ResourceVersion); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting member lease %s: %w", m.LeaseName(), err)
 	}
 	return nil
 }
 
-// Run renews the member lease every RetryPeriod until ctx ends. It calls onFence, which must stop all
-// of the replica's work before it returns, as soon as the renew deadline passes without a successful
-// renewal; each attempt is cut off at that deadline so that a hanging request cannot delay the fence.
-// After a fence, renewals go on, and the replica may act again once one succeeds.
-func (m *Member) Run(ctx context.Context, onFence func(), onRenewFailure func(error)) {
-	fenced := true // until the first renewal succeeds
-	for {
-		start := m.Clock.Now()
-		if m.Fenced(start) && !fenced {
-			fenced = true
-			onFence()
-		}
-		if err := m.renewBefore(ctx, start); err != nil && ctx.Err() == nil {
-			onRenewFailure(err)
-		}
-		now := m.Clock.Now()
-		if m.Fenced(now) && !fenced {
-			fenced = true
-			onFence()
-		}
-		fenced = m.Fenced(now)
-		next := start.Add(m.RetryPeriod)
-		if at := m.FenceAt(); !fenced && at.Before(next) {
-			next = at
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-m.Clock.After(next.Sub(now)):
-		}
-	}
-}
-
-// renewBefore renews with a deadline at the fence moment, or one retry period when fenced already.
-func (m *Member) renewBefore(ctx context.Context, now time.Time) error {
-	deadline := m.FenceAt()
-	if m.Fenced(now) {
-		deadline = now.Add(m.RetryPeriod)
-	}
-	ctx, cancel := context.WithTimeout(ctx, deadline.Sub(now))
-	defer cancel()
-	return m.Renew(ctx, now)
+func isLostRace(err error) bool {
+	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
 }

@@ -49,57 +49,177 @@ func TestMemberRenewAndFence(t *testing.T) {
 	assert.NotEqual(t, l.ResourceVersion, renewed.ResourceVersion, "a renewal is visible to the others")
 }
 
-func TestMemberRenewAfterForeignWrite(t *testing.T) {
+func TestMemberFencesBeforeTakingBackALeaseSomeoneElseWrote(t *testing.T) {
+	for name, foreign := range map[string]func(store *leasestest.Store){
+		"holder changed": func(store *leasestest.Store) {
+			l, _ := store.Get(context.Background(), "dwd-member-dwd-0")
+			l.Spec.HolderIdentity = ptr.To("someone-else")
+			_, err := store.Update(context.Background(), l)
+			require.NoError(t, err)
+		},
+		"holder cleared": func(store *leasestest.Store) {
+			l, _ := store.Get(context.Background(), "dwd-member-dwd-0")
+			l.Spec.HolderIdentity = nil
+			_, err := store.Update(context.Background(), l)
+			require.NoError(t, err)
+		},
+		"deleted": func(store *leasestest.Store) {
+			require.NoError(t, store.Delete(context.Background(), "dwd-member-dwd-0", ""))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := leasestest.NewStore()
+			m := newMember(store, clocktesting.NewFakeClock(t0))
+			require.NoError(t, m.Renew(ctx, t0))
+			foreign(store)
+
+			err := m.Renew(ctx, t0.Add(2*time.Second))
+			require.ErrorIs(t, err, leases.ErrForeignWrite)
+			assert.True(t, m.Fenced(t0.Add(2*time.Second)), "fenced before anything is taken back")
+
+			require.NoError(t, m.Renew(ctx, t0.Add(4*time.Second)), "the next renewal takes the lease back")
+			assert.Equal(t, "dwd-0", store.Holder("dwd-member-dwd-0"))
+			assert.False(t, m.Fenced(t0.Add(4*time.Second)))
+		})
+	}
+}
+
+func TestMemberAdoptsItsOwnWriteWhoseAnswerWasLost(t *testing.T) {
 	ctx := context.Background()
 	store := leasestest.NewStore()
 	m := newMember(store, clocktesting.NewFakeClock(t0))
 	require.NoError(t, m.Renew(ctx, t0))
-	// A previous incarnation, or a person, changed the lease: the next renewal reads it afresh.
+	// A renewal reached the store but its answer was lost: the stored lease is this process's own.
 	l, _ := store.Get(ctx, "dwd-member-dwd-0")
-	l.Spec.HolderIdentity = ptr.To("someone-else")
 	_, err := store.Update(ctx, l)
 	require.NoError(t, err)
-
 	require.NoError(t, m.Renew(ctx, t0.Add(2*time.Second)))
-	assert.Equal(t, "dwd-0", store.Holder("dwd-member-dwd-0"))
+	assert.False(t, m.Fenced(t0.Add(2*time.Second)), "no fence for a write of its own")
 }
 
-func TestMemberRecreatesADeletedLease(t *testing.T) {
-	ctx := context.Background()
-	store := leasestest.NewStore()
-	m := newMember(store, clocktesting.NewFakeClock(t0))
-	require.NoError(t, m.Renew(ctx, t0))
-	store.Delete("dwd-member-dwd-0")
-	require.NoError(t, m.Renew(ctx, t0.Add(2*time.Second)))
-	assert.Equal(t, "dwd-0", store.Holder("dwd-member-dwd-0"))
-}
-
-func TestMemberYieldsToANewerIncarnation(t *testing.T) {
+func TestReplacementWaitsForThePredecessorsLease(t *testing.T) {
 	ctx := context.Background()
 	store := leasestest.NewStore()
 	old := newMember(store, clocktesting.NewFakeClock(t0))
 	require.NoError(t, old.Renew(ctx, t0))
-	// A replacement process under the same name takes the lease over from its predecessor...
 	replacement := newMember(store, clocktesting.NewFakeClock(t0))
 	replacement.Incarnation = "inc-2"
-	require.NoError(t, replacement.Renew(ctx, t0.Add(time.Second)))
-	// ...and the old one, still running somewhere, stops instead of fighting for it.
-	err := old.Renew(ctx, t0.Add(2*time.Second))
-	require.ErrorIs(t, err, leases.ErrIdentityTaken)
-	assert.True(t, old.Fenced(t0.Add(2*time.Second)))
+
+	// The old process keeps renewing every 2 s: the replacement never takes the lease.
+	for i := 1; i <= 20; i++ {
+		now := t0.Add(time.Duration(i) * 2 * time.Second)
+		require.NoError(t, old.Renew(ctx, now))
+		require.ErrorIs(t, replacement.Renew(ctx, now.Add(time.Second)), leases.ErrWaitingForPredecessor)
+	}
+	// The old process stops renewing (cut off, or dead without proof): the replacement waits out a
+	// full lease duration from when it first saw the last version, on its own clock.
+	last := t0.Add(41 * time.Second)
+	require.ErrorIs(t, replacement.Renew(ctx, last.Add(15*time.Second-time.Millisecond)), leases.ErrWaitingForPredecessor)
+	require.NoError(t, replacement.Renew(ctx, last.Add(15*time.Second)))
 	l, _ := store.Get(ctx, "dwd-member-dwd-0")
 	assert.Equal(t, "inc-2", leases.Incarnation(l))
+
+	// The old one, should it still run somewhere, stops instead of fighting for the lease.
+	err := old.Renew(ctx, last.Add(16*time.Second))
+	require.ErrorIs(t, err, leases.ErrIdentityTaken)
+	assert.True(t, old.Fenced(last.Add(16*time.Second)))
+}
+
+func TestReplacementHonoursTheAdvertisedDuration(t *testing.T) {
+	ctx := context.Background()
+	store := leasestest.NewStore()
+	old := newMember(store, clocktesting.NewFakeClock(t0))
+	old.LeaseDuration = 30 * time.Second
+	require.NoError(t, old.Renew(ctx, t0))
+	replacement := newMember(store, clocktesting.NewFakeClock(t0))
+	replacement.Incarnation = "inc-2"
+	require.ErrorIs(t, replacement.Renew(ctx, t0), leases.ErrWaitingForPredecessor)
+	require.ErrorIs(t, replacement.Renew(ctx, t0.Add(20*time.Second)), leases.ErrWaitingForPredecessor, "its own 15 s are not enough")
+	require.NoError(t, replacement.Renew(ctx, t0.Add(30*time.Second)))
+}
+
+func TestReplacementTakesAtOnceWithProof(t *testing.T) {
+	ctx := context.Background()
+	t.Run("clean-leave marker", func(t *testing.T) {
+		store := leasestest.NewStore()
+		old := newMember(store, clocktesting.NewFakeClock(t0))
+		require.NoError(t, old.Renew(ctx, t0))
+		require.NoError(t, old.Release(ctx, t0.Add(time.Second), leases.Leave{Returning: 30 * time.Second}))
+		replacement := newMember(store, clocktesting.NewFakeClock(t0))
+		replacement.Incarnation = "inc-2"
+		require.NoError(t, replacement.Renew(ctx, t0.Add(2*time.Second)))
+		l, _ := store.Get(ctx, "dwd-member-dwd-0")
+		assert.Equal(t, "inc-2", leases.Incarnation(l))
+		assert.False(t, leases.AdvertOf("dwd-0", l).Left, "the new process's write clears the marker")
+	})
+	t.Run("same pod", func(t *testing.T) {
+		store := leasestest.NewStore()
+		old := newMember(store, clocktesting.NewFakeClock(t0))
+		old.PodUID = "pod-1"
+		require.NoError(t, old.Renew(ctx, t0))
+		other := newMember(store, clocktesting.NewFakeClock(t0))
+		other.Incarnation, other.PodUID = "inc-2", "pod-2"
+		require.ErrorIs(t, other.Renew(ctx, t0.Add(time.Second)), leases.ErrWaitingForPredecessor, "another pod waits")
+		restarted := newMember(store, clocktesting.NewFakeClock(t0))
+		restarted.Incarnation, restarted.PodUID = "inc-3", "pod-1"
+		require.NoError(t, restarted.Renew(ctx, t0.Add(time.Second)), "a container restart in the same pod takes over at once")
+	})
+}
+
+func TestMemberAdvertisesItsSettings(t *testing.T) {
+	ctx := context.Background()
+	store := leasestest.NewStore()
+	m := newMember(store, clocktesting.NewFakeClock(t0))
+	m.LeaseDuration, m.Settings, m.PodUID = 15500*time.Millisecond, "partitions=7", "uid-1"
+	require.NoError(t, m.Renew(ctx, t0))
+	l, _ := store.Get(ctx, "dwd-member-dwd-0")
+	assert.Equal(t, int32(16), *l.Spec.LeaseDurationSeconds, "rounded up: the others must never wait less")
+	assert.Equal(t, "partitions=7", l.Annotations[leases.SettingsAnnotation])
+	assert.Equal(t, "uid-1", l.Annotations[leases.PodUIDAnnotation])
+	assert.Equal(t, leases.Advert{Held: true, Duration: 16 * time.Second, Settings: "partitions=7"}, leases.AdvertOf("dwd-0", l))
 }
 
 func TestMemberRelease(t *testing.T) {
 	ctx := context.Background()
 	store := leasestest.NewStore()
 	m := newMember(store, clocktesting.NewFakeClock(t0))
-	require.NoError(t, m.Release(ctx, t0), "releasing a lease never taken is a no-op")
+	require.NoError(t, m.Release(ctx, t0, leases.Leave{}), "releasing a lease never taken is a no-op")
 	require.NoError(t, m.Renew(ctx, t0))
-	require.NoError(t, m.Release(ctx, t0.Add(time.Second)))
-	assert.Equal(t, "", store.Holder("dwd-member-dwd-0"))
+	require.NoError(t, m.Release(ctx, t0.Add(time.Second), leases.Leave{StateLost: true}))
+	l, _ := store.Get(ctx, "dwd-member-dwd-0")
+	assert.Equal(t, "", leases.Holder(l))
+	assert.Equal(t, leases.Advert{Left: true, StateLost: true, Duration: 15 * time.Second}, leases.AdvertOf("dwd-0", l))
 	assert.True(t, m.Fenced(t0.Add(time.Second)), "a released member must not act")
+	require.NoError(t, m.Delete(ctx), "a member leaving for good deletes its lease")
+	_, err := store.Get(ctx, "dwd-member-dwd-0")
+	assert.True(t, apierrors.IsNotFound(err))
+}
+
+func TestMemberReturningReleaseKeepsItsHolder(t *testing.T) {
+	ctx := context.Background()
+	store := leasestest.NewStore()
+	m := newMember(store, clocktesting.NewFakeClock(t0))
+	require.NoError(t, m.Renew(ctx, t0))
+	require.NoError(t, m.Release(ctx, t0.Add(time.Second), leases.Leave{Returning: 30 * time.Second}))
+	l, _ := store.Get(ctx, "dwd-member-dwd-0")
+	assert.Equal(t, "dwd-0", leases.Holder(l))
+	assert.Equal(t, leases.Advert{Held: true, Left: true, Returning: 30 * time.Second, Duration: 15 * time.Second}, leases.AdvertOf("dwd-0", l))
+}
+
+func TestMemberViewStale(t *testing.T) {
+	ctx := context.Background()
+	store := leasestest.NewStore()
+	m := newMember(store, clocktesting.NewFakeClock(t0))
+	assert.False(t, m.ViewStale("", t0, 4*time.Second), "nothing written, nothing to miss")
+	require.NoError(t, m.Renew(ctx, t0))
+	first, _ := store.Get(ctx, "dwd-member-dwd-0")
+	require.NoError(t, m.Renew(ctx, t0.Add(2*time.Second)))
+	second, _ := store.Get(ctx, "dwd-member-dwd-0")
+	assert.False(t, m.ViewStale(first.ResourceVersion, t0.Add(5*time.Second), 4*time.Second), "the second renewal is only 3 s old")
+	assert.True(t, m.ViewStale(first.ResourceVersion, t0.Add(6*time.Second+time.Millisecond), 4*time.Second))
+	assert.False(t, m.ViewStale(second.ResourceVersion, t0.Add(time.Minute), 4*time.Second), "the cache shows the latest")
+	assert.True(t, m.ViewStale("", t0.Add(5*time.Second), 4*time.Second), "the cache shows no lease at all")
 }
 
 // flakyStore fails every call while down is set.
@@ -131,7 +251,9 @@ func TestMemberRunFencesAtTheRenewDeadline(t *testing.T) {
 	var fences, failures atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { m.Run(ctx, func() { fences.Add(1) }, func(error) { failures.Add(1) }) })
+	wg.Go(func() {
+		m.Run(ctx, leases.Hooks{OnFence: func() { fences.Add(1) }, OnRenewFailure: func(error) { failures.Add(1) }})
+	})
 	defer func() { cancel(); wg.Wait() }()
 
 	// step waits until Run sleeps on the fake clock, then moves the clock on by d.
@@ -159,18 +281,18 @@ func TestMemberRunFencesAtTheRenewDeadline(t *testing.T) {
 func TestPartitionCompareAndSwap(t *testing.T) {
 	ctx := context.Background()
 	store := leasestest.NewStore()
-	a, err := leases.Acquire(ctx, store, "dwd", 3, nil, "dwd-0", "inc-a", t0)
+	a, err := leases.Acquire(ctx, store, "dwd", 7, 3, nil, "dwd-0", "inc-a", t0)
 	require.NoError(t, err)
 	assert.Equal(t, "dwd-partition-3", a.Name)
 	assert.Equal(t, "dwd-0", leases.Holder(a))
 	assert.Equal(t, "inc-a", leases.Incarnation(a))
 	assert.Nil(t, a.Spec.LeaseDurationSeconds, "partition leases are never renewed periodically")
 
-	_, err = leases.Acquire(ctx, store, "dwd", 3, nil, "dwd-1", "inc-b", t0)
+	_, err = leases.Acquire(ctx, store, "dwd", 7, 3, nil, "dwd-1", "inc-b", t0)
 	assert.True(t, apierrors.IsAlreadyExists(err), "a second creator loses")
 
 	handover := map[string]string{leases.HandoverAnnotationPrefix + "weeder": `[{"ns":"a"}]`}
-	released, err := leases.Release(ctx, store, a, handover, t0.Add(time.Second))
+	released, err := leases.Release(ctx, store, a, handover, "", t0.Add(time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, "", leases.Holder(released))
 	assert.Equal(t, handover, leases.Handover(released), "the state travels in the release's own write")
@@ -178,9 +300,9 @@ func TestPartitionCompareAndSwap(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, t0.Add(time.Second), at)
 
-	_, err = leases.Acquire(ctx, store, "dwd", 3, a, "dwd-1", "inc-b", t0)
+	_, err = leases.Acquire(ctx, store, "dwd", 7, 3, a, "dwd-1", "inc-b", t0)
 	assert.True(t, apierrors.IsConflict(err), "a stale copy cannot be swapped")
-	b, err := leases.Acquire(ctx, store, "dwd", 3, released, "dwd-1", "inc-b", t0.Add(2*time.Second))
+	b, err := leases.Acquire(ctx, store, "dwd", 7, 3, released, "dwd-1", "inc-b", t0.Add(2*time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, "dwd-1", leases.Holder(b))
 	_, ok = leases.ReleasedAt(b)
@@ -188,7 +310,58 @@ func TestPartitionCompareAndSwap(t *testing.T) {
 	assert.Empty(t, leases.Handover(b), "the next holder's acquire consumes the handover")
 	assert.Equal(t, int32(0), *b.Spec.LeaseTransitions, "taking a free lease is not a transition")
 
-	c, err := leases.Acquire(ctx, store, "dwd", 3, b, "dwd-2", "inc-c", t0.Add(3*time.Second))
+	c, err := leases.Acquire(ctx, store, "dwd", 7, 3, b, "dwd-2", "inc-c", t0.Add(3*time.Second))
 	require.NoError(t, err)
 	assert.Equal(t, int32(1), *c.Spec.LeaseTransitions)
+}
+
+func TestMemberStepsDownWhenItFencesTooOften(t *testing.T) {
+	ctx := context.Background()
+	mem := leasestest.NewStore()
+	store := &flakyStore{Store: mem}
+	clk := clocktesting.NewFakeClock(t0)
+	m := newMember(store, clk)
+	var fences int
+	var downUntil time.Time
+	hooks := leases.Hooks{OnFence: func() { fences++ }, OnRenewFailure: func(error) {},
+		OnStepDown: func(until time.Time) { downUntil = until }}
+	step := func() { clk.Step(m.Step(ctx, hooks)) }
+	step()
+	require.False(t, m.Fenced(clk.Now()))
+	// Renewals succeed only every 11 s, one past the renew deadline: the member fences each time.
+	for fences < leases.FlapFences {
+		store.down.Store(true)
+		for clk.Now().Sub(t0)%(11*time.Second) != 0 || !m.Fenced(clk.Now()) {
+			clk.Step(time.Second)
+			m.Step(ctx, hooks)
+		}
+		store.down.Store(false)
+		step()
+	}
+	require.False(t, downUntil.IsZero(), "the third fence within ten lease durations steps down")
+	assert.Equal(t, "", mem.Holder("dwd-member-dwd-0"), "the lease is released so that the others take over at once")
+	released, _ := mem.Get(ctx, "dwd-member-dwd-0")
+	assert.True(t, leases.AdvertOf("dwd-0", released).Left)
+	for clk.Now().Before(downUntil) {
+		step()
+		assert.True(t, m.Fenced(clk.Now()), "no renewal until the window has passed")
+	}
+	m.Step(ctx, hooks)
+	assert.False(t, m.Fenced(clk.Now()), "it comes back afterwards")
+}
+
+func TestMemberStopsRenewingWhileItsWorkLoopIsWedged(t *testing.T) {
+	ctx := context.Background()
+	store := leasestest.NewStore()
+	clk := clocktesting.NewFakeClock(t0)
+	m := newMember(store, clk)
+	healthy, fences := true, 0
+	hooks := leases.Hooks{OnFence: func() { fences++ }, OnRenewFailure: func(error) {}, Healthy: func() bool { return healthy }}
+	clk.Step(m.Step(ctx, hooks))
+	healthy = false
+	for range 6 {
+		clk.Step(m.Step(ctx, hooks))
+	}
+	assert.True(t, m.Fenced(clk.Now()))
+	assert.Equal(t, 1, fences)
 }

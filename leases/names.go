@@ -21,6 +21,29 @@ const (
 	// HandoverAnnotationPrefix prefixes the annotations in which a releasing holder hands the state of
 	// its partition's work to the next; the next holder's acquire removes them.
 	HandoverAnnotationPrefix = "dwd.gardener.cloud/handover-"
+	// ReservedForAnnotation names the member a partition was released for while it restarts: nobody
+	// else takes the partition while that member's lease is live.
+	ReservedForAnnotation = "dwd.gardener.cloud/reserved-for"
+	// PartitionsLabel carries the partition count on every partition lease: a lease name stands for
+	// one set of namespaces only under one count.
+	PartitionsLabel = "dwd.gardener.cloud/partitions"
+
+	// SettingsAnnotation carries, on a member lease, the settings every member of the group must
+	// share (Settings); a member never shares a ring with one that advertises others.
+	SettingsAnnotation = "dwd.gardener.cloud/settings"
+	// LeftAnnotation is the clean-leave marker on a member lease: the incarnation that wrote it had
+	// stopped all its work before. Its successor under the same name may take the lease at once.
+	LeftAnnotation = "dwd.gardener.cloud/left"
+	// ReturningAnnotation, next to LeftAnnotation, says the member stopped to restart: the others keep
+	// it in the ring, and its partitions reserved, until its lease has been unchanged for this long
+	// (a Go duration).
+	ReturningAnnotation = "dwd.gardener.cloud/returning"
+	// StateLostAnnotation, next to LeftAnnotation, says the leaving member could not hand over the
+	// state of some partitions it leaves named after it: their next holders start them as after a crash.
+	StateLostAnnotation = "dwd.gardener.cloud/state-lost"
+	// PodUIDAnnotation records the Pod of the process that holds a member lease: a later container of
+	// the same Pod starts only after the earlier one exited, so it may take the lease at once.
+	PodUIDAnnotation = "dwd.gardener.cloud/pod-uid"
 )
 
 // Values of KindLabel.

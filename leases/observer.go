@@ -3,13 +3,19 @@ package leases
 import (
 	"sort"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
 )
 
 // Observer judges other members' leases by observation rather than by the renewTime their holders
-// write with their own clocks: a member is live while its lease is held and has changed within the
-// lease duration on this process's clock, counted from the moment the change was first observed.
-// A member first seen now counts as live for a full duration. Clock offsets between machines then do
-// not matter, only clock rates.
+// write with their own clocks: a member is live while its lease has changed within its lease duration
+// on this process's clock, counted from the moment the change was first observed. The duration is
+// the longer of this member's own and the one the lease advertises. A member first seen now counts as
+// live for a full duration. Clock offsets between machines then do not matter, only clock rates.
+//
+// Only the lease's own clean-leave marker ends a member at once (a returning member stays for the
+// grace it advertises); a lease whose holder was changed by someone else counts as a change, not as
+// a leave, so that its member has the time to notice and fence.
 //
 // An Observer is not safe for concurrent use; the coordinator's reconcile loop owns it.
 type Observer struct {
@@ -20,41 +26,86 @@ type Observer struct {
 // observation is what was last seen of one member's lease.
 type observation struct {
 	version string    // resourceVersion of the lease, "" when the lease was not found
-	held    bool      // the lease names its member as holder
+	advert  Advert    // what the lease said when last present
 	since   time.Time // when version was first observed, on this process's clock
 }
 
-// NewObserver returns an Observer that expires leases unchanged for duration.
+// OrphanedAfter is how many of its durations a member lease must stay unchanged before it counts as
+// orphaned and may be deleted.
+const OrphanedAfter = 10
+
+// NewObserver returns an Observer whose own lease duration is duration.
 func NewObserver(duration time.Duration) *Observer {
 	return &Observer{duration: duration, seen: map[string]observation{}}
 }
 
-// Observe records the state of member's lease at now: its resourceVersion and whether it is held.
-// An absent lease is observed with version "" and held false; a member whose lease has vanished is
-// still judged by its last observed change.
-func (o *Observer) Observe(member, version string, held bool, now time.Time) {
+// Observe records member's lease at now. A lease seen with a new resourceVersion counts as a change.
+func (o *Observer) Observe(member string, lease *coordinationv1.Lease, now time.Time) {
 	prev, ok := o.seen[member]
-	if ok && prev.version == version && prev.held == held {
+	if ok && prev.version == lease.ResourceVersion {
 		return
 	}
-	if ok && version == "" {
-		// The lease vanished: keep counting from its last observed change.
-		prev.version, prev.held = "", held && prev.held
-		o.seen[member] = prev
-		return
-	}
-	o.seen[member] = observation{version: version, held: held, since: now}
+	o.seen[member] = observation{version: lease.ResourceVersion, advert: AdvertOf(member, lease), since: now}
 }
 
-// Forget drops a member, for example one whose lease has been absent for longer than the duration.
+// ObserveAbsent records that member has no lease at now. A member whose lease has vanished is still
+// judged by its last observed change; one never seen (a holder named by a partition lease) counts as
+// live for a full duration from now.
+func (o *Observer) ObserveAbsent(member string, now time.Time) {
+	prev, ok := o.seen[member]
+	if !ok {
+		o.seen[member] = observation{since: now}
+		return
+	}
+	prev.version = ""
+	o.seen[member] = prev
+}
+
+// Defer moves every observed change to at least t, for a member that could not observe anyone until
+// t: the others' silence before then proves nothing. It only ever delays expiry.
+func (o *Observer) Defer(t time.Time) {
+	for member, obs := range o.seen {
+		if obs.since.Before(t) {
+			obs.since = t
+			o.seen[member] = obs
+		}
+	}
+}
+
+// Forget drops a member, for example one whose lease has been deleted.
 func (o *Observer) Forget(member string) {
 	delete(o.seen, member)
 }
 
-// Live reports whether member's lease was held and changed within the duration before now.
+// expiry is how long after its last observed change a member stops being live: never live after a
+// clean leave, the advertised grace for a returning member, else the longer lease duration.
+func (o *Observer) expiry(obs observation) time.Duration {
+	switch {
+	case obs.advert.Left && obs.advert.Returning > 0:
+		return obs.advert.Returning
+	case obs.advert.Left:
+		return 0
+	}
+	return max(o.duration, obs.advert.Duration)
+}
+
+// Live reports whether member is live at now.
 func (o *Observer) Live(member string, now time.Time) bool {
 	obs, ok := o.seen[member]
-	return ok && obs.held && now.Sub(obs.since) < o.duration
+	return ok && now.Sub(obs.since) < o.expiry(obs)
+}
+
+// Orphaned reports whether member's lease may be deleted: it left for good, or it has been unchanged
+// for OrphanedAfter times its duration (or grace) on this process's clock.
+func (o *Observer) Orphaned(member string, now time.Time) bool {
+	obs, ok := o.seen[member]
+	if !ok || obs.version == "" || o.Live(member, now) {
+		return false
+	}
+	if obs.advert.Left && obs.advert.Returning == 0 {
+		return true
+	}
+	return now.Sub(obs.since) >= OrphanedAfter*max(o.duration, obs.advert.Duration, obs.advert.Returning)
 }
 
 // Unchanged reports whether member's lease still has the version observed at least one full duration
@@ -69,11 +120,11 @@ func (o *Observer) Version(member string) string {
 	return o.seen[member].version
 }
 
-// Seen returns when the last observed change of member's lease was first seen, and whether the
-// lease was held then (false: the member released it).
-func (o *Observer) Seen(member string) (since time.Time, held, ok bool) {
+// Seen returns when the last observed change of member's lease was first seen and what the lease
+// advertised then.
+func (o *Observer) Seen(member string) (since time.Time, advert Advert, ok bool) {
 	obs, ok := o.seen[member]
-	return obs.since, obs.held, ok
+	return obs.since, obs.advert, ok
 }
 
 // LiveMembers returns the live members at now, sorted.
@@ -97,7 +148,7 @@ func (o *Observer) NextExpiry(now time.Time) (time.Duration, bool) {
 		if !o.Live(member, now) {
 			continue
 		}
-		if d := obs.since.Add(o.duration).Sub(now); !found || d < next {
+		if d := obs.since.Add(o.expiry(obs)).Sub(now); !found || d < next {
 			next, found = d, true
 		}
 	}

@@ -2,6 +2,7 @@ package leases
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,25 +17,49 @@ import (
 // was first. It records incarnation so that only this process counts the write as its own.
 //
 // The caller may start the partition's work only after Acquire returned without error.
-func Acquire(ctx context.Context, store Store, group string, p int, cached *coordinationv1.Lease, me, incarnation string, now time.Time) (*coordinationv1.Lease, error) {
+// The lease carries the partition count (PartitionsLabel).
+func Acquire(ctx context.Context, store Store, group string, count, p int, cached *coordinationv1.Lease, me, incarnation string, now time.Time) (*coordinationv1.Lease, error) {
 	if cached == nil {
-		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-			Name:   PartitionLeaseName(group, p),
-			Labels: labels(group, KindPartition),
-		}}
-		setHolder(lease, me, incarnation, now)
+		lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: PartitionLeaseName(group, p)}}
+		setPartitionHolder(lease, group, count, me, incarnation, now)
 		return store.Create(ctx, lease)
 	}
 	lease := cached.DeepCopy()
-	setHolder(lease, me, incarnation, now)
+	setPartitionHolder(lease, group, count, me, incarnation, now)
 	return store.Update(ctx, lease)
+}
+
+func setPartitionHolder(lease *coordinationv1.Lease, group string, count int, me, incarnation string, now time.Time) {
+	setHolder(lease, me, incarnation, now)
+	lease.Labels = labels(group, KindPartition)
+	lease.Labels[PartitionsLabel] = strconv.Itoa(count)
+	delete(lease.Annotations, ReservedForAnnotation)
+}
+
+// PartitionCount returns the partition count a partition lease was written under, and false when it
+// carries none.
+func PartitionCount(l *coordinationv1.Lease) (int, bool) {
+	count, err := strconv.Atoi(l.Labels[PartitionsLabel])
+	return count, err == nil
+}
+
+// ReservedFor returns the member a released partition is reserved for while it restarts, or "".
+func ReservedFor(l *coordinationv1.Lease) string {
+	if l == nil || Holder(l) != "" {
+		return ""
+	}
+	return l.Annotations[ReservedForAnnotation]
 }
 
 // Release clears the holder of a partition lease by compare-and-swap on cached, the copy this member
 // holds, and writes handover, the state of the partition's work for the next holder (annotations
-// with HandoverAnnotationPrefix). The caller must have stopped the partition's work before.
-func Release(ctx context.Context, store Store, cached *coordinationv1.Lease, handover map[string]string, now time.Time) (*coordinationv1.Lease, error) {
+// with HandoverAnnotationPrefix). With reservedFor set, nobody but that member takes the partition
+// while that member's lease is live. The caller must have stopped the partition's work before.
+func Release(ctx context.Context, store Store, cached *coordinationv1.Lease, handover map[string]string, reservedFor string, now time.Time) (*coordinationv1.Lease, error) {
 	lease := cached.DeepCopy()
+	if reservedFor != "" {
+		setAnnotation(lease, ReservedForAnnotation, reservedFor)
+	}
 	lease.Spec.HolderIdentity = nil
 	lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now))
 	delete(lease.Annotations, IncarnationAnnotation)

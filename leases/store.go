@@ -16,6 +16,9 @@ type Store interface {
 	Get(ctx context.Context, name string) (*coordinationv1.Lease, error)
 	Create(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error)
 	Update(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error)
+	// Delete deletes the Lease if its resourceVersion is still resourceVersion, else fails with a
+	// Conflict error.
+	Delete(ctx context.Context, name, resourceVersion string) error
 }
 
 // APIStore is a Store on the API server.
@@ -38,4 +41,9 @@ func (s APIStore) Create(ctx context.Context, lease *coordinationv1.Lease) (*coo
 // Update replaces the Lease if its resourceVersion is still the stored one.
 func (s APIStore) Update(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	return s.Leases.Update(ctx, lease, metav1.UpdateOptions{})
+}
+
+// Delete deletes the Lease with a resourceVersion precondition.
+func (s APIStore) Delete(ctx context.Context, name, resourceVersion string) error {
+	return s.Leases.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &resourceVersion}})
 }

@@ -28,6 +28,12 @@ type Liveness interface {
 	// FenceAt is the moment the replica is fenced unless a renewal succeeds before; the zero time
 	// when it is fenced already.
 	FenceAt() time.Time
+	// UnfencedAt is when a renewal last succeeded while the replica was fenced: before then it could
+	// not observe the others either.
+	UnfencedAt() time.Time
+	// ViewStale reports whether a cache that shows the member lease at cachedVersion has missed a
+	// renewal sent more than lag before now.
+	ViewStale(cachedVersion string, now time.Time, lag time.Duration) bool
 }
 
 // Config is what a Coordinator needs to know about its group.
@@ -42,6 +48,11 @@ type Config struct {
 	RetryPeriod time.Duration
 	// WriteConcurrency bounds the partition lease writes in flight; 1 writes in partition order.
 	WriteConcurrency int
+	// Settings are what every member of the group must agree on (see Settings); a member that sees a
+	// live member advertising others changes nothing.
+	Settings string
+	// Event, when set, records a Kubernetes Event about this member.
+	Event func(eventType, reason, message string)
 }
 
 // Coordinator runs this replica's side of the sharding protocol (DESIGN §4): it decides from the
@@ -80,14 +91,29 @@ type Coordinator struct {
 	observer   *leases.Observer
 	ring       *Ring
 	partitions []sync.Mutex
+	// fenceMu orders starts against fences: a start holds it shared while it checks the fence epoch
+	// and records the partition, a fence exclusively while it moves the epoch and lists what to stop.
+	fenceMu sync.RWMutex
+	// deferredTo is the last UnfencedAt the observer was deferred to; checks holds what the last
+	// reconcile found (reconcile steps own both).
+	deferredTo time.Time
+	checks     checks
+	ready      atomic.Bool
+	// broken switches off single rules of the protocol, for the simulation to prove that each is needed.
+	broken breakage
 
 	mu   sync.RWMutex
 	held map[int]*heldPartition
+	// pending holds the handover state of partitions stopped here whose release write has not
+	// succeeded yet, so that a retry hands it over.
+	pending map[int]map[string]string
 }
 
 // heldPartition is a partition whose work runs here.
 type heldPartition struct {
 	lease  *coordinationv1.Lease // this process's last write
+	base   *coordinationv1.Lease // the copy that write replaced; nil when it created the lease
+	shown  bool                  // the cache has shown lease
 	cancel context.CancelFunc
 }
 
@@ -104,6 +130,7 @@ func NewCoordinator(workCtx context.Context, cfg Config, store leases.Store, lis
 		observer:   leases.NewObserver(cfg.LeaseDuration),
 		partitions: make([]sync.Mutex, cfg.Ring.PartitionCount),
 		held:       map[int]*heldPartition{},
+		pending:    map[int]map[string]string{},
 	}
 }
 
@@ -168,58 +195,115 @@ func (c *Coordinator) Held() []int {
 }
 
 // Reconcile runs one step of the protocol and returns how long to wait at most before the next.
+// Whatever else it finds, it first stops the work of held partitions whose leases someone else
+// wrote. While the replica is fenced, sees a live member with other settings, or has a cache that
+// has missed its own renewals, it keeps what it holds and acquires and releases nothing.
 func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	epoch := c.fences.Load()
 	now := c.clock.Now()
-	members, parts := c.snapshot()
-	c.observe(members, parts, now)
+	snap := c.snapshot()
+	c.stopForeignWrites(snap.parts)
+	c.observe(snap, now)
 	if c.liveness.Fenced(now) {
-		c.Fence()
+		if len(c.Held()) > 0 {
+			c.Fence()
+		}
+		c.ready.Store(false)
 		return c.cfg.RetryPeriod, nil
 	}
+	c.deleteOrphans(ctx, snap, now)
 	ring, err := c.ringAt(now)
 	if err != nil {
 		return c.cfg.RetryPeriod, err
 	}
-	release, acquire := c.plan(ring, parts, now)
-	errs := c.forEach(ctx, release, func(p int) error { return c.release(ctx, p, parts[p]) })
+	if !c.check(snap, now) {
+		c.ready.Store(false)
+		c.updateMetrics()
+		return c.requeueAfter(now), nil
+	}
+	release, acquire := c.plan(ring, snap.parts, now)
+	errs := c.forEach(ctx, release, func(p int) error { return c.release(ctx, p, snap.parts[p], "") })
 	confirm := c.newExpiryConfirmer()
-	errs = append(errs, c.forEach(ctx, acquire, func(p int) error { return c.acquire(ctx, p, parts[p], now, confirm, epoch) })...)
+	errs = append(errs, c.forEach(ctx, acquire, func(p int) error { return c.acquire(ctx, p, snap.parts[p], now, confirm, epoch) })...)
+	c.ready.Store(c.holdsShare(ring))
 	c.updateMetrics()
 	c.updateShootsOwned(ctx, now)
 	return c.requeueAfter(now), errors.Join(errs...)
 }
 
-// snapshot splits the cached Leases into member leases by member and partition leases by partition.
-func (c *Coordinator) snapshot() (map[string]*coordinationv1.Lease, []*coordinationv1.Lease) {
-	members := map[string]*coordinationv1.Lease{}
-	parts := make([]*coordinationv1.Lease, c.cfg.Ring.PartitionCount)
-	for _, l := range c.lister.List() {
-		if m, ok := leases.MemberOf(c.cfg.Group, l); ok {
-			members[m] = l
-		} else if p, ok := leases.PartitionOf(c.cfg.Group, c.cfg.Ring.PartitionCount, l); ok {
-			parts[p] = l
+// Ready reports whether the last reconcile left this replica holding every partition the ring gives
+// it, unfenced and in agreement with the group.
+func (c *Coordinator) Ready() bool {
+	return c.ready.Load()
+}
+
+// holdsShare reports whether every partition the ring gives this member runs here.
+func (c *Coordinator) holdsShare(ring *Ring) bool {
+	for _, p := range ring.PartitionsOf(c.cfg.Member) {
+		if !c.Holds(p) {
+			return false
 		}
 	}
-	return members, parts
+	return true
+}
+
+// snapshot is the group's Leases as the cache has them: member leases by member, partition leases by
+// partition, and the number of held partition leases written under another partition count.
+type snapshot struct {
+	members    map[string]*coordinationv1.Lease
+	parts      []*coordinationv1.Lease
+	otherCount int
+}
+
+func (c *Coordinator) snapshot() snapshot {
+	snap := snapshot{members: map[string]*coordinationv1.Lease{}, parts: make([]*coordinationv1.Lease, c.cfg.Ring.PartitionCount)}
+	for _, l := range c.lister.List() {
+		if m, ok := leases.MemberOf(c.cfg.Group, l); ok {
+			snap.members[m] = l
+			continue
+		}
+		if l.Labels[leases.KindLabel] != leases.KindPartition || l.Labels[leases.GroupLabel] != c.cfg.Group {
+			continue
+		}
+		if count, ok := leases.PartitionCount(l); (!ok || count != c.cfg.Ring.PartitionCount) && leases.Holder(l) != "" {
+			snap.otherCount++
+			continue
+		}
+		if p, ok := leases.PartitionOf(c.cfg.Group, c.cfg.Ring.PartitionCount, l); ok {
+			snap.parts[p] = l
+		}
+	}
+	return snap
 }
 
 // observe feeds the member leases to the observer. Members the observer knows whose lease is gone,
 // and holders of partitions that have no member lease, are observed as absent: the former keep their
-// last change, the latter count as live for a full lease duration from now.
-func (c *Coordinator) observe(members map[string]*coordinationv1.Lease, parts []*coordinationv1.Lease, now time.Time) {
-	for m, l := range members {
-		c.observer.Observe(m, l.ResourceVersion, leases.Holder(l) == m, now)
+// last change, the latter count as live for a full lease duration from now. Members gone, expired
+// and named by no partition are forgotten. After an outage of this replica, nobody's silence during
+// it counts.
+func (c *Coordinator) observe(snap snapshot, now time.Time) {
+	for m, l := range snap.members {
+		c.observer.Observe(m, l, now)
+	}
+	named := map[string]bool{}
+	for _, l := range snap.parts {
+		if h := leases.Holder(l); h != "" {
+			named[h] = true
+			if snap.members[h] == nil {
+				c.observer.ObserveAbsent(h, now)
+			}
+		}
 	}
 	for _, m := range c.observer.Members() {
-		if members[m] == nil {
-			c.observer.Observe(m, "", true, now)
+		if snap.members[m] == nil && !named[m] {
+			if c.observer.ObserveAbsent(m, now); !c.observer.Live(m, now) {
+				c.observer.Forget(m)
+			}
 		}
 	}
-	for _, l := range parts {
-		if h := leases.Holder(l); h != "" && members[h] == nil {
-			c.observer.Observe(h, "", true, now)
-		}
+	if t := c.liveness.UnfencedAt(); t.After(c.deferredTo) {
+		c.observer.Defer(t)
+		c.deferredTo = t
 	}
 }
 
@@ -249,9 +333,17 @@ func (c *Coordinator) ringAt(now time.Time) (*Ring, error) {
 // plan decides every partition with Plan.
 func (c *Coordinator) plan(ring *Ring, parts []*coordinationv1.Lease, now time.Time) (release, acquire []int) {
 	live := func(m string) bool { return c.observer.Live(m, now) }
+	if c.broken.expiryByRenewTime {
+		live = c.liveByRenewTime(now)
+	}
+	returning := func(m string) bool {
+		_, advert, ok := c.observer.Seen(m)
+		return ok && advert.Left && advert.Returning > 0 && c.observer.Live(m, now)
+	}
 	for p := range parts {
-		state := PartitionState{Holder: leases.Holder(parts[p]), Active: c.Holds(p), Desired: ring.Owner(p)}
-		switch Plan(c.cfg.Member, state, live) {
+		state := PartitionState{Holder: leases.Holder(parts[p]), Active: c.Holds(p), Desired: ring.Owner(p),
+			ReservedFor: leases.ReservedFor(parts[p])}
+		switch Plan(c.cfg.Member, state, live, returning) {
 		case Release:
 			release = append(release, p)
 		case Acquire:

@@ -22,6 +22,10 @@ type switchLiveness struct{ fenced atomic.Bool }
 
 func (l *switchLiveness) Fenced(time.Time) bool { return l.fenced.Load() }
 
+func (l *switchLiveness) UnfencedAt() time.Time { return time.Time{} }
+
+func (l *switchLiveness) ViewStale(string, time.Time, time.Duration) bool { return false }
+
 func (l *switchLiveness) FenceAt() time.Time {
 	if l.fenced.Load() {
 		return time.Time{}
@@ -89,7 +93,8 @@ func TestLeavingReplicaOwnsNothingWhileItsPartitionsStop(t *testing.T) {
 	require.Len(t, c.Held(), 7)
 	require.True(t, c.Owns("ns-0"))
 
-	require.NoError(t, c.Leave(context.Background()))
+	_, err = c.Leave(context.Background(), false)
+	require.NoError(t, err)
 	assert.Equal(t, 7, handler.released)
 	assert.Positive(t, handler.checked, "namespaces of partitions still held were looked at")
 	assert.Zero(t, handler.ownedWhileLeaving, "no namespace is owned once the leave has begun")

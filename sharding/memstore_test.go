@@ -40,6 +40,13 @@ func (c memberConn) Update(ctx context.Context, l *coordinationv1.Lease) (*coord
 	return c.sim.store.Update(ctx, l)
 }
 
+func (c memberConn) Delete(ctx context.Context, name, resourceVersion string) error {
+	if err := c.sim.writeFault(c.node); err != nil {
+		return err
+	}
+	return c.sim.store.Delete(ctx, name, resourceVersion)
+}
+
 // cacheView is one member's cache of the store: it replays the store's writes up to a point in time.
 type cacheView struct {
 	store   *leasestest.Store
@@ -58,7 +65,11 @@ func (v *cacheView) catchUp(until time.Time) bool {
 		if e.At.After(until) {
 			break
 		}
-		v.objects[e.Lease.Name] = e.Lease
+		if e.Deleted {
+			delete(v.objects, e.Lease.Name)
+		} else {
+			v.objects[e.Lease.Name] = e.Lease
+		}
 		v.applied++
 		changed = true
 	}

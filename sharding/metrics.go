@@ -37,6 +37,30 @@ var (
 	selfFencings = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_sharding_self_fencing_total", Help: "Times this member stopped all work because its lease was not renewed in time.",
 	}, []string{"group", "member"})
+	settingsMismatch = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_sharding_settings_mismatch",
+		Help: "Live members advertising other group settings than this member's, plus one when partition leases are held under another partition count; above zero this member changes nothing it holds.",
+	}, []string{"group", "member"})
+	viewStale = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_sharding_view_stale", Help: "1 while this member's Lease cache has missed its own renewals, so that it makes no ring changes.",
+	}, []string{"group", "member"})
+	foreignWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_sharding_foreign_writes_total", Help: "Held partition leases found changed or deleted by someone else; the work of each stopped at once.",
+	}, []string{"group", "member"})
+	orphansDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_sharding_orphaned_leases_deleted_total", Help: "Member leases of members gone for good that this member deleted.",
+	}, []string{"group", "member"})
+	fenceSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "dwd_sharding_fence_duration_seconds",
+		Help:    "Time to stop the work of every partition after a fence or at a leave.",
+		Buckets: []float64{0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 2.5, 5, 10},
+	}, []string{"group", "member"})
+	fenceOverruns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_sharding_fence_overruns_total", Help: "Fences whose stop took longer than the margin the lease timings leave; the process exits.",
+	}, []string{"group", "member"})
+	stepDowns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_sharding_step_downs_total", Help: "Times this member gave up its lease after fencing too often (a flapping renewal).",
+	}, []string{"group", "member"})
 	guardRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_sharding_write_refusals_total",
 		Help: "Writes on a shoot (scale, pod delete) refused right before they were sent, because this member no longer held the shoot's partition (reason=not_owner) or was past its renew deadline (reason=fenced).",
@@ -56,12 +80,20 @@ type memberMetrics struct {
 	fences         prometheus.Counter
 	handover       prometheus.ObserverVec
 	guardRefusals  *prometheus.CounterVec
+	mismatch       prometheus.Gauge
+	viewStale      prometheus.Gauge
+	foreignWrites  prometheus.Counter
+	orphansDeleted prometheus.Counter
+	fenceDuration  prometheus.Observer
+	fenceOverruns  prometheus.Counter
+	stepDowns      prometheus.Counter
 }
 
 func newMemberMetrics(group, member string) *memberMetrics {
 	registerOnce.Do(func() {
 		metrics.Registry.MustRegister(partitionsHeld, shootsOwned, liveMembers, rebalances, handoverSeconds,
-			partitionWrites, renewFailures, selfFencings, guardRefusals)
+			partitionWrites, renewFailures, selfFencings, guardRefusals, settingsMismatch, viewStale, foreignWrites,
+			orphansDeleted, fenceSeconds, fenceOverruns, stepDowns)
 	})
 	return &memberMetrics{
 		group: group, member: member,
@@ -73,6 +105,13 @@ func newMemberMetrics(group, member string) *memberMetrics {
 		fences:         selfFencings.WithLabelValues(group, member),
 		handover:       handoverSeconds.MustCurryWith(prometheus.Labels{"group": group, "member": member}),
 		guardRefusals:  guardRefusals.MustCurryWith(prometheus.Labels{"group": group, "member": member}),
+		mismatch:       settingsMismatch.WithLabelValues(group, member),
+		viewStale:      viewStale.WithLabelValues(group, member),
+		foreignWrites:  foreignWrites.WithLabelValues(group, member),
+		orphansDeleted: orphansDeleted.WithLabelValues(group, member),
+		fenceDuration:  fenceSeconds.WithLabelValues(group, member),
+		fenceOverruns:  fenceOverruns.WithLabelValues(group, member),
+		stepDowns:      stepDowns.WithLabelValues(group, member),
 	}
 }
 

@@ -20,17 +20,21 @@ type PartitionState struct {
 	Active bool
 	// Desired is the partition's owner on the ring of the live members.
 	Desired string
+	// ReservedFor names the member a free partition was released for while that member restarts.
+	ReservedFor string
 }
 
-// Plan decides one partition for member me; holderLive tells whether another member's lease is live.
-// It is the protocol of DESIGN §4:
+// Plan decides one partition for member me; holderLive tells whether another member's lease is live,
+// returning whether a member stopped to restart and is still within its grace. It is the protocol of
+// DESIGN §4:
 //   - work runs here but the ring wants another owner → Release (stop first, then write);
 //   - the lease names me but no work runs here (after a restart or a fence) and the ring wants another
 //     owner → Release, so that the desired owner need not wait for my lease to expire;
+//   - the partition is reserved for another member that is restarting → Keep: it comes back for it;
 //   - the ring wants me, no work runs here, and the lease is free, names me, or names a member whose
 //     lease has expired → Acquire (a lease naming me proves nothing until my own write succeeds);
 //   - anything else → Keep: wait for the holder to release.
-func Plan(me string, s PartitionState, holderLive func(string) bool) Action {
+func Plan(me string, s PartitionState, holderLive, returning func(string) bool) Action {
 	switch {
 	case s.Active && s.Desired != me:
 		return Release
@@ -38,6 +42,8 @@ func Plan(me string, s PartitionState, holderLive func(string) bool) Action {
 		return Keep
 	case s.Holder == me && s.Desired != me:
 		return Release
+	case s.ReservedFor != "" && s.ReservedFor != me && returning(s.ReservedFor):
+		return Keep
 	case s.Desired == me && (s.Holder == "" || s.Holder == me || !holderLive(s.Holder)):
 		return Acquire
 	}

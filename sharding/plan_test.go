@@ -7,7 +7,8 @@ import (
 )
 
 func TestPlan(t *testing.T) {
-	live := func(m string) bool { return m == "b" }
+	live := func(m string) bool { return m == "b" || m == "r" }
+	returning := func(m string) bool { return m == "r" }
 	tests := []struct {
 		name  string
 		state PartitionState
@@ -24,10 +25,14 @@ func TestPlan(t *testing.T) {
 		{"held by an expired member, wanted elsewhere: leave it", PartitionState{Holder: "c", Desired: "b"}, Keep},
 		{"free, wanted elsewhere: leave it", PartitionState{Holder: "", Desired: "b"}, Keep},
 		{"held by another, wanted by a third: leave it", PartitionState{Holder: "b", Desired: "c"}, Keep},
+		{"reserved for a member restarting, wanted here: leave it", PartitionState{Desired: "me", ReservedFor: "r"}, Keep},
+		{"reserved for a member back and running, wanted here: acquire", PartitionState{Desired: "me", ReservedFor: "b"}, Acquire},
+		{"reserved for a member whose grace ended, wanted here: acquire", PartitionState{Desired: "me", ReservedFor: "gone"}, Acquire},
+		{"reserved for me, wanted here: acquire", PartitionState{Desired: "me", ReservedFor: "me"}, Acquire},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, Plan("me", tt.state, live))
+			assert.Equal(t, tt.want, Plan("me", tt.state, live, returning))
 		})
 	}
 }

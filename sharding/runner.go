@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -39,6 +41,11 @@ type Runner struct {
 	coordinator *Coordinator
 	workCancel  context.CancelFunc
 	synced      atomic.Bool // the Lease cache has synced
+	// reconciling is when the reconcile in progress began (UnixNano), 0 between reconciles.
+	reconciling atomic.Int64
+	// lost is set when another process holds this member's name, or a fence overran.
+	lost    atomic.Pointer[string]
+	waiting atomic.Bool // the member lease waits for a predecessor's (logged once)
 
 	// Departing, when set, tells a graceful stop with leave mode auto whether this member leaves the
 	// group for good (a StatefulSet scale-down: true) or restarts (a rolling update: false). Without
@@ -58,18 +65,19 @@ func NewRunner(settings config.Sharding, client kubernetes.Interface, log logr.L
 	incarnation := newIncarnation()
 	clk := clock.RealClock{}
 	store := leases.APIStore{Leases: client.CoordinationV1().Leases(settings.Namespace)}
+	ring := RingConfig{PartitionCount: settings.PartitionCount, ReplicationFactor: settings.ReplicationFactor, LoadBound: settings.RingLoadBound}
 	member := &leases.Member{
 		Store: store, Group: settings.GroupName, Name: settings.MemberName, Incarnation: incarnation,
 		LeaseDuration: settings.MemberLeaseDuration, RenewDeadline: settings.MemberRenewDeadline,
-		RetryPeriod: settings.MemberRetryPeriod, Clock: clk,
+		RetryPeriod: settings.MemberRetryPeriod, Clock: clk, Settings: Settings(ring, settings.Roles), PodUID: settings.PodUID,
 	}
 	r := &Runner{settings: settings, client: client, log: log, clock: clk, member: member}
 	workCtx, cancel := context.WithCancel(context.Background())
 	r.workCancel = cancel
 	r.coordinator = NewCoordinator(workCtx, Config{
-		Group: settings.GroupName, Member: settings.MemberName, Incarnation: incarnation,
-		Ring:          RingConfig{PartitionCount: settings.PartitionCount, ReplicationFactor: settings.ReplicationFactor, LoadBound: settings.RingLoadBound},
+		Group: settings.GroupName, Member: settings.MemberName, Incarnation: incarnation, Ring: ring,
 		LeaseDuration: settings.MemberLeaseDuration, RetryPeriod: settings.MemberRetryPeriod, WriteConcurrency: 16,
+		Settings: member.Settings, Event: r.event,
 	}, store, nil, member, clk, log, handlers...)
 	return r
 }
@@ -94,15 +102,38 @@ func (r *Runner) NeedLeaderElection() bool {
 	return true
 }
 
-// ReadyCheck is a readyz check: ready once the Lease cache is synced and the member lease is held.
+// ReadyCheck is a readyz check: ready once the Lease cache is synced, the member lease is held, and
+// the last reconcile left this member holding every partition the ring gives it, so that a rolling
+// update waits for each member to hold its share again before it restarts the next.
 func (r *Runner) ReadyCheck(_ *http.Request) error {
-	if !r.synced.Load() {
+	switch {
+	case !r.synced.Load():
 		return errors.New("lease cache not synced")
-	}
-	if r.member.Fenced(r.clock.Now()) {
+	case r.member.Fenced(r.clock.Now()):
 		return fmt.Errorf("member lease %s not held", r.member.LeaseName())
+	case !r.coordinator.Ready():
+		return errors.New("not holding the partitions the ring gives this member yet (see the sharding log for why)")
 	}
 	return nil
+}
+
+// HealthCheck is a healthz check: it fails while the reconcile loop is wedged (a reconcile running
+// for longer than the renew deadline; the member stops renewing then, so that the others take
+// over), and for good once another process holds this member's name or a fence overran.
+func (r *Runner) HealthCheck(_ *http.Request) error {
+	if lost := r.lost.Load(); lost != nil {
+		return errors.New(*lost)
+	}
+	if !r.loopHealthy() {
+		return errors.New("the sharding reconcile loop has been stuck for longer than the renew deadline")
+	}
+	return nil
+}
+
+// loopHealthy reports whether no reconcile has been running for longer than the renew deadline.
+func (r *Runner) loopHealthy() bool {
+	began := r.reconciling.Load()
+	return began == 0 || r.clock.Since(time.Unix(0, began)) < r.settings.MemberRenewDeadline
 }
 
 // Start runs until ctx ends, then releases every partition and the member lease.
@@ -118,7 +149,10 @@ func (r *Runner) Start(ctx context.Context) error {
 	r.coordinator.lister = lister
 	memberCtx, stopMember := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { r.member.Run(memberCtx, r.onFence, r.onRenewFailure) })
+	wg.Go(func() {
+		r.member.Run(memberCtx, leases.Hooks{OnFence: r.onFence, OnRenewFailure: r.onRenewFailure,
+			OnStepDown: r.onStepDown, Healthy: r.loopHealthy})
+	})
 	go func() { <-ctx.Done(); queue.ShutDown() }()
 	queue.Add(r.settings.GroupName)
 	for r.reconcileNext(ctx, queue) {
@@ -164,7 +198,9 @@ func (r *Runner) reconcileNext(ctx context.Context, queue workqueue.TypedRateLim
 		ctx, cancel = context.WithDeadline(ctx, at)
 		defer cancel()
 	}
+	r.reconciling.Store(r.clock.Now().UnixNano())
 	requeue, err := r.coordinator.Reconcile(ctx)
+	r.reconciling.Store(0)
 	if err != nil && ctx.Err() == nil {
 		r.log.Error(err, "Reconciling partitions failed")
 		queue.AddRateLimited(key)
@@ -175,33 +211,122 @@ func (r *Runner) reconcileNext(ctx context.Context, queue workqueue.TypedRateLim
 	return true
 }
 
-// shutdown leaves the group: it stops the work of every partition (handing over the state of those
-// that have any), then stops renewing and releases the member lease. The others see a released member
-// lease at once and take its partitions over without waiting for the lease duration.
+// shutdown leaves the group: it stops the work of every partition and releases their leases (see
+// Coordinator.Leave), then stops renewing and writes the clean-leave marker into the member lease.
+// A member that restarts keeps its share reserved for the return grace; a departing one hands it to
+// the others at once, and deletes its member lease when it leaves the group for good.
 func (r *Runner) shutdown(stopMember context.CancelFunc, member *sync.WaitGroup) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.settings.MemberRenewDeadline)
 	defer cancel()
-	if err := r.coordinator.Leave(ctx); err != nil {
-		r.log.Error(err, "Handing over partitions on shutdown; their state is lost")
+	returning, departing := r.leaveMode(ctx)
+	stateLost, err := r.coordinator.Leave(ctx, returning)
+	if err != nil {
+		r.log.Error(err, "Handing over partitions on shutdown; their next holders start them as after a crash")
 	}
 	stopMember()
 	member.Wait()
-	if err := r.member.Release(ctx, r.clock.Now()); err != nil {
+	releaseCtx, cancelRelease := context.WithTimeout(context.Background(), r.settings.MemberRenewDeadline)
+	defer cancelRelease()
+	leave := leases.Leave{StateLost: stateLost}
+	if returning {
+		leave.Returning = r.settings.ReturnGrace
+	}
+	if err := r.member.Release(releaseCtx, r.clock.Now(), leave); err != nil {
 		r.log.Error(err, "Releasing the member lease on shutdown; the others take over after the lease duration")
 		return
 	}
-	r.log.Info("Left the group", "group", r.settings.GroupName, "member", r.settings.MemberName)
+	if departing {
+		if err := r.member.Delete(releaseCtx); err != nil {
+			r.log.Error(err, "Deleting the member lease of a member leaving for good; the others delete it later")
+		}
+	}
+	r.log.Info("Left the group", "group", r.settings.GroupName, "member", r.settings.MemberName,
+		"returning", returning, "departing", departing)
 }
 
+// leaveMode decides whether a graceful stop is a restart (returning: the share stays reserved) or
+// a departure for good (departing: the member lease is deleted); neither means a plain handover.
+func (r *Runner) leaveMode(ctx context.Context) (returning, departing bool) {
+	switch r.settings.LeaveMode {
+	case config.LeaveReturn:
+		return true, false
+	case config.LeaveHandover:
+		return false, false
+	}
+	if r.Departing == nil {
+		return false, false
+	}
+	departing, err := r.Departing(ctx)
+	if err != nil {
+		r.log.Info("Cannot tell a restart from a departure: handing the share over", "reason", err.Error())
+		return false, false
+	}
+	return !departing, departing
+}
+
+// onFence stops all work, within half the margin between the renew deadline and the lease
+// duration: a stop that takes longer could still run when the others take over, so the process
+// exits instead, as controller-runtime does when it loses its leader lease.
 func (r *Runner) onFence() {
 	r.log.Info("Member lease not renewed within the renew deadline: fencing", "lease", r.member.LeaseName())
 	r.coordinator.metrics.fences.Inc()
-	r.coordinator.Fence()
+	budget := (r.settings.MemberLeaseDuration - r.settings.MemberRenewDeadline) / 2
+	done := make(chan struct{})
+	go func() { r.coordinator.Fence(); close(done) }()
+	select {
+	case <-done:
+		return
+	case <-r.clock.After(budget):
+	}
+	r.coordinator.metrics.fenceOverruns.Inc()
+	msg := fmt.Sprintf("stopping all work after a fence took longer than %s; exiting before another member may take over", budget)
+	r.lost.Store(&msg)
+	r.log.Error(nil, "Fence overran: exiting", "budget", budget)
+	r.exit(1)
+	<-done
+}
+
+func (r *Runner) exit(code int) {
+	if r.Exit != nil {
+		r.Exit(code)
+		return
+	}
+	os.Exit(code)
 }
 
 func (r *Runner) onRenewFailure(err error) {
+	switch {
+	case errors.Is(err, leases.ErrWaitingForPredecessor):
+		if !r.waiting.Swap(true) {
+			r.log.Info("Member lease names an earlier process that left no proof of having stopped: waiting until it has been unchanged for the lease duration",
+				"lease", r.member.LeaseName())
+		}
+		return
+	case errors.Is(err, leases.ErrIdentityTaken):
+		msg := "another process holds this member's name: " + err.Error()
+		r.lost.Store(&msg)
+		r.event(corev1.EventTypeWarning, "MemberNameTaken", msg)
+	case errors.Is(err, leases.ErrForeignWrite):
+		r.event(corev1.EventTypeWarning, "MemberLeaseChanged", "Someone else changed or deleted this member's lease; all work stopped before it was taken back: "+err.Error())
+	}
+	r.waiting.Store(false)
 	r.coordinator.metrics.renewFailures.Inc()
 	r.log.Error(err, "Renewing the member lease failed", "fenceAt", r.member.FenceAt())
+}
+
+func (r *Runner) onStepDown(until time.Time) {
+	r.coordinator.metrics.stepDowns.Inc()
+	msg := fmt.Sprintf("Fenced %d times within %s: gave up the member lease so that the others take over; trying again at %s",
+		leases.FlapFences, leases.FlapWindowDurations*r.settings.MemberLeaseDuration, until.Format(time.RFC3339))
+	r.log.Info("Stepped down after fencing too often", "until", until)
+	r.event(corev1.EventTypeWarning, "SteppedDown", msg)
+}
+
+// event records an Event about this member when the Runner has a way to.
+func (r *Runner) event(eventType, reason, message string) {
+	if r.Event != nil {
+		r.Event(eventType, reason, message)
+	}
 }
 
 // leaseLister lists the cached Leases of the group.

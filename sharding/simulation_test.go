@@ -147,6 +147,10 @@ func (neverFenced) Fenced(time.Time) bool { return false }
 
 func (neverFenced) FenceAt() time.Time { return time.Now().Add(time.Hour) }
 
+func (neverFenced) UnfencedAt() time.Time { return time.Time{} }
+
+func (neverFenced) ViewStale(string, time.Time, time.Duration) bool { return false }
+
 // boot starts a node's process: a new incarnation with an empty cache.
 func (s *simulation) boot(n *simNode) {
 	n.generation++
@@ -187,8 +191,8 @@ func (s *simulation) crash(n *simNode) {
 // leave shuts a node down gracefully, as the Runner does: all work stopped, then the member lease
 // released.
 func (s *simulation) leave(n *simNode) {
-	_ = n.coordinator.Leave(context.Background())
-	_ = n.member.Release(context.Background(), n.clock.Now())
+	lost, _ := n.coordinator.Leave(context.Background(), false)
+	_ = n.member.Release(context.Background(), n.clock.Now(), leases.Leave{StateLost: lost})
 	s.crash(n)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -13,22 +14,55 @@ import (
 )
 
 // release stops the work of partition p if it runs here, then clears the lease's holder by
-// compare-and-swap on the newest copy this replica has: its own last write, else the cached one.
-func (c *Coordinator) release(ctx context.Context, p int, cached *coordinationv1.Lease) error {
-	var handover map[string]string
+// compare-and-swap on the newest copy this replica has: its own last write, else the cached one. The
+// handover state goes with the write, and is kept for a retry until a write succeeds. With
+// reservedFor set, the partition waits for that member.
+func (c *Coordinator) release(ctx context.Context, p int, cached *coordinationv1.Lease, reservedFor string) error {
+	if c.broken.releaseBeforeStop && c.Holds(p) {
+		c.mu.RLock()
+		own := c.held[p].lease
+		c.mu.RUnlock()
+		_, err := leases.Release(ctx, c.store, own, nil, reservedFor, c.clock.Now())
+		c.stop(p)
+		return err
+	}
 	if own, ok := c.stop(p); ok {
-		cached, handover = own, c.handoverState(p)
+		cached = own
 	}
 	if cached == nil || leases.Holder(cached) != c.cfg.Member {
 		return nil
 	}
-	_, err := leases.Release(ctx, c.store, cached, handover, c.clock.Now())
+	state := c.takePending(p)
+	_, err := leases.Release(ctx, c.store, cached, state, reservedFor, c.clock.Now())
 	c.metrics.write("release", err)
 	if err != nil && !isLostRace(err) {
+		c.putPending(p, state)
 		return fmt.Errorf("releasing partition %d: %w", p, err)
 	}
-	c.log.V(1).Info("Released partition", "partition", p, "lostRace", err != nil)
+	c.log.V(1).Info("Released partition", "partition", p, "lostRace", err != nil, "reservedFor", reservedFor)
 	return nil
+}
+
+// takePending returns the handover state of partition p: what a failed release kept, else what the
+// handlers hand over now.
+func (c *Coordinator) takePending(p int) map[string]string {
+	c.mu.Lock()
+	state, ok := c.pending[p]
+	delete(c.pending, p)
+	c.mu.Unlock()
+	if ok {
+		return state
+	}
+	return c.handoverState(p)
+}
+
+func (c *Coordinator) putPending(p int, state map[string]string) {
+	if len(state) == 0 {
+		return
+	}
+	c.mu.Lock()
+	c.pending[p] = state
+	c.mu.Unlock()
 }
 
 // acquire writes this member into partition p's lease and starts its work once the write succeeded.
@@ -37,14 +71,21 @@ func (c *Coordinator) release(ctx context.Context, p int, cached *coordinationv1
 // a live member look expired.
 func (c *Coordinator) acquire(ctx context.Context, p int, cached *coordinationv1.Lease, now time.Time, confirm *expiryConfirmer, epoch uint64) error {
 	holder := leases.Holder(cached)
-	if holder != "" && holder != c.cfg.Member {
+	if holder != "" && holder != c.cfg.Member && !c.broken.skipConfirmation {
 		expired, err := confirm.expired(ctx, holder)
 		if err != nil || !expired {
 			return err
 		}
 	}
-	takeover := c.takeover(cached, holder)
-	lease, err := leases.Acquire(ctx, c.store, c.cfg.Group, p, cached, c.cfg.Member, c.cfg.Incarnation, now)
+	takeover := c.takeover(p, cached, holder)
+	if c.broken.resumeWithoutWrite && holder == c.cfg.Member {
+		c.start(p, cached, cached, takeover, epoch)
+		return nil
+	}
+	if c.broken.startBeforeWrite {
+		c.start(p, cached, cached, takeover, epoch)
+	}
+	lease, err := leases.Acquire(ctx, c.store, c.cfg.Group, c.cfg.Ring.PartitionCount, p, cached, c.cfg.Member, c.cfg.Incarnation, now)
 	c.metrics.write("acquire", err)
 	if isLostRace(err) {
 		return nil
@@ -52,7 +93,7 @@ func (c *Coordinator) acquire(ctx context.Context, p int, cached *coordinationv1
 	if err != nil {
 		return fmt.Errorf("acquiring partition %d: %w", p, err)
 	}
-	if !c.start(p, lease, takeover, epoch) {
+	if !c.start(p, lease, cached, takeover, epoch) {
 		return nil
 	}
 	c.observeHandover(cached, holder, now)
@@ -71,8 +112,9 @@ func (c *Coordinator) newExpiryConfirmer() *expiryConfirmer {
 	return &expiryConfirmer{c: c, results: map[string]bool{}}
 }
 
-// expired reads holder's member lease afresh: expired when it is gone, released, or still the version
-// this replica observed unchanged for the lease duration. Errors are not remembered.
+// expired reads holder's member lease afresh: expired when it is gone, says its member left for
+// good, or is still the version this replica observed unchanged for the lease duration (or the grace
+// of a returning member). Errors are not remembered.
 func (e *expiryConfirmer) expired(ctx context.Context, holder string) (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -82,7 +124,8 @@ func (e *expiryConfirmer) expired(ctx context.Context, holder string) (bool, err
 	fresh, err := e.c.store.Get(ctx, leases.MemberLeaseName(e.c.cfg.Group, holder))
 	switch {
 	case err == nil:
-		e.results[holder] = leases.Holder(fresh) != holder || e.c.observer.Unchanged(holder, fresh.ResourceVersion)
+		advert := leases.AdvertOf(holder, fresh)
+		e.results[holder] = (advert.Left && advert.Returning == 0) || e.c.observer.Unchanged(holder, fresh.ResourceVersion)
 	case isLostRace(err):
 		e.results[holder] = true
 	default:
@@ -91,8 +134,10 @@ func (e *expiryConfirmer) expired(ctx context.Context, holder string) (bool, err
 	return e.results[holder], nil
 }
 
-// takeover tells the handlers how the partition whose lease was cached comes here.
-func (c *Coordinator) takeover(cached *coordinationv1.Lease, holder string) Takeover {
+// takeover tells the handlers how the partition whose lease was cached comes here: a release (with
+// the state it carries) or a clean leave is a handover, this process's own lease after a fence a
+// resume (with any state a failed release kept), anything else a crash.
+func (c *Coordinator) takeover(p int, cached *coordinationv1.Lease, holder string) Takeover {
 	switch {
 	case cached == nil:
 		return Takeover{Cause: Fresh}
@@ -102,11 +147,14 @@ func (c *Coordinator) takeover(cached *coordinationv1.Lease, holder string) Take
 		}
 		return Takeover{Cause: Fresh}
 	case holder != c.cfg.Member:
-		if _, held, ok := c.observer.Seen(holder); ok && !held {
+		if _, advert, ok := c.observer.Seen(holder); ok && advert.Left && !advert.StateLost {
 			return Takeover{Cause: Handover}
 		}
 	case leases.Incarnation(cached) == c.cfg.Incarnation:
-		return Takeover{Cause: Resume}
+		c.mu.Lock()
+		state := c.pending[p]
+		c.mu.Unlock()
+		return Takeover{Cause: Resume, State: state}
 	}
 	return Takeover{Cause: Crash}
 }
@@ -142,29 +190,37 @@ func (c *Coordinator) observeHandover(cached *coordinationv1.Lease, holder strin
 		}
 		return
 	}
-	since, held, ok := c.observer.Seen(holder)
+	since, advert, ok := c.observer.Seen(holder)
 	if !ok {
 		return
 	}
 	cause := "expiry"
-	if !held {
+	if advert.Left {
 		cause = "release"
 	}
 	c.metrics.handover.WithLabelValues(cause).Observe(now.Sub(since).Seconds())
 }
 
-// start runs the handlers' Acquired for partition p unless the replica is fenced now or has been
-// since the reconcile that wrote the lease began (epoch): a reply that arrives after a fence and a
-// later renewal must not start work the next holder may already be doing.
-func (c *Coordinator) start(p int, lease *coordinationv1.Lease, takeover Takeover, epoch uint64) bool {
+// start runs the handlers' Acquired for partition p, whose lease this process wrote (replacing base),
+// unless the replica is fenced now or has been since the reconcile that wrote the lease began (epoch):
+// a reply that arrives after a fence and a later renewal must not start work the next holder may
+// already be doing.
+func (c *Coordinator) start(p int, lease, base *coordinationv1.Lease, takeover Takeover, epoch uint64) bool {
 	c.partitions[p].Lock()
 	defer c.partitions[p].Unlock()
-	if c.fences.Load() != epoch || c.liveness.Fenced(c.clock.Now()) {
+	c.fenceMu.RLock()
+	defer c.fenceMu.RUnlock()
+	if (c.fences.Load() != epoch && !c.broken.noEpochCheck) || c.liveness.Fenced(c.clock.Now()) {
 		return false
+	}
+	if takeover.Cause == Resume {
+		c.mu.Lock()
+		delete(c.pending, p)
+		c.mu.Unlock()
 	}
 	ctx, cancel := context.WithCancel(c.workCtx)
 	c.mu.Lock()
-	c.held[p] = &heldPartition{lease: lease, cancel: cancel}
+	c.held[p] = &heldPartition{lease: lease, base: base, cancel: cancel}
 	c.mu.Unlock()
 	c.heldChanges.Add(1)
 	for _, h := range c.handlers {
@@ -193,49 +249,84 @@ func (c *Coordinator) stop(p int) (*coordinationv1.Lease, bool) {
 	return hp.lease, true
 }
 
-// Fence stops the work of every partition at once and returns when all of it has stopped. The member
-// lease calls it when the renew deadline passes; the leases stay as they are, and the partitions are
-// confirmed by a fresh write before any work resumes.
+// stopWorkers bounds the goroutines that stop partitions at once in a fence or a leave.
+const stopWorkers = 8
+
+// Fence stops the work of every partition and returns when all of it has stopped. The member lease
+// loop calls it when the renew deadline passes; the leases stay as they are, and the partitions are
+// confirmed by a fresh write before any work resumes. A start racing with the fence either recorded
+// its partition before the fence listed the held ones, and is stopped, or sees the new epoch and
+// starts nothing.
 func (c *Coordinator) Fence() {
+	began := time.Now()
+	c.fenceMu.Lock()
 	c.fences.Add(1)
-	if held := c.Held(); len(held) > 0 {
+	held := c.Held()
+	c.fenceMu.Unlock()
+	if len(held) > 0 {
 		c.log.Info("Fenced: stopping the work of every partition", "partitions", len(held))
 	}
-	// Every partition is visited, not only those held now: a start racing with the fence either
-	// finished before the visit, and is stopped, or sees the fence and starts nothing.
-	var wg sync.WaitGroup
-	for p := range c.partitions {
-		wg.Go(func() { c.stop(p) })
-	}
-	wg.Wait()
+	c.forEachBounded(held, func(p int) { c.stop(p) })
+	c.metrics.fenceDuration.Observe(time.Since(began).Seconds())
 	c.updateMetrics()
 }
 
-// Leave stops the work of every partition, for a graceful shutdown, and hands over the state of
-// those whose handlers have any by releasing their leases with it, WriteConcurrency partitions at a
-// time. The other partitions' leases are left naming this member: once its member lease is released
-// (the caller's next step), the others take them over at once, and a write per partition is saved.
-// Partitions not reached before ctx ends are stopped without handing their state over.
+// forEachBounded runs fn for every partition, stopWorkers at a time.
+func (c *Coordinator) forEachBounded(parts []int, fn func(p int)) {
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range min(stopWorkers, len(parts)) {
+		wg.Go(func() {
+			for p := range work {
+				fn(p)
+			}
+		})
+	}
+	for _, p := range parts {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
+}
+
+// Leave stops the work of every partition, for a graceful shutdown, and releases partition leases,
+// WriteConcurrency at a time. A returning member (a restart) releases every partition reserved for
+// itself, with its state; a departing one releases only those whose handlers have state to hand
+// over, and leaves the others naming itself: once its member lease says it left, the others take
+// them at once, and a write per partition is saved. stateLost reports partitions whose state could
+// not be handed over: their next holders must start them as after a crash.
 //
 // From its start the replica owns no namespace (Owns is false): the work still running in the
 // partitions not yet stopped may finish what it is doing but starts nothing new.
-func (c *Coordinator) Leave(ctx context.Context) error {
+func (c *Coordinator) Leave(ctx context.Context, returning bool) (stateLost bool, err error) {
 	c.leaving.Store(true)
-	errs := c.forEach(ctx, c.Held(), func(p int) error {
+	reservedFor := ""
+	if returning {
+		reservedFor = c.cfg.Member
+	}
+	var lost atomic.Bool
+	var reached atomic.Int64
+	held := c.Held()
+	errs := c.forEach(ctx, held, func(p int) error {
+		reached.Add(1)
 		own, ok := c.stop(p)
-		state := c.handoverState(p)
-		if !ok || len(state) == 0 {
+		state := c.takePending(p)
+		if !ok || (!returning && len(state) == 0) {
 			return nil
 		}
-		_, err := leases.Release(ctx, c.store, own, state, c.clock.Now())
+		_, err := leases.Release(ctx, c.store, own, state, reservedFor, c.clock.Now())
 		c.metrics.write("release", err)
 		if err != nil {
+			lost.Store(true)
 			return fmt.Errorf("handing over partition %d: %w", p, err)
 		}
 		return nil
 	})
 	c.Fence()
-	return errors.Join(errs...)
+	if reached.Load() < int64(len(held)) {
+		lost.Store(true) // the deadline came before every partition was stopped and handed over
+	}
+	return lost.Load(), errors.Join(errs...)
 }
 
 // forEach runs fn for every partition, WriteConcurrency at a time, in order when that is 1.

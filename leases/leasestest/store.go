@@ -23,6 +23,8 @@ type Event struct {
 	// At is the time of the write, from the store's clock.
 	At    time.Time
 	Lease *coordinationv1.Lease
+	// Deleted is true when the write deleted Lease (its last stored state).
+	Deleted bool
 }
 
 // Store is an in-memory Lease store. It is safe for concurrent use.
@@ -81,12 +83,15 @@ func (s *Store) write(lease *coordinationv1.Lease) *coordinationv1.Lease {
 	stored := lease.DeepCopy()
 	stored.ResourceVersion = strconv.Itoa(s.rv)
 	s.objects[stored.Name] = stored
-	now := time.Now()
-	if s.Now != nil {
-		now = s.Now()
-	}
-	s.log = append(s.log, Event{At: now, Lease: stored})
+	s.log = append(s.log, Event{At: s.now(), Lease: stored})
 	return stored.DeepCopy()
+}
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // Holder returns the stored holder of a Lease, "" when it has none or does not exist.
@@ -107,11 +112,21 @@ func (s *Store) Events(from int) []Event {
 	return append([]Event(nil), s.log[min(from, len(s.log)):]...)
 }
 
-// Delete removes a Lease, as a person or a garbage collector might.
-func (s *Store) Delete(name string) {
+// Delete deletes a Lease whose resourceVersion is resourceVersion, or any version when that is "";
+// it fails with Conflict or NotFound.
+func (s *Store) Delete(_ context.Context, name, resourceVersion string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	stored, ok := s.objects[name]
+	if !ok {
+		return apierrors.NewNotFound(leaseResource, name)
+	}
+	if resourceVersion != "" && stored.ResourceVersion != resourceVersion {
+		return apierrors.NewConflict(leaseResource, name, errors.New("the object has been modified"))
+	}
 	delete(s.objects, name)
+	s.log = append(s.log, Event{At: s.now(), Lease: stored, Deleted: true})
+	return nil
 }
 
 // List returns copies of every stored Lease in name order, as an up-to-date cache would.

@@ -1,0 +1,133 @@
+package leases
+
+import (
+	"context"
+	"time"
+)
+
+// Hooks are what the member loop calls.
+type Hooks struct {
+	// OnFence must stop all of the replica's work before it returns; it is called as soon as the
+	// renew deadline passes without a successful renewal.
+	OnFence func()
+	// OnRenewFailure is called with every failed renewal.
+	OnRenewFailure func(error)
+	// OnStepDown is called when the member gives up its lease after fencing too often, until the
+	// time it will try again.
+	OnStepDown func(until time.Time)
+	// Healthy, when set, is asked before every renewal: a replica whose work loop is wedged stops
+	// renewing, so that it fences and the others take over.
+	Healthy func() bool
+}
+
+// Flapping: a member that fences this often within flapWindow steps down for flapWindow, so that the
+// others take its partitions instead of watching it drop and re-take them over and over.
+const (
+	FlapFences     = 3
+	FlapWindowDurations = 10 // in lease durations
+)
+
+// loopState is the member loop's own state.
+type loopState struct {
+	started   bool
+	fenced    bool
+	fences    []time.Time // recent fences, oldest first
+	downUntil time.Time   // while stepped down
+	releasing bool        // stepped down, and the lease not released yet
+}
+
+// Run renews the member lease every RetryPeriod until ctx ends (see Step).
+func (m *Member) Run(ctx context.Context, hooks Hooks) {
+	for {
+		wait := m.Step(ctx, hooks)
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.Clock.After(wait):
+		}
+	}
+}
+
+// Step runs one round of the member loop and returns how long to wait before the next: it fences
+// (hooks.OnFence) as soon as the renew deadline has passed, renews with an attempt cut off at that
+// deadline, and fences again if the attempt failed past it. After a fence renewals go on, and the
+// replica may act again once one succeeds, unless it fenced FlapFences times within the flap
+// window: then it releases its lease and sits out the window.
+func (m *Member) Step(ctx context.Context, hooks Hooks) time.Duration {
+	start := m.Clock.Now()
+	if !m.loop.started {
+		m.loop.started, m.loop.fenced = true, true // until the first renewal succeeds
+	}
+	if start.Before(m.loop.downUntil) {
+		return m.sitOut(ctx, start)
+	}
+	m.fenceIfDue(ctx, hooks, start)
+	if start.Before(m.loop.downUntil) {
+		return m.sitOut(ctx, start)
+	}
+	if hooks.Healthy == nil || hooks.Healthy() {
+		if err := m.renewBefore(ctx, start); err != nil && ctx.Err() == nil && hooks.OnRenewFailure != nil {
+			hooks.OnRenewFailure(err)
+		}
+	}
+	now := m.Clock.Now()
+	m.fenceIfDue(ctx, hooks, now)
+	m.loop.fenced = m.Fenced(now)
+	next := start.Add(m.RetryPeriod)
+	if at := m.FenceAt(); !m.loop.fenced && at.Before(next) {
+		next = at
+	}
+	return max(next.Sub(now), 0)
+}
+
+// fenceIfDue fences when the renew deadline has passed since the last round, and steps down when
+// that happened too often.
+func (m *Member) fenceIfDue(ctx context.Context, hooks Hooks, now time.Time) {
+	if m.loop.fenced || !m.Fenced(now) {
+		return
+	}
+	m.loop.fenced = true
+	hooks.OnFence()
+	window := FlapWindowDurations * m.LeaseDuration
+	recent := m.loop.fences[:0]
+	for _, at := range m.loop.fences {
+		if now.Sub(at) < window {
+			recent = append(recent, at)
+		}
+	}
+	m.loop.fences = append(recent, now)
+	if len(m.loop.fences) < FlapFences {
+		return
+	}
+	m.loop.fences, m.loop.downUntil, m.loop.releasing = nil, now.Add(window), true
+	if hooks.OnStepDown != nil {
+		hooks.OnStepDown(m.loop.downUntil)
+	}
+}
+
+// sitOut is a round while stepped down: it tries to release the lease until that succeeded, so that
+// the others need not wait out the lease duration, and renews nothing.
+func (m *Member) sitOut(ctx context.Context, now time.Time) time.Duration {
+	if m.loop.releasing {
+		ctx, cancel := context.WithTimeout(ctx, m.RetryPeriod)
+		defer cancel()
+		if err := m.Release(ctx, now, Leave{}); err == nil {
+			m.loop.releasing = false
+			m.mu.Lock()
+			m.lease = nil
+			m.mu.Unlock()
+		}
+	}
+	return min(m.loop.downUntil.Sub(now), m.RetryPeriod)
+}
+
+// renewBefore renews with a deadline at the fence moment, or one retry period when fenced already.
+func (m *Member) renewBefore(ctx context.Context, now time.Time) error {
+	deadline := m.FenceAt()
+	if m.Fenced(now) {
+		deadline = now.Add(m.RetryPeriod)
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline.Sub(now))
+	defer cancel()
+	return m.Renew(ctx, now)
+}

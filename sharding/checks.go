@@ -1,0 +1,173 @@
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/sharded-dwd/dependency-watchdog/leases"
+)
+
+// checks is what the last reconcile found about the group, for logging only changes.
+type checks struct {
+	mismatched string // members (and leases) with other settings, "" when none
+	stale      bool   // this member's cache has missed its own renewals
+}
+
+// staleViewAfter is how long after a renewal was sent this member's cache must have shown it.
+func (c *Coordinator) staleViewAfter() time.Duration {
+	return 2 * c.cfg.RetryPeriod
+}
+
+// check reports whether this member may change what it holds: no live member advertises other
+// settings, no partition lease is held under another partition count, and its own cache is fresh.
+// It logs, counts and reports an Event when that changes.
+func (c *Coordinator) check(snap snapshot, now time.Time) bool {
+	mismatched := c.mismatched(snap, now)
+	if mismatched != c.checks.mismatched {
+		c.checks.mismatched = mismatched
+		if mismatched != "" {
+			msg := "Members with other settings are live; this member keeps what it holds and acquires nothing until they agree: " + mismatched
+			c.log.Info("Group settings disagree", "own", c.cfg.Settings, "others", mismatched)
+			c.event(corev1.EventTypeWarning, "SettingsMismatch", msg)
+		} else {
+			c.log.Info("Group settings agree again")
+		}
+	}
+	c.metrics.mismatch.Set(float64(strings.Count(mismatched, ";")))
+	cachedOwn := ""
+	if own := snap.members[c.cfg.Member]; own != nil {
+		cachedOwn = own.ResourceVersion
+	}
+	stale := c.liveness.ViewStale(cachedOwn, now, c.staleViewAfter())
+	if stale != c.checks.stale {
+		c.checks.stale = stale
+		c.log.Info("Own renewals missing from the Lease cache: no ring changes until it catches up", "stale", stale)
+	}
+	c.metrics.viewStale.Set(boolGauge(stale))
+	return mismatched == "" && !stale
+}
+
+// mismatched lists the live members whose advertised settings differ from this member's, and the
+// held partition leases written under another partition count, each entry ended by ";".
+func (c *Coordinator) mismatched(snap snapshot, now time.Time) string {
+	var out []string
+	for m, l := range snap.members {
+		if m == c.cfg.Member || !c.observer.Live(m, now) {
+			continue
+		}
+		if advert := leases.AdvertOf(m, l); advert.Settings != c.cfg.Settings {
+			out = append(out, fmt.Sprintf("%s advertises %q;", m, advert.Settings))
+		}
+	}
+	sort.Strings(out)
+	if snap.otherCount > 0 {
+		out = append(out, fmt.Sprintf("%d held partition leases under another partition count;", snap.otherCount))
+	}
+	return strings.Join(out, " ")
+}
+
+// stopForeignWrites stops, without writing anything, the work of every held partition whose lease
+// the cache shows changed or deleted by someone else since this process wrote it: the lease is not
+// this member's any more, whoever wrote it.
+func (c *Coordinator) stopForeignWrites(parts []*coordinationv1.Lease) {
+	for _, p := range c.Held() {
+		if c.foreignWrite(p, parts[p]) {
+			c.stop(p)
+			c.metrics.foreignWrites.Inc()
+			c.log.Info("Partition lease written by someone else: stopped its work", "partition", p,
+				"holder", leases.Holder(parts[p]), "deleted", parts[p] == nil)
+			c.event(corev1.EventTypeWarning, "PartitionLeaseTaken",
+				fmt.Sprintf("Partition lease %s was changed or deleted by someone else; its work stopped here", leases.PartitionLeaseName(c.cfg.Group, p)))
+		}
+	}
+}
+
+// foreignWrite reports whether cached, the cache's copy of held partition p's lease, shows a write
+// that is neither this process's own nor the one it replaced (a cache not caught up yet).
+func (c *Coordinator) foreignWrite(p int, cached *coordinationv1.Lease) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	hp, ok := c.held[p]
+	switch {
+	case !ok:
+		return false
+	case cached == nil:
+		return hp.shown || hp.base != nil
+	case cached.ResourceVersion == hp.lease.ResourceVersion:
+		hp.shown = true
+		return false
+	case hp.base != nil && cached.ResourceVersion == hp.base.ResourceVersion && !hp.shown:
+		return false
+	}
+	return true
+}
+
+// deleteOrphans deletes member leases whose member left for good or that have been unchanged for
+// leases.OrphanedAfter durations, once no partition lease names their member, so that no restarted
+// member counts a long-gone one as live. The delete carries the cached resourceVersion.
+func (c *Coordinator) deleteOrphans(ctx context.Context, snap snapshot, now time.Time) {
+	named := map[string]bool{}
+	for _, l := range snap.parts {
+		named[leases.Holder(l)] = true
+	}
+	for m, l := range snap.members {
+		if m == c.cfg.Member || named[m] || !c.observer.Orphaned(m, now) {
+			continue
+		}
+		err := c.store.Delete(ctx, l.Name, l.ResourceVersion)
+		if err != nil && !isLostRace(err) {
+			c.log.Error(err, "Deleting an orphaned member lease", "lease", l.Name)
+			continue
+		}
+		c.observer.Forget(m)
+		if err == nil {
+			c.metrics.orphansDeleted.Inc()
+			c.log.Info("Deleted an orphaned member lease", "lease", l.Name, "member", m)
+		}
+	}
+}
+
+// event records an Event when the Config asks for them.
+func (c *Coordinator) event(eventType, reason, message string) {
+	if c.cfg.Event != nil {
+		c.cfg.Event(eventType, reason, message)
+	}
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// breakage switches off single rules of the protocol. Only the simulation sets it, to prove that the
+// checker catches a protocol without each rule (DESIGN §4); the zero value is the protocol.
+type breakage struct {
+	skipConfirmation   bool // the cache alone decides that a holder expired
+	startBeforeWrite   bool // work starts before the compare-and-swap
+	releaseBeforeStop  bool // the release is written before the work stops
+	resumeWithoutWrite bool // a cached lease naming this member resumes work without a write
+	expiryByRenewTime  bool // expiry judged by the holder's renewTime and this member's wall clock
+	noEpochCheck       bool // a reply arriving after a fence may start work
+}
+
+// liveByRenewTime is the broken expiry rule: renewTime plus the lease duration, on this member's clock.
+func (c *Coordinator) liveByRenewTime(now time.Time) func(string) bool {
+	members := map[string]*coordinationv1.Lease{}
+	for _, l := range c.lister.List() {
+		if m, ok := leases.MemberOf(c.cfg.Group, l); ok {
+			members[m] = l
+		}
+	}
+	return func(m string) bool {
+		l := members[m]
+		return l != nil && l.Spec.RenewTime != nil && now.Before(l.Spec.RenewTime.Add(c.cfg.LeaseDuration))
+	}
+}
