@@ -188,6 +188,9 @@ func (o *options) newManager(ctx context.Context) (manager.Manager, error) {
 	if err := o.setupRoles(ctx, mgr, runner.Coordinator()); err != nil {
 		return nil, err
 	}
+	if err := mgr.AddHealthzCheck("sharding", runner.HealthCheck); err != nil {
+		return nil, err
+	}
 	// A standby waiting for the original's leader lease stays ready, or a surge rollout would wait on
 	// a pod that cannot lead before the old one leaves.
 	if !o.leaderElection.enabled {
