@@ -5,7 +5,9 @@
 // Probes are scheduled on a min-heap of next-run times feeding a bounded worker pool, never a goroutine
 // per shoot; seed objects come from filtered informer caches, all registered at setup, and shoot
 // clients are cached per Secret version. Scale flows run on a second scheduler with workers of their
-// own, stepped so that their waits hold no worker.
+// own, stepped so that their waits hold no worker. Every scale write asks the Ownership's Guard right
+// before it is sent (Setup makes it the Scaler's Guard), so a replica past its renew deadline writes
+// nothing even before its partitions are stopped.
 //
 // # Decisions
 //

@@ -205,6 +205,14 @@ func TestTwoReplicasProbeEachShootOnce(t *testing.T) {
 		}
 		return true
 	}, 30*time.Second, 100*time.Millisecond, "every shoot is probed by exactly one replica")
+	require.Eventually(t, func() bool {
+		for _, s := range shoots {
+			if a.mayWrite(s.name) == b.mayWrite(s.name) {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 100*time.Millisecond, "the scale writes of every shoot go out from exactly one replica")
 	assert.Never(t, func() bool {
 		for _, s := range shoots {
 			if a.prober.Probing(s.name) && b.prober.Probing(s.name) {
@@ -213,6 +221,14 @@ func TestTwoReplicasProbeEachShootOnce(t *testing.T) {
 		}
 		return false
 	}, 2*time.Second, 20*time.Millisecond)
+}
+
+// mayWrite reports whether r's Scaler would send a write to a resource of namespace now: Setup gives
+// it the Coordinator's Guard.
+func (r *replica) mayWrite(namespace string) bool {
+	_, cancel, err := r.prober.Scaler.Guard(context.Background(), namespace)
+	cancel()
+	return err == nil
 }
 
 func TestThrottledShootIsLeftAloneTenSeconds(t *testing.T) {

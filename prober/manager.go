@@ -2,6 +2,7 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -45,7 +46,9 @@ const takeoverJitter = 250 * time.Millisecond
 // stopped probe's run in flight and its flow's step in flight are cancelled and waited for, so neither
 // outlives its ownership. flowMu guards flows only and is never held while waiting.
 type Manager struct {
-	Config    *config.ProberConfig
+	Config *config.ProberConfig
+	// Ownership tells which shoots this replica probes; Setup also makes its Guard the Scaler's, so
+	// that every scale write is checked right before it is sent.
 	Ownership sharding.Ownership
 	// Reader reads the seed from the caches: Clusters, kubeconfig Secrets, Machines.
 	Reader    client.Reader
@@ -336,7 +339,8 @@ func (m *Manager) flowJob(ns string, f *scaler.Flow) Job {
 			delete(m.flows, ns)
 		}
 		m.flowMu.Unlock()
-		if err != nil && ctx.Err() == nil {
+		// A refused write was logged by the Scaler and counted by the Ownership: no failure.
+		if err != nil && ctx.Err() == nil && !errors.Is(err, scaler.ErrRefused) {
 			m.Log.Error(err, "Scale flow failed", "namespace", ns, "direction", f.Direction().String())
 		}
 		return Done

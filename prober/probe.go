@@ -361,7 +361,7 @@ func (p *shootProbe) cleanup(ctx context.Context) {
 	if err == nil && needed {
 		err = p.m.Scaler.Cleanup(ctx, p.namespace)
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, scaler.ErrRefused) { // a refusal was logged by the Scaler
 		p.m.Log.Info("Removing leftover replicas annotations failed", "namespace", p.namespace, "error", err.Error())
 	}
 }

@@ -111,9 +111,10 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 		Flows:     NewScheduler(clk, opts.ScaleWorkers, nil),
 		Clients: &ShootClients{Timeout: cfg.ProbeTimeout.Duration, QPS: opts.QPS, Burst: opts.Burst, UserAgent: opts.UserAgent,
 			MaxBytes: opts.MaxResponseBytes, MaxItems: opts.MaxResponseItems, Wrap: CountRequests("shoot", "prober")},
+		// Every scale write asks the coordinator right before it is sent, and goes out bounded by the fence.
 		Scaler: &scaler.Scaler{Client: scaleClient, APIReader: scaleReader, Recorder: recorder,
 			Limiter: flowcontrol.NewTokenBucketRateLimiter(opts.ScaleQPS, opts.ScaleBurst),
-			Clock:   clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos},
+			Clock:   clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos, Guard: coordinator.Guard},
 	}
 	// The schedulers start once the dependents' caches (which the manager does not own) have synced.
 	for _, r := range []manager.Runnable{dependents, afterSync{dependents.WaitForCacheSync, m.Scheduler}, afterSync{dependents.WaitForCacheSync, m.Flows}} {

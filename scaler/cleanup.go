@@ -21,16 +21,22 @@ func (s *Scaler) NeedsCleanup(ctx context.Context, namespace string) (bool, erro
 }
 
 // Cleanup removes such leftover annotations, one precondition-guarded patch per resource, through the
-// Limiter; no delays, no Events beyond a log line. Each patch is bounded by the resource's scale-up
-// timeout. A resource that changed since the cache read fails with Conflict and is left for the next
+// Limiter and the Guard; no delays, no Events beyond a log line. A write the Guard refuses ends it,
+// with an error wrapping ErrRefused. Each patch is bounded by the resource's scale-up timeout. A
+// resource that changed since the cache read fails with Conflict and is left for the next
 // Cleanup, which decides on the newer copy.
 func (s *Scaler) Cleanup(ctx context.Context, namespace string) error {
 	log := s.logger(ctx).WithValues("namespace", namespace)
 	var errs []error
 	for _, info := range s.Resources {
 		j := newJob(log, namespace, info, Up, Reason{})
-		if err := s.cleanup(ctx, j); err != nil {
+		err := s.cleanup(ctx, j)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", j, err))
+		}
+		if errors.Is(err, ErrRefused) {
+			logRefused(j.log, err)
+			break // the Guard would refuse the next resource's write too
 		}
 	}
 	return errors.Join(errs...)
@@ -48,7 +54,7 @@ func (s *Scaler) cleanup(ctx context.Context, j job) error {
 		return err
 	}
 	deadline := s.clock().Now().Add(j.timeout())
-	send := func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) }
+	send := s.guarded(j.namespace, func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) })
 	if err := s.request(ctx, &deadline, send); err != nil {
 		return fmt.Errorf("removing the leftover replicas annotation: %w", err)
 	}

@@ -66,6 +66,18 @@
 // (APIReader) and decides again; the resource may then need nothing more. A patch names every key it
 // touches, so even a trimmed cached copy cannot make it incomplete.
 //
+// # Writes are fenced
+//
+// Preconditions stop a write based on a stale read only if someone wrote the resource in between; a
+// replica that lost the shoot (a pause past its renew deadline, a partition of the network) must not
+// write at all. So every write, a flow's patch or a Cleanup's, asks Scaler.Guard (the prober's
+// sharding.Ownership) right before it is sent, after its token was taken so that no wait comes in
+// between. A refusal sends nothing; otherwise the write goes out under Guard's context, which ends at
+// the replica's fence moment, and is never sent once that context has ended. A refused write (or one
+// that context cut off) is not retried, records no Event and counts no failure (Guard counts it): the
+// flow ends with an error wrapping ErrRefused, its resources as they were, for the replica that may
+// act to finish.
+//
 // # Budget and timing
 //
 // Every request a flow (or Cleanup) sends to the API server, a patch or a read after a Conflict, first

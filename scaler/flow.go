@@ -48,7 +48,8 @@ func (f *Flow) Direction() Direction { return f.dir }
 // may wait for a token of the Scaler's Limiter, and for the requests it sends.
 //
 // done reports that the flow has ended; err is nil when it completed, else why it stopped: a failed
-// level (naming its resources) or the end of ctx. A Step after the end returns the same result.
+// level (naming its resources), a write the Guard refused (wrapping ErrRefused) or the end of ctx. A
+// Step after the end returns the same result.
 func (f *Flow) Step(ctx context.Context) (next time.Duration, done bool, err error) {
 	if f.ended {
 		return 0, true, f.err
@@ -74,6 +75,9 @@ func (f *Flow) Step(ctx context.Context) (next time.Duration, done bool, err err
 		if err := ctx.Err(); err != nil {
 			return f.end(f.cancelled(err))
 		}
+		if err := f.refusal(); err != nil {
+			return f.end(f.stopped(err))
+		}
 		if next, pending := f.nextDue(); pending {
 			if next > 0 {
 				return next, false, nil
@@ -81,8 +85,7 @@ func (f *Flow) Step(ctx context.Context) (next time.Duration, done bool, err err
 			continue
 		}
 		if err := f.levelErr(); err != nil {
-			return f.end(fmt.Errorf("scale-%s flow in namespace %s stopped at level %d: %w",
-				f.dir, f.namespace, f.levelNumber(), err))
+			return f.end(f.stopped(err))
 		}
 		f.level, f.tasks = f.level+1, nil
 	}
@@ -130,6 +133,23 @@ func (f *Flow) levelErr() error {
 		errs[i] = t.err
 	}
 	return errors.Join(errs...)
+}
+
+// refusal returns the error of a resource of the level whose write the Scaler's Guard refused, if any:
+// the flow ends at once, without waiting for the rest of the level, since this replica may not act
+// on the namespace now.
+func (f *Flow) refusal() error {
+	for _, t := range f.tasks {
+		if errors.Is(t.err, ErrRefused) {
+			return t.err
+		}
+	}
+	return nil
+}
+
+// stopped returns the error of a flow stopped at the level in progress by err.
+func (f *Flow) stopped(err error) error {
+	return fmt.Errorf("scale-%s flow in namespace %s stopped at level %d: %w", f.dir, f.namespace, f.levelNumber(), err)
 }
 
 // levelNumber is the configured level in progress, for messages.

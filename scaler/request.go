@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -49,6 +50,37 @@ func (s *Scaler) request(ctx context.Context, deadline *time.Time, send func(ctx
 	ctx, cancel := context.WithTimeout(ctx, left)
 	defer cancel()
 	return send(ctx)
+}
+
+// guarded returns send guarded by the Guard for a write to a resource of namespace: the write is sent
+// only when Guard lets it, under Guard's context, and never once that context has ended, whatever
+// the client does with an ended context. A refusal, or a write that Guard's context cut off while
+// ctx went on, is an error wrapping ErrRefused. It is asked after the token was taken, right before
+// the write, so that no wait comes between the check and the send.
+func (s *Scaler) guarded(namespace string, send func(ctx context.Context) error) func(ctx context.Context) error {
+	if s.Guard == nil {
+		return send
+	}
+	return func(ctx context.Context) error {
+		writeCtx, cancel, err := s.Guard(ctx, namespace)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrRefused, err)
+		}
+		defer cancel()
+		if err = writeCtx.Err(); err == nil {
+			err = send(writeCtx)
+		}
+		if err != nil && writeCtx.Err() != nil && ctx.Err() == nil {
+			return fmt.Errorf("%w: the guard's deadline passed: %w", ErrRefused, err)
+		}
+		return err
+	}
+}
+
+// logRefused logs a write that Guard refused, with the reason. It is neither an Event nor a failure:
+// Guard counts the refusals, and the replica that may act finishes the flow.
+func logRefused(log logr.Logger, err error) {
+	log.Info("Write refused: this replica may not act on the namespace now", "reason", err.Error())
 }
 
 // takeToken waits for a token of the Limiter, if any, and moves *deadline on by the wait.

@@ -2,6 +2,7 @@ package scaler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,7 +26,7 @@ const (
 )
 
 // Scaler runs scale flows on the dependent resources of shoot namespaces. Its fields are dependencies;
-// only nil ones get defaults (a real clock, no Events, no limit, the logger of the context).
+// only nil ones get defaults (a real clock, no Events, no limit, the logger of the context, no guard).
 type Scaler struct {
 	// Client reaches the seed. Its reads may come from a cache (the prober backs them with informers on
 	// the dependent resources): flows decide from it, poll it for ready replicas and read nothing else
@@ -46,9 +47,20 @@ type Scaler struct {
 	Clock clock.WithTicker
 	// Log is the logger; the zero Logger means the one of the context.
 	Log logr.Logger
+	// Guard is asked right before every write to a resource of namespace (sharding.Ownership.Guard):
+	// an error refuses the write, else the write is sent under the returned context, which ends at
+	// the moment this replica may no longer act, and cancel is called after it. A refused write is
+	// not retried and not reported as a failure; it ends the flow (see ErrRefused). nil guards
+	// nothing.
+	Guard func(ctx context.Context, namespace string) (context.Context, context.CancelFunc, error)
 	// Resources are the dependent resources, as configured (config.ProberConfig.DependentResourceInfos).
 	Resources []config.DependentResourceInfo
 }
+
+// ErrRefused wraps the error of a write that Guard refused, or that its context cut off: this replica
+// may not act on the namespace now. Such a flow ends without Events and without counting a failure;
+// whichever replica may act finishes it from the state on the resources.
+var ErrRefused = errors.New("write refused")
 
 // Reason says why a flow runs; it goes into the Events.
 type Reason struct {

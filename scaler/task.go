@@ -74,7 +74,8 @@ func (s *Scaler) begin(ctx context.Context, t *task) {
 }
 
 // attempt makes one attempt to write the resource, then moves the task on: to the settle phase or done
-// after a success, to a later attempt after a back-off, or done after a failure no attempt can fix.
+// after a success, to a later attempt after a back-off, or done after a failure no attempt can fix or
+// a write the Guard refused.
 func (s *Scaler) attempt(ctx context.Context, t *task) {
 	if t.deadline.IsZero() {
 		t.deadline = s.clock().Now().Add(t.timeout())
@@ -91,6 +92,10 @@ func (s *Scaler) attempt(ctx context.Context, t *task) {
 		}
 	case ctx.Err() != nil:
 		// The flow was cancelled (e.g. a handover): not a result of this resource; the next flow resumes.
+	case errors.Is(err, ErrRefused):
+		// Not this replica's to do now: no retry, no Event, no failure counted; Step ends the flow.
+		logRefused(t.log, err)
+		t.phase, t.err = phaseDone, fmt.Errorf("%s: %w", t.job, err)
 	default:
 		s.retryOrFail(t, err)
 	}
@@ -139,7 +144,8 @@ func (s *Scaler) try(ctx context.Context, t *task) (outcome, error) {
 	if err != nil {
 		return out, permanentError{err}
 	}
-	return out, s.request(ctx, &t.deadline, func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) })
+	send := func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) }
+	return out, s.request(ctx, &t.deadline, s.guarded(t.namespace, send))
 }
 
 // readFor reads the resource for an attempt: from Client (the cache, free), or after a Conflict from
