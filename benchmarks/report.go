@@ -28,7 +28,10 @@ type Result struct {
 	// settings may differ from Settings, and are given with them.
 	MassMeltdown *MassMeltdown `json:"mass_meltdown,omitempty"`
 	Lies         *Lies         `json:"lies,omitempty"`
-	Goals        []Goal        `json:"goals,omitempty"`
+	// Rolling and Outage are the restart scenarios, with Settings' timings and client limits.
+	Rolling *Rolling `json:"rolling,omitempty"`
+	Outage  *Outage  `json:"outage,omitempty"`
+	Goals   []Goal   `json:"goals,omitempty"`
 }
 
 // Machine is what the run ran on.
@@ -216,6 +219,7 @@ func (r *Result) WriteMarkdown(w io.Writer, baseline *Result) error {
 			md.Shoots, md.Samples, md.DetectionToScaledownP50Seconds, md.DetectionToScaledownP99Seconds)
 	}
 	r.writeFaults(&b)
+	r.writeRestarts(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

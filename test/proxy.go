@@ -125,3 +125,22 @@ func (p *Proxy) close() {
 	p.Cut()
 	p.wg.Wait()
 }
+
+// StartProxy starts a proxy to target (host:port) on a free loopback port outside a test, as the
+// benchmarks do to cut a replica from the seed; Close stops it.
+func StartProxy(target string) (*Proxy, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	p := &Proxy{target: target, listener: l, conns: map[net.Conn]struct{}{}}
+	p.wg.Go(p.serve)
+	return p, nil
+}
+
+// Addr is the proxy's loopback address, host:port.
+func (p *Proxy) Addr() string { return p.listener.Addr().String() }
+
+// Close stops a proxy started by StartProxy: it stops listening, drops every connection and waits
+// for them to end.
+func (p *Proxy) Close() { p.close() }

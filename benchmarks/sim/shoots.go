@@ -71,8 +71,9 @@ func (o ShootServerOptions) defaulted() ShootServerOptions {
 // under the write lock of mu; a request reads its shoot and scenario once under the read lock and is
 // answered from that snapshot. A shoot's node names, renew phases and encoded Nodes never change
 // after AddShoot; a scenario's extra objects are encoded by the first request that needs them, under
-// that scenario's own locks, never under mu. Counters are atomics. A ShootServer is safe for
-// concurrent use.
+// that scenario's own locks, never under mu. A shoot's last caller and its probe window (ProbeStats)
+// are guarded by that shoot's own callerMu; readers take it under mu's read lock, a request after it
+// released mu. Counters are atomics. A ShootServer is safe for concurrent use.
 type ShootServer struct {
 	opts     ShootServerOptions
 	listener net.Listener
@@ -100,8 +101,10 @@ type shoot struct {
 	requests atomic.Uint64
 	scenario *scenarioState // guarded by ShootServer.mu
 
+	// callerMu guards caller and probes.
 	callerMu sync.Mutex
 	caller   Caller
+	probes   ProbeStats
 }
 
 // Caller is who last asked a shoot's API server, by User-Agent (dwd sends its replica's name there),
@@ -116,14 +119,17 @@ type Caller struct {
 	Last time.Time
 }
 
-// called records a request from agent at now.
-func (sh *shoot) called(agent string, now time.Time) {
+// called records a request from agent at now; probe says it was a probe (GET /version).
+func (sh *shoot) called(agent string, probe bool, now time.Time) {
 	sh.callerMu.Lock()
 	defer sh.callerMu.Unlock()
 	if sh.caller.Agent != agent || sh.caller.Since.IsZero() {
 		sh.caller.Agent, sh.caller.Since = agent, now
 	}
 	sh.caller.Last = now
+	if probe {
+		sh.probes.observe(agent, now)
+	}
 }
 
 // NewShootServer generates the server's CA and serving certificate and starts listening, so that

@@ -30,6 +30,7 @@ type benchOptions struct {
 	nodes, repeats, meltdowns     int
 	meltdownShoots, probeWorkers  int
 	duration, interval            time.Duration
+	outage                        time.Duration // how long the outage scenario cuts the seed's API server
 	pprof                         bool
 	mass                          massOptions
 	lies                          liesOptions
@@ -61,10 +62,12 @@ const (
 	scenarioMassRecover  = "mass-meltdown-recover"
 	scenarioMassAll      = "mass-meltdown-all"
 	scenarioLies         = "lies"
+	scenarioRolling      = "rolling"
+	scenarioOutage       = "outage"
 )
 
 var knownScenarios = []string{scenarioSteady, scenarioHandover, scenarioMeltdown, scenarioMassMeltdown, scenarioMassOriginal,
-	scenarioMassRecover, scenarioMassAll, scenarioLies}
+	scenarioMassRecover, scenarioMassAll, scenarioLies, scenarioRolling, scenarioOutage}
 
 func newBenchCommand() *cobra.Command {
 	o := benchOptions{}
@@ -88,6 +91,14 @@ and the fault scenarios, which run only when named:
   mass-meltdown-all       every shoot of the seed (the largest --shoots) melts, on the most --replicas
   lies                    every shoot's API server lies in turn: a stale watch cache, a slow body,
                           node clocks behind, a server clock ahead, huge lease lists on a few shoots
+
+and the restart scenarios, which run only when named, at the largest --shoots and --replicas:
+
+  rolling  every replica restarts in turn as a StatefulSet's rolling update does (from the highest
+           ordinal down: SIGTERM, exit, a new process under the same name, ready, the next one),
+           with --leave-mode=return
+  outage   every replica reaches the seed's API server through its own loopback proxy, and all are
+           cut at once for --outage-duration
 
 Scenarios run in the order of the shoots they need, so that the seed only grows. It writes
 <out>/<name>.json, <name>.md (with the baseline's figures in brackets, when there is one) and
@@ -125,6 +136,7 @@ Scenarios run in the order of the shoots they need, so that the seed only grows.
 	f.DurationVar(&o.lies.serverClock, "lie-server-clock", time.Minute, "lies: the shoot API servers' clock offset (Date header).")
 	f.IntVar(&o.lies.hugeLeases, "huge-leases", 200_000, "lies: the extra Leases in the lease lists of --huge-shoots shoots.")
 	f.IntVar(&o.lies.hugeShoots, "huge-shoots", 2, "lies: the shoots with huge lease lists.")
+	f.DurationVar(&o.outage, "outage-duration", time.Minute, "outage: how long every replica is cut from the seed's API server.")
 	f.StringVar(&o.dwd, "dwd", "", "Path of the dwd binary (default: dwd next to this binary).")
 	f.StringVar(&o.dir, "dir", "", "Folder for configs and replica logs (default: a new temporary folder).")
 	f.BoolVar(&o.pprof, "pprof", false, "Give every replica a pprof endpoint; its address is in <dir>/<replica>.pprof.")
@@ -151,6 +163,9 @@ func (o *benchOptions) validate() error {
 	}
 	if o.runs(scenarioMeltdown) && o.meltdownShoots > largest {
 		errs = append(errs, errors.New("--meltdown-shoots: more than there are shoots"))
+	}
+	if o.runs(scenarioOutage) && o.outage <= 0 {
+		errs = append(errs, errors.New("--outage-duration must be positive"))
 	}
 	if o.interval <= 0 || o.duration <= 0 || o.repeats < 1 || o.meltdowns < 1 || o.meltdownShoots < 1 || o.nodes < 1 || o.probeWorkers < 1 {
 		errs = append(errs, errors.New("--probe-interval, --duration, --repeats, --meltdowns, --meltdown-shoots, --nodes and --probe-workers must be positive"))
@@ -225,6 +240,7 @@ const (
 	benchLeaseDuration = config.DefaultMemberLeaseDuration
 	benchRenewDeadline = config.DefaultMemberRenewDeadline
 	benchRetryPeriod   = config.DefaultMemberRetryPeriod
+	benchReturnGrace   = config.DefaultReturnGrace
 )
 
 // The seed client's limits of the benchmarks: Gardener's, which deploys the watchdog with
@@ -246,7 +262,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	if err != nil {
 		return err
 	}
-	has, err := dwdFlags(ctx, dwd, flagScaleWorkers, flagScaleQPS, flagScaleBurst, flagMaxResponseBytes, flagMaxResponseItems)
+	has, err := dwdFlags(ctx, dwd, flagScaleWorkers, flagScaleQPS, flagScaleBurst, flagMaxResponseBytes, flagMaxResponseItems, flagLeaveMode)
 	if err != nil {
 		return err
 	}
@@ -352,7 +368,8 @@ func (b *bench) stages() []stage {
 			return wrap("meltdown", err)
 		}})
 	}
-	return append(append(stages, b.massStages(shoots, replicas)...), b.liesStages()...)
+	stages = append(append(stages, b.massStages(shoots, replicas)...), b.liesStages()...)
+	return append(stages, b.restartStages(shoots, replicas)...)
 }
 
 // wrap prefixes an error with the scenario it happened in; nil stays nil.

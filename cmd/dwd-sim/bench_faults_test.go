@@ -75,6 +75,7 @@ func TestScaleEventsRecordChangesSinceTheMark(t *testing.T) {
 	e.observe("a", "kube-controller-manager", 0, at(4))
 	assert.Equal(t, map[string]time.Time{"a": at(3)}, e.down, "the first moment is kept")
 	assert.Empty(t, e.up, "the state at the mark is no change")
+	assert.Equal(t, 3, e.writes, "three changes; writing the same replicas again is none")
 
 	e.mark()
 	for i, name := range []string{"kube-controller-manager", "machine-controller-manager", "cluster-autoscaler"} {
@@ -86,6 +87,7 @@ func TestScaleEventsRecordChangesSinceTheMark(t *testing.T) {
 	e.observe("b", "kube-controller-manager", 0, at(20))
 	down, up, below := e.state("b")
 	assert.Equal(t, []bool{false, false, true}, []bool{down, up, below}, "dependents not seen count as at their replicas")
+	assert.Equal(t, 3, e.writes, "the mark forgot the earlier writes; a dependent's first sighting is none")
 }
 
 func TestLieList(t *testing.T) {

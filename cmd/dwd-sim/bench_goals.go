@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
@@ -75,7 +76,49 @@ func goals(r *benchmarks.Result) []benchmarks.Goal {
 	if l := r.Lies; l != nil {
 		gs = append(gs, liesGoals(l)...)
 	}
+	if x := r.Rolling; x != nil {
+		gs = append(gs, rollingGoals(x, interval)...)
+	}
+	if x := r.Outage; x != nil {
+		gs = append(gs, outageGoals(x)...)
+	}
 	return gs
+}
+
+// rollingGoals checks that a rolling restart hands no shoot over and leaves none unprobed for long.
+func rollingGoals(x *benchmarks.Rolling, interval float64) []benchmarks.Goal {
+	scenario := fmt.Sprintf("rolling restart of %d replicas at %d shoots", x.Replicas, x.Shoots)
+	return []benchmarks.Goal{{
+		Goal: scenario + ": shoots handed to another replica", Target: "0",
+		Measured: strconv.Itoa(x.HandedOver), Met: x.HandedOver == 0,
+	}, {
+		Goal: scenario + ": longest probe gap", Target: fmt.Sprintf("≤ 1.5 × probe interval = %g s", 1.5*interval),
+		Measured: fmt.Sprintf("%.2f s (p99 %.2f s), %d shoots over %g s, %d not probed by their owner's new process",
+			x.LongestGapSeconds, x.GapP99Seconds, x.GapsOverLimit, x.GapLimitSeconds, x.NotResumed),
+		Met: x.LongestGapSeconds <= 1.5*interval,
+	}}
+}
+
+// outageGoals checks that a seed API outage moves no partition, and opens and scales nothing.
+func outageGoals(x *benchmarks.Outage) []benchmarks.Goal {
+	scenario := fmt.Sprintf("seed API outage of %.0f s, %d replicas at %d shoots", x.OutageSeconds, x.Replicas, x.Shoots)
+	windows := 0.0
+	for _, n := range x.WeederWindowsOpened {
+		windows += n
+	}
+	return []benchmarks.Goal{{
+		Goal: scenario + ": partitions whose holder changed", Target: "0",
+		Measured: fmt.Sprintf("%d (%d held by another member meanwhile; %d shoots probed by another replica)",
+			x.PartitionsMoved, x.PartitionsHeldByOthers, x.ProbedByOthers),
+		Met: x.PartitionsMoved == 0,
+	}, {
+		Goal: scenario + ": weeder windows opened after the heal", Target: "0 (no service changes readiness)",
+		Measured: fmt.Sprintf("%.0f", windows), Met: windows == 0,
+	}, {
+		Goal: scenario + ": scale writes", Target: "none, while cut or after the heal",
+		Measured: fmt.Sprintf("%d while cut, %d after the heal", x.ScaleWritesCut, x.ScaleWritesHealed),
+		Met:      x.ScaleWritesCut == 0 && x.ScaleWritesHealed == 0,
+	}}
 }
 
 // The shoot requests of a healthy probe: GET /version, the nodes and the node leases, both from the

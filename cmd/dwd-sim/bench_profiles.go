@@ -22,6 +22,8 @@ const (
 	flagScaleBurst       = "--scale-burst"
 	flagMaxResponseBytes = "--shoot-max-response-bytes"
 	flagMaxResponseItems = "--shoot-max-response-items"
+	// flagLeaveMode is what a graceful stop does with a replica's share; the rolling scenario passes it.
+	flagLeaveMode = "--leave-mode"
 
 	defaultScaleWorkers     = 16
 	defaultScaleQPS         = 20.0

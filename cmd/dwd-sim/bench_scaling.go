@@ -21,10 +21,12 @@ import (
 // per shoot, the first moment since the last mark at which all its dependents were at 0 (down), all
 // back at their replicas (up), or one below its replicas (below). Only a change is recorded: a shoot
 // already down at the mark is recorded down at its next event that leaves it down, not before.
-// Not safe for concurrent use: scaleTracker locks it.
+// writes counts the changes of a dependent's replicas since the mark (the first sighting of a
+// dependent is none). Not safe for concurrent use: scaleTracker locks it.
 type scaleEvents struct {
 	replicas        map[string]map[string]int32 // namespace → dependent → spec.replicas
 	down, up, below map[string]time.Time
+	writes          int
 }
 
 func newScaleEvents() *scaleEvents {
@@ -36,6 +38,7 @@ func newScaleEvents() *scaleEvents {
 // mark forgets the moments recorded so far.
 func (e *scaleEvents) mark() {
 	e.down, e.up, e.below = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}
+	e.writes = 0
 }
 
 // observe records that a Deployment of a shoot has the replicas at now; other Deployments are
@@ -46,6 +49,9 @@ func (e *scaleEvents) observe(ns, name string, replicas int32, now time.Time) {
 	}
 	if e.replicas[ns] == nil {
 		e.replicas[ns] = map[string]int32{}
+	}
+	if was, seen := e.replicas[ns][name]; seen && was != replicas {
+		e.writes++
 	}
 	e.replicas[ns][name] = replicas
 	down, up, below := e.state(ns)
@@ -148,6 +154,13 @@ func (t *scaleTracker) moments() (down, up, below map[string]time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return maps.Clone(t.events.down), maps.Clone(t.events.up), maps.Clone(t.events.below)
+}
+
+// writes counts the changes of a dependent's replicas since the last mark.
+func (t *scaleTracker) writes() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.events.writes
 }
 
 // allUp reports whether every dependent of every shoot named is at its replicas now.

@@ -349,6 +349,9 @@ func (b *bench) settle(ctx context.Context, start time.Time, before map[string]s
 	// every replica more often would take CPU from the handover it measures.
 	err = wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		now := time.Now()
+		if err := exited(b.replicas); err != nil {
+			return false, err
+		}
 		for _, r := range b.replicas {
 			held := sum(r.metrics(ctx), "dwd_sharding_partitions_held", "")
 			if int(held) != wantHeld[r.name] {
@@ -388,6 +391,16 @@ func (b *bench) settle(ctx context.Context, start time.Time, before map[string]s
 		return time.Time{}, 0, fmt.Errorf("not settled after %s (%s): %w", timeout, why, err)
 	}
 	return settled, moved, nil
+}
+
+// exited fails when a replica's process has ended: what waits for it to act would wait in vain.
+func exited(replicas []*replica) error {
+	for _, r := range replicas {
+		if !r.running() {
+			return fmt.Errorf("%s exited (%v); see %s", r.name, r.cmd.ProcessState, r.log)
+		}
+	}
+	return nil
 }
 
 // balance is the most shoots a running replica probes over the mean, from the shoot server.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -36,6 +37,9 @@ type replicaSet struct {
 	// pprof, when set, gives every replica a pprof endpoint on a free loopback port, written to
 	// <name>.pprof in dir.
 	pprof bool
+	// kubeconfigOf, when set, gives each replica its own --kubeconfig by its name, in place of the one
+	// in baseArgs.
+	kubeconfigOf func(name string) string
 }
 
 // start runs a replica named name, logging to a file in the folder.
@@ -49,7 +53,7 @@ func (rs *replicaSet) start(name string) (*replica, error) {
 		return nil, err
 	}
 	r := &replica{name: name, log: filepath.Join(rs.dir, name+".log"), metricsAddr: metrics, healthAddr: health}
-	r.args = append(append([]string{"run"}, rs.baseArgs...), "--member-name="+name,
+	r.args = append(append([]string{"run"}, rs.common(name)...), "--member-name="+name,
 		"--metrics-bind-addr="+metrics, "--health-bind-addr="+health)
 	if rs.pprof {
 		addr, err := freePort()
@@ -62,6 +66,15 @@ func (rs *replicaSet) start(name string) (*replica, error) {
 		}
 	}
 	return r, r.run(rs.dwd)
+}
+
+// common is baseArgs with the replica's own kubeconfig, if it has one.
+func (rs *replicaSet) common(name string) []string {
+	if rs.kubeconfigOf == nil {
+		return rs.baseArgs
+	}
+	args := slices.DeleteFunc(slices.Clone(rs.baseArgs), func(a string) bool { return strings.HasPrefix(a, "--kubeconfig=") })
+	return append(args, "--kubeconfig="+rs.kubeconfigOf(name))
 }
 
 // run starts (or restarts) the replica's process.
@@ -87,13 +100,18 @@ func (r *replica) kill() {
 	<-r.exited
 }
 
-// terminate asks the process to stop (SIGTERM) and waits for it.
-func (r *replica) terminate(timeout time.Duration) {
+// terminate asks the process to stop (SIGTERM) and waits for it; after timeout it kills it and
+// returns false.
+func (r *replica) terminate(timeout time.Duration) bool {
 	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(timeout)
+	defer t.Stop()
 	select {
 	case <-r.exited:
-	case <-time.After(timeout):
+		return true
+	case <-t.C:
 		r.kill()
+		return false
 	}
 }
 
@@ -106,8 +124,10 @@ func (r *replica) running() bool {
 	}
 }
 
-// ready asks the replica's /readyz.
+// ready asks the replica's /readyz, waiting a second at most.
 func (r *replica) ready(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.healthAddr+"/readyz", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

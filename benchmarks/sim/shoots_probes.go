@@ -1,0 +1,95 @@
+package sim
+
+import (
+	"slices"
+	"time"
+)
+
+// ProbeStats is what a shoot's API server saw of its probes. A probe is a GET /version: every dwd
+// probe cycle starts with one, and nothing else asks for it. The window of MaxGap and Probers starts at
+// the last MarkProbes (or when the shoot was added).
+type ProbeStats struct {
+	// Last is when the last probe arrived, before the mark or since.
+	Last time.Time
+	// MaxGap is the longest time between two probes in a row, by any caller, of which the second
+	// arrived since the mark: a gap that spans the mark counts whole.
+	MaxGap time.Duration
+	// Probers are the callers that probed since the mark, in the order of their first probe then.
+	Probers []Prober
+}
+
+// Prober is one caller's probes of a shoot since the mark, by User-Agent.
+type Prober struct {
+	Agent       string
+	First, Last time.Time
+	Probes      int
+}
+
+// observe records a probe from agent at now.
+func (p *ProbeStats) observe(agent string, now time.Time) {
+	if !p.Last.IsZero() {
+		p.MaxGap = max(p.MaxGap, now.Sub(p.Last))
+	}
+	p.Last = now
+	i := slices.IndexFunc(p.Probers, func(x Prober) bool { return x.Agent == agent })
+	if i < 0 {
+		p.Probers = append(p.Probers, Prober{Agent: agent, First: now})
+		i = len(p.Probers) - 1
+	}
+	p.Probers[i].Last = now
+	p.Probers[i].Probes++
+}
+
+// mark starts a new window: it forgets the gaps and probers, and keeps the last probe, from which
+// the next gap runs.
+func (p *ProbeStats) mark() {
+	p.MaxGap, p.Probers = 0, nil
+}
+
+// Gap is the longest gap of the window as of now: MaxGap, or the time since the last probe when that
+// is longer, so that a shoot no longer probed shows. It is 0 for a shoot never probed.
+func (p ProbeStats) Gap(now time.Time) time.Duration {
+	if p.Last.IsZero() {
+		return 0
+	}
+	return max(p.MaxGap, now.Sub(p.Last))
+}
+
+// By returns the probes of the caller with agent since the mark; ok is false when it sent none.
+func (p ProbeStats) By(agent string) (Prober, bool) {
+	i := slices.IndexFunc(p.Probers, func(x Prober) bool { return x.Agent == agent })
+	if i < 0 {
+		return Prober{}, false
+	}
+	return p.Probers[i], true
+}
+
+// clone returns a copy that shares nothing with p.
+func (p ProbeStats) clone() ProbeStats {
+	p.Probers = slices.Clone(p.Probers)
+	return p
+}
+
+// MarkProbes starts a new window of every shoot's ProbeStats.
+func (s *ShootServer) MarkProbes() {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, sh := range s.shoots {
+		sh.callerMu.Lock()
+		sh.probes.mark()
+		sh.callerMu.Unlock()
+	}
+}
+
+// ProbeStats returns every shoot's probes since the last MarkProbes.
+func (s *ShootServer) ProbeStats() map[string]ProbeStats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	stats := make(map[string]ProbeStats, len(s.shoots))
+	for name, sh := range s.shoots {
+		sh.callerMu.Lock()
+		stats[name] = sh.probes.clone()
+		sh.callerMu.Unlock()
+	}
+	return stats
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
+	"github.com/sharded-dwd/dependency-watchdog/test"
+)
+
+// outageSettle is how long, in probe intervals, the outage scenario keeps measuring after every shoot
+// was probed again by its owner: for windows and writes that come late.
+const outageSettle = 2
+
+// outage cuts every replica from the seed's API server at once, heals the cut after the outage
+// duration, and measures how the replicas come back.
+func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.Outage, error) {
+	proxies, rs, err := b.proxiedReplicaSet(benchProfile, replicas)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		for _, p := range proxies {
+			p.Close()
+		}
+	}()
+	if err := b.startFresh(ctx, shoots, replicas, rs); err != nil {
+		return nil, err
+	}
+	defer b.stopAll()
+	tracker, err := startLeaseTracker(ctx, b.seed.Env.Config)
+	if err != nil {
+		return nil, err
+	}
+	defer tracker.stop()
+	x := &benchmarks.Outage{Shoots: shoots, Replicas: replicas, ResumeTimeoutSeconds: restartResumeTimeout(b.opts.interval).Seconds(),
+		SettleSeconds: (outageSettle * b.opts.interval).Seconds()}
+	fmt.Fprintf(b.out, "outage, %d shoots × %d replicas: the seed's API server cut for %s\n", shoots, replicas, b.opts.outage)
+	owners := ownersOf(b.seed.Shoots.Callers())
+	s0 := b.snapshot(ctx)
+	tracker.mark()
+	b.scaling.mark()
+	heal, err := b.cut(ctx, proxies, x)
+	if err != nil {
+		return x, err
+	}
+	sHeal := b.snapshot(ctx)
+	cutWrites := tracker.writes()
+	x.PartitionLeaseWritesCut, x.ScaleWritesCut = cutWrites, b.scaling.writes()
+	if err := b.awaitOwners(ctx, owners, heal, x); err != nil {
+		return x, err
+	}
+	if err := b.superviseFor(ctx, seconds(x.SettleSeconds), x); err != nil {
+		return x, err
+	}
+	sEnd := b.snapshot(ctx)
+	x.PartitionLeaseWritesHealed = minus(tracker.writes(), cutWrites)
+	x.ScaleWritesHealed = b.scaling.writes() - x.ScaleWritesCut
+	x.PartitionsMoved, x.PartitionsHeldByOthers = tracker.moved()
+	x.WeederWindowsOpened = countersByLabel(sHeal, sEnd, "dwd_weeder_windows_opened_total", "", "service")
+	for _, r := range b.replicas {
+		x.SelfFencings += counterIncrease(s0, sEnd, r.name, "dwd_sharding_self_fencing_total", "")
+	}
+	x.ProbedByOthers = probedByOthers(b.seed.Shoots.ProbeStats(), owners)
+	fmt.Fprintf(b.out, "  resumed after %.2fs (p99 %.2fs), %d not; %d partitions moved (%d held by others meanwhile); partition lease writes cut %s, healed %s; weeder windows %v; scale writes %d cut, %d healed\n",
+		x.ResumedSeconds, x.ResumedP99Seconds, x.NotResumed, x.PartitionsMoved, x.PartitionsHeldByOthers, x.PartitionLeaseWritesCut,
+		x.PartitionLeaseWritesHealed, x.WeederWindowsOpened, x.ScaleWritesCut, x.ScaleWritesHealed)
+	return x, nil
+}
+
+// proxiedReplicaSet starts a proxy to the seed's API server for each replica the scenario starts
+// (dwd-0, dwd-1, …), writes a kubeconfig through it, and returns the profile's replica set with them.
+func (b *bench) proxiedReplicaSet(p replicaProfile, replicas int) (map[string]*test.Proxy, *replicaSet, error) {
+	rs, err := b.replicaSet(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	u, err := url.Parse(b.seed.Env.Config.Host)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the seed's address %q: %w", b.seed.Env.Config.Host, err)
+	}
+	proxies := map[string]*test.Proxy{}
+	kubeconfigs := map[string]string{}
+	closeAll := func() {
+		for _, p := range proxies {
+			p.Close()
+		}
+	}
+	for i := range replicas {
+		name := fmt.Sprintf("dwd-%d", i)
+		proxy, err := test.StartProxy(u.Host)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		proxies[name] = proxy
+		data, err := proxiedKubeconfig(b.seed.Env.KubeConfig, proxy.Addr())
+		if err == nil {
+			kubeconfigs[name] = filepath.Join(b.opts.dir, "seed-via-proxy-"+name+".kubeconfig")
+			err = os.WriteFile(kubeconfigs[name], data, 0o600)
+		}
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+	}
+	rs.kubeconfigOf = func(name string) string {
+		if path, ok := kubeconfigs[name]; ok {
+			return path
+		}
+		return b.seed.KubeconfigPath()
+	}
+	return proxies, rs, nil
+}
+
+// cut cuts every proxy for the outage duration, starting a replica whose process ended again at once
+// as a kubelet would, heals them and returns the moment of the heal.
+func (b *bench) cut(ctx context.Context, proxies map[string]*test.Proxy, x *benchmarks.Outage) (time.Time, error) {
+	start := time.Now()
+	for _, p := range proxies {
+		p.Cut()
+	}
+	err := b.superviseFor(ctx, b.opts.outage, x)
+	// The probe windows start right before the heal: a probe after it is one the heal let through.
+	b.seed.Shoots.MarkProbes()
+	heal := time.Now()
+	for _, p := range proxies {
+		p.Heal()
+	}
+	x.OutageSeconds = heal.Sub(start).Seconds()
+	return heal, err
+}
+
+// superviseFor lets d pass, starting again at once any replica whose process ended, and records it.
+func (b *bench) superviseFor(ctx context.Context, d time.Duration, x *benchmarks.Outage) error {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, d, true, func(context.Context) (bool, error) {
+		return false, b.restartExited(x)
+	})
+	if err != nil && ctx.Err() == nil && !wait.Interrupted(err) {
+		return err
+	}
+	return ctx.Err()
+}
+
+// restartExited starts again every replica whose process ended, and records it.
+func (b *bench) restartExited(x *benchmarks.Outage) error {
+	for _, r := range b.replicas {
+		if r.running() {
+			continue
+		}
+		x.Exited = append(x.Exited, r.name)
+		fmt.Fprintf(b.out, "  %s exited; starting it again\n", r.name)
+		if err := r.run(b.dwd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// awaitOwners waits until every shoot was probed again by its owner before the outage and every
+// replica is ready, or the resume timeout passes (no error: the figures say what is missing).
+func (b *bench) awaitOwners(ctx context.Context, owners map[string]string, heal time.Time, x *benchmarks.Outage) error {
+	timeout := seconds(x.ResumeTimeoutSeconds)
+	var first map[string]time.Time
+	var ready time.Time
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := b.restartExited(x); err != nil {
+			return false, err
+		}
+		if ready.IsZero() && b.allReady(ctx) {
+			ready = time.Now()
+		}
+		first = firstByOwner(b.seed.Shoots.ProbeStats(), owners)
+		return len(first) == len(owners) && !ready.IsZero(), nil
+	})
+	if err != nil && (ctx.Err() != nil || !wait.Interrupted(err)) {
+		return err
+	}
+	x.ReadySeconds = -1
+	if !ready.IsZero() {
+		x.ReadySeconds = ready.Sub(heal).Seconds()
+	}
+	names := make([]string, 0, len(owners))
+	for shoot := range owners {
+		names = append(names, shoot)
+	}
+	// A replica that never stopped probing probed its shoots before the heal: 0, not less.
+	resumed := since(func(string) time.Time { return heal }, names, first, timeout)
+	for i, s := range resumed.done {
+		resumed.done[i] = max(s, 0)
+	}
+	x.NotResumed = resumed.missing
+	x.ResumedP50Seconds, x.ResumedP99Seconds, x.ResumedSeconds = resumed.quantiles()
+	return nil
+}
+
+// allReady reports whether every replica's /readyz answers 200.
+func (b *bench) allReady(ctx context.Context) bool {
+	for _, r := range b.replicas {
+		if !r.ready(ctx) {
+			return false
+		}
+	}
+	return true
+}
