@@ -1,18 +1,37 @@
 // Package weeder restarts pods stuck in CrashLoopBackOff as soon as the service they depend on (etcd,
 // kube-apiserver) is ready again, in the shoot namespaces this replica owns.
 //
-// A service is ready when at least one endpoint across its EndpointSlices is ready (Tracker). A
-// service turning ready, or first seen ready, opens a weeding window of the configured watchDuration
-// (Registry): for its lifetime a namespaced, label-selected pod watch per pod selector deletes every
-// pod that is not terminating and has a container waiting in CrashLoopBackOff (ShouldWeed), with a
-// UID precondition so that a replacement pod is never hit. There is no cluster-wide pod cache.
+// A service is ready when at least one endpoint across its EndpointSlices is ready (Tracker, which
+// also keeps when each service last turned ready). A service turning ready, or first seen ready,
+// opens a real weeding window of the configured watchDuration (Registry): for its lifetime a
+// namespaced, label-selected pod watch per pod selector deletes every pod that is not terminating
+// and has a container waiting in CrashLoopBackOff (ShouldWeed). There is no cluster-wide pod cache.
 //
-// At most a configured number of windows run at once; more wait in a queue, oldest first. A window
-// ends at its deadline, when this replica releases the namespace's partition, or on shutdown, and
-// every goroutine it started is gone when it has ended. On a graceful release the open windows travel
-// to the next holder in the partition lease and resume there for their remaining time; after a crash
-// the next holder opens windows for the services that are ready in the namespaces it acquired.
+// Every delete is fenced: right before it, sharding.Ownership.Guard must confirm that this replica
+// may act on the namespace now (else the delete is not sent, and a log line says why), and the delete
+// is sent under the guard's context, which ends at the moment the member lease would fence the
+// replica. It carries the UID and resourceVersion of the pod as seen in CrashLoopBackOff, so a
+// replacement pod, or a pod that changed (recovered) since, is never hit; such a Conflict is counted
+// apart from failures and raises no Event.
+//
+// At most a configured number of windows run at once; more wait in a queue. Real windows go first:
+// one that finds every slot taken takes the slot of a running synthetic window (which waits again at
+// the head of the synthetic queue), and waits only behind other real windows. A queued window whose
+// deadline has passed is dropped without starting. A window ends at its deadline, when this replica
+// releases the namespace's partition (or is fenced), or on shutdown, and every goroutine it started
+// is gone when it has ended.
+//
+// How a partition came here decides what Acquired opens:
+//   - Handover: the previous holder's windows, which travel in the partition lease, resume for their
+//     remaining time.
+//   - Resume (this process re-took its own partition after a fence): the windows kept at the fence
+//     resume for their remaining time, and a real window opens for each service that turned ready
+//     while fenced, or shortly before, and has none (missedWindows); no other ready service gets one.
+//   - Crash or Fresh: a synthetic window opens for every service that is ready now, as the original
+//     does on a restart.
 //
 // Locking: the Tracker and the Registry lock themselves; mu in Manager guards the running windows'
-// watches and the windows kept for a handover, and orders every start and stop of a window's watch.
+// watches and what Released keeps of a partition (its windows and when it stopped), and orders every
+// start and stop of a window's watch. Stopping a window under mu waits for its watches, which never
+// take mu.
 package weeder

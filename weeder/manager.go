@@ -43,9 +43,12 @@ type Manager struct {
 	cancelWork context.CancelFunc
 	wake       chan struct{}
 
-	mu       sync.Mutex
-	runs     map[ServiceKey]*windowRun
-	handover map[int][]Window // windows of released partitions, until handed over
+	mu   sync.Mutex
+	runs map[ServiceKey]*windowRun
+	// handover keeps the windows of a released partition until they are handed over or the partition
+	// is acquired again; stoppedAt keeps when its work stopped, until it is acquired again.
+	handover  map[int][]Window
+	stoppedAt map[int]time.Time
 }
 
 var _ sharding.StateHandler = (*Manager)(nil)
@@ -66,7 +69,8 @@ func NewManager(cfg *config.WeederConfig, maxWindows int) (*Manager, error) {
 	workCtx, cancel := context.WithCancel(context.Background())
 	return &Manager{Config: cfg, tracker: NewTracker(), registry: NewRegistry(maxWindows), selectors: selectors,
 		workCtx: workCtx, cancelWork: cancel,
-		wake: make(chan struct{}, 1), runs: map[ServiceKey]*windowRun{}, handover: map[int][]Window{}}, nil
+		wake: make(chan struct{}, 1), runs: map[ServiceKey]*windowRun{},
+		handover: map[int][]Window{}, stoppedAt: map[int]time.Time{}}, nil
 }
 
 // Start runs the windows until ctx ends: it ends them at their deadlines and starts queued ones as
@@ -111,22 +115,29 @@ func (m *Manager) expire() {
 	m.startLocked(started)
 }
 
-// open opens (or extends) the weeding window of a service until deadline, if this replica owns its
-// namespace. The ownership check and the start happen under mu, which Released holds too, so no
-// window starts in a namespace whose partition is being released.
-func (m *Manager) open(key ServiceKey, deadline time.Time) bool {
+// open opens (or extends) weeding window w, if this replica owns its namespace. The ownership check
+// and the start happen under mu, which Released holds too, so no window starts in a namespace whose
+// partition is being released.
+func (m *Manager) open(w Window) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.Ownership.Owns(key.Namespace) {
+	if !m.Ownership.Owns(w.Key.Namespace) {
 		return false
 	}
-	result := m.registry.Open(key, deadline)
-	if result == Started || result == Queued {
-		windowsOpened.WithLabelValues(key.Service).Inc()
-		m.Log.Info("Opened weeding window", "namespace", key.Namespace, "service", key.Service, "until", deadline, "state", result.String())
+	result, displaced := m.registry.Open(w)
+	for _, key := range displaced {
+		m.stopLocked(key)
+		m.Log.V(1).Info("Synthetic weeding window yielded its slot to a readiness change", "namespace", key.Namespace, "service", key.Service)
 	}
-	if result == Started {
-		m.startLocked([]Window{{Key: key, Deadline: deadline}})
+	if result == Started || result == Queued {
+		windowsOpened.WithLabelValues(w.Key.Service).Inc()
+	}
+	if result == Started || result == Queued || result == Promoted {
+		m.Log.Info("Opened weeding window", "namespace", w.Key.Namespace, "service", w.Key.Service, "until", w.Deadline,
+			"state", result.String(), "synthetic", w.Synthetic)
+	}
+	if result == Started || result == Promoted {
+		m.startLocked([]Window{w})
 	}
 	m.updateGauges()
 	m.signal()
@@ -175,14 +186,14 @@ func (m *Manager) signal() {
 	}
 }
 
-// Running returns the windows whose watches run now, with their deadlines.
+// Running returns the windows whose watches run now, with their deadlines, sorted.
 func (m *Manager) Running() []Window {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	windows := make([]Window, 0, len(m.runs))
-	for key := range m.runs {
-		if deadline, ok := m.registry.Deadline(key); ok {
-			windows = append(windows, Window{Key: key, Deadline: deadline})
+	for _, w := range m.registry.Running() {
+		if _, ok := m.runs[w.Key]; ok {
+			windows = append(windows, w)
 		}
 	}
 	return windows
@@ -193,12 +204,13 @@ type handoverWindow struct {
 	Namespace string    `json:"namespace"`
 	Service   string    `json:"service"`
 	Deadline  time.Time `json:"deadline"`
+	Synthetic bool      `json:"synthetic,omitempty"`
 }
 
 func encodeWindows(windows []Window) string {
 	list := make([]handoverWindow, 0, len(windows))
 	for _, w := range windows {
-		list = append(list, handoverWindow{Namespace: w.Key.Namespace, Service: w.Key.Service, Deadline: w.Deadline.UTC()})
+		list = append(list, handoverWindow{Namespace: w.Key.Namespace, Service: w.Key.Service, Deadline: w.Deadline.UTC(), Synthetic: w.Synthetic})
 	}
 	data, _ := json.Marshal(list)
 	return string(data)
@@ -211,7 +223,7 @@ func decodeWindows(value string) ([]Window, error) {
 	}
 	windows := make([]Window, 0, len(list))
 	for _, w := range list {
-		windows = append(windows, Window{Key: ServiceKey{Namespace: w.Namespace, Service: w.Service}, Deadline: w.Deadline})
+		windows = append(windows, Window{Key: ServiceKey{Namespace: w.Namespace, Service: w.Service}, Deadline: w.Deadline, Synthetic: w.Synthetic})
 	}
 	return windows, nil
 }

@@ -21,7 +21,11 @@ var (
 		Name: "dwd_weeder_pods_deleted_total", Help: "CrashLoopBackOff pods deleted, by the service whose readiness opened the window.",
 	}, []string{"service"})
 	deleteFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "dwd_weeder_pod_delete_failures_total", Help: "Pod deletions that failed (other than the pod being gone or replaced), by service.",
+		Name: "dwd_weeder_pod_delete_failures_total", Help: "Pod deletions that failed (other than the pod being gone, replaced or changed), by service.",
+	}, []string{"service"})
+	deleteConflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_weeder_pod_delete_conflicts_total",
+		Help: "Pod deletions refused because the pod was replaced or changed since it was seen in CrashLoopBackOff (UID or resourceVersion precondition), by service.",
 	}, []string{"service"})
 )
 
@@ -29,6 +33,6 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(windowsOpen, windowsQueued, windowsOpened, podsDeleted, deleteFailures)
+		metrics.Registry.MustRegister(windowsOpen, windowsQueued, windowsOpened, podsDeleted, deleteFailures, deleteConflicts)
 	})
 }

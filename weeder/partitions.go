@@ -2,6 +2,7 @@ package weeder
 
 import (
 	"context"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
@@ -9,72 +10,135 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
-// Acquired starts the weeding of partition p's namespaces. After a graceful handover it resumes the
-// windows the previous holder had open, for their remaining time; after a crash (or when the group
-// starts) it opens windows for the services that are ready now, as the original does on a restart.
+// Acquired starts the weeding of partition p's namespaces, as fits how the partition came here:
+//   - Handover: the windows the previous holder had open resume for their remaining time;
+//   - Resume (this process re-took its own partition after a fence): the windows it kept at the
+//     fence resume for their remaining time, and a real window opens for each readiness change the
+//     fence may have hidden (missedWindows), but none for the other ready services;
+//   - Crash or Fresh: a synthetic window opens for every service that is ready now, as the original
+//     does on a restart.
 func (m *Manager) Acquired(_ context.Context, p int, takeover sharding.Takeover) {
-	m.mu.Lock()
-	delete(m.handover, p)
-	m.mu.Unlock()
-	now := m.Clock.Now()
-	if takeover.Cause == sharding.Handover {
-		m.resume(p, takeover.State[HandoverKey])
-		return
-	}
-	opened := 0
-	for _, ns := range m.namespaces(p) {
-		for _, service := range m.tracker.ReadyServices(ns) {
-			if _, configured := m.selectors[service]; configured && m.open(ServiceKey{Namespace: ns, Service: service}, now.Add(m.Config.WatchDuration.Duration)) {
-				opened++
-			}
-		}
-	}
-	if opened > 0 {
-		m.Log.Info("Acquired partition after a crash or at start: opened weeding windows for ready services",
-			"partition", p, "cause", takeover.Cause.String(), "windows", opened)
+	kept, stoppedAt := m.takeKept(p)
+	switch takeover.Cause {
+	case sharding.Handover:
+		resumed := m.openAll(p, m.handedOver(p, takeover))
+		m.Log.Info("Acquired partition by a graceful handover: resumed its weeding windows", "partition", p, "windows", resumed)
+	case sharding.Resume:
+		// A Resume carries the state of a release whose write failed, if any: those windows resume too.
+		m.resumeOwn(p, append(kept, m.handedOver(p, takeover)...), stoppedAt)
+	default:
+		m.openSynthetic(p, takeover.Cause)
 	}
 }
 
-// resume reopens the windows handed over with a partition that have time left.
-func (m *Manager) resume(p int, state string) {
+// takeKept returns and forgets what Released kept of partition p: its windows not handed over and
+// when its work stopped (zero if it never ran here).
+func (m *Manager) takeKept(p int) ([]Window, time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	kept, stoppedAt := m.handover[p], m.stoppedAt[p]
+	delete(m.handover, p)
+	delete(m.stoppedAt, p)
+	return kept, stoppedAt
+}
+
+// handedOver returns the windows that came in the partition lease's handover annotation.
+func (m *Manager) handedOver(p int, takeover sharding.Takeover) []Window {
+	state := takeover.State[HandoverKey]
 	if state == "" {
-		return
+		return nil
 	}
 	windows, err := decodeWindows(state)
 	if err != nil {
 		m.Log.Error(err, "Ignoring unreadable weeding windows handed over", "partition", p)
-		return
+		return nil
 	}
-	now, resumed := m.Clock.Now(), 0
-	for _, w := range windows {
-		_, configured := m.selectors[w.Key.Service]
-		if configured && w.Deadline.After(now) && m.Ownership.Partition(w.Key.Namespace) == p && m.open(w.Key, w.Deadline) {
-			resumed++
-		}
-	}
-	m.Log.Info("Acquired partition by a graceful handover: resumed its weeding windows", "partition", p, "windows", resumed)
+	return windows
 }
 
-// Released ends the windows of partition p's namespaces and keeps them for HandoverState.
+// openAll opens those of windows that belong to partition p, are of a configured service and have
+// time left, in order; it returns how many it opened.
+func (m *Manager) openAll(p int, windows []Window) int {
+	now, opened := m.Clock.Now(), 0
+	for _, w := range windows {
+		_, configured := m.selectors[w.Key.Service]
+		if configured && w.Deadline.After(now) && m.Ownership.Partition(w.Key.Namespace) == p && m.open(w) {
+			opened++
+		}
+	}
+	return opened
+}
+
+// resumeOwn restarts the weeding of partition p after a fence: the windows kept then, and a window for
+// each readiness change the fence may have hidden.
+func (m *Manager) resumeOwn(p int, kept []Window, stoppedAt time.Time) {
+	now := m.Clock.Now()
+	if stoppedAt.IsZero() { // not stopped here: count only the changes whose window would still run
+		stoppedAt = now
+	}
+	missed := missedWindows(kept, m.readyServices(p), stoppedAt, now, m.Config.WatchDuration.Duration)
+	resumed := m.openAll(p, kept)
+	opened := m.openAll(p, missed)
+	m.Log.Info("Acquired partition again after a fence: resumed the weeding windows kept at the fence",
+		"partition", p, "windows", resumed, "missedReadinessChanges", opened)
+}
+
+// openSynthetic opens a synthetic window for every configured service that is ready in partition
+// p's namespaces.
+func (m *Manager) openSynthetic(p int, cause sharding.TakeoverCause) {
+	deadline := m.Clock.Now().Add(m.Config.WatchDuration.Duration)
+	opened := 0
+	for _, s := range m.readyServices(p) {
+		if m.open(Window{Key: s.Key, Deadline: deadline, Synthetic: true}) {
+			opened++
+		}
+	}
+	if opened > 0 {
+		m.Log.Info("Acquired partition after a crash or at start: opened weeding windows for ready services",
+			"partition", p, "cause", cause.String(), "windows", opened)
+	}
+}
+
+// readyServices returns the configured services that are ready in partition p's namespaces, with
+// when each turned ready.
+func (m *Manager) readyServices(p int) []readyService {
+	var ready []readyService
+	for _, ns := range m.namespaces(p) {
+		for _, service := range m.tracker.ReadyServices(ns) {
+			key := ServiceKey{Namespace: ns, Service: service}
+			_, configured := m.selectors[service]
+			if since, ok := m.tracker.ReadySince(key); configured && ok {
+				ready = append(ready, readyService{Key: key, Since: since})
+			}
+		}
+	}
+	return ready
+}
+
+// Released ends the windows of partition p's namespaces and keeps them, for HandoverState or for a
+// Resume, with the moment their work stopped.
 func (m *Manager) Released(p int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	now := m.Clock.Now()
 	windows := m.registry.InNamespaces(func(ns string) bool { return m.Ownership.Partition(ns) == p })
 	keys := make([]ServiceKey, 0, len(windows))
 	for _, w := range windows {
 		keys = append(keys, w.Key)
 	}
-	started := m.registry.Close(keys...)
+	started := m.registry.Close(now, keys...)
 	for _, key := range keys {
 		m.stopLocked(key)
 	}
 	if len(windows) > 0 {
 		m.handover[p] = windows
 	}
+	m.stoppedAt[p] = now
 	m.startLocked(started)
 }
 
-// HandoverState hands the windows of a released partition to its next holder.
+// HandoverState hands the windows of a released partition to its next holder, once: they are
+// forgotten here.
 func (m *Manager) HandoverState(p int) (string, string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -103,9 +167,10 @@ func (m *Manager) observe(obj any) {
 	if slice == nil {
 		return
 	}
-	key, turnedReady := m.tracker.Observe(slice)
+	now := m.Clock.Now()
+	key, turnedReady := m.tracker.Observe(slice, now)
 	if _, configured := m.selectors[key.Service]; turnedReady && configured {
-		m.open(key, m.Clock.Now().Add(m.Config.WatchDuration.Duration))
+		m.open(Window{Key: key, Deadline: now.Add(m.Config.WatchDuration.Duration)})
 	}
 }
 

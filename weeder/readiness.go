@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 )
@@ -23,22 +24,29 @@ type ServiceKey struct {
 // restart every ready service is first seen ready: the caller bounds that burst with the Registry's
 // cap, or skips the informer's initial list.)
 //
-// Per service the Tracker keeps only the readiness of each slice by name, nothing per endpoint.
-// It is safe for concurrent use: informer event handlers feed it while others read it.
+// Per service the Tracker keeps only the readiness of each slice by name, nothing per endpoint, and
+// when the service last turned ready (ReadySince), so that a replica that was fenced can tell which
+// readiness changes it missed. It is safe for concurrent use: informer event handlers feed it while others read it.
 type Tracker struct {
 	mu sync.RWMutex
 	// namespaces maps a namespace to its tracked services, so that a partition's takeover looks up
 	// its namespaces' services without walking the whole seed's.
-	namespaces map[string]map[string]sliceReadiness
+	namespaces map[string]map[string]*serviceState
 	count      int // tracked services
 }
 
-// sliceReadiness maps a slice name to whether the slice has a ready endpoint.
-type sliceReadiness map[string]bool
+// serviceState is what the Tracker knows of one service.
+type serviceState struct {
+	slices map[string]bool // whether each slice, by name, has a ready endpoint
+	since  time.Time       // when the service last turned ready
+}
 
 // ready reports whether any slice has a ready endpoint.
-func (s sliceReadiness) ready() bool {
-	for _, ready := range s {
+func (s *serviceState) ready() bool {
+	if s == nil {
+		return false
+	}
+	for _, ready := range s.slices {
 		if ready {
 			return true
 		}
@@ -48,13 +56,13 @@ func (s sliceReadiness) ready() bool {
 
 // NewTracker returns an empty Tracker.
 func NewTracker() *Tracker {
-	return &Tracker{namespaces: map[string]map[string]sliceReadiness{}}
+	return &Tracker{namespaces: map[string]map[string]*serviceState{}}
 }
 
-// Observe records an added or updated slice and reports whether its service just turned ready: it
-// was not ready (or not tracked) before and is ready now. A slice without the
+// Observe records an added or updated slice, seen at now, and reports whether its service just
+// turned ready: it was not ready (or not tracked) before and is ready now. A slice without the
 // kubernetes.io/service-name label is ignored and yields the zero key.
-func (t *Tracker) Observe(slice *discoveryv1.EndpointSlice) (key ServiceKey, turnedReady bool) {
+func (t *Tracker) Observe(slice *discoveryv1.EndpointSlice, now time.Time) (key ServiceKey, turnedReady bool) {
 	key, ok := keyOf(slice)
 	if !ok {
 		return ServiceKey{}, false
@@ -62,22 +70,31 @@ func (t *Tracker) Observe(slice *discoveryv1.EndpointSlice) (key ServiceKey, tur
 	ready := sliceReady(slice)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	state := t.stateLocked(key)
+	before := state.ready()
+	if old, known := state.slices[slice.Name]; !known || old != ready {
+		state.slices[strings.Clone(slice.Name)] = ready
+	}
+	if !before && ready {
+		state.since = now
+	}
+	return key, !before && ready
+}
+
+// stateLocked returns the state of key's service, tracking it if it was not; t.mu must be held.
+func (t *Tracker) stateLocked(key ServiceKey) *serviceState {
 	services, known := t.namespaces[key.Namespace]
 	if !known {
-		services = map[string]sliceReadiness{}
+		services = map[string]*serviceState{}
 		t.namespaces[strings.Clone(key.Namespace)] = services
 	}
 	state, tracked := services[key.Service]
 	if !tracked {
-		state = sliceReadiness{}
+		state = &serviceState{slices: map[string]bool{}}
 		services[strings.Clone(key.Service)] = state
 		t.count++
 	}
-	before := state.ready()
-	if old, known := state[slice.Name]; !known || old != ready {
-		state[strings.Clone(slice.Name)] = ready
-	}
-	return key, !before && ready
+	return state
 }
 
 // Forget records a deleted slice and returns its service's key (the zero key for a slice without
@@ -92,8 +109,8 @@ func (t *Tracker) Forget(slice *discoveryv1.EndpointSlice) ServiceKey {
 	defer t.mu.Unlock()
 	services := t.namespaces[key.Namespace]
 	if state, tracked := services[key.Service]; tracked {
-		delete(state, slice.Name)
-		if len(state) == 0 {
+		delete(state.slices, slice.Name)
+		if len(state.slices) == 0 {
 			delete(services, key.Service)
 			t.count--
 		}
@@ -109,6 +126,18 @@ func (t *Tracker) Ready(key ServiceKey) bool {
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	return t.namespaces[key.Namespace][key.Service].ready()
+}
+
+// ReadySince returns when the service last turned ready (was first seen ready, or turned from not
+// ready to ready), and false when it is not ready.
+func (t *Tracker) ReadySince(key ServiceKey) (time.Time, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	state := t.namespaces[key.Namespace][key.Service]
+	if !state.ready() {
+		return time.Time{}, false
+	}
+	return state.since, true
 }
 
 // ReadyServices returns the sorted names of the ready services in namespace.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -11,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
+
+var trackerT0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 // endpointSliceOf builds a slice of service in namespace with one endpoint per ready condition
 // (nil: unset).
@@ -99,7 +102,7 @@ func TestTracker(t *testing.T) {
 				if step.forget {
 					key = tracker.Forget(step.slice)
 				} else {
-					key, turnedReady = tracker.Observe(step.slice)
+					key, turnedReady = tracker.Observe(step.slice, trackerT0)
 				}
 				assert.Equal(t, want, key, "step %d", i)
 				assert.Equal(t, step.turnedReady, turnedReady, "step %d: turnedReady", i)
@@ -109,10 +112,46 @@ func TestTracker(t *testing.T) {
 	}
 }
 
+func TestTrackerReadySince(t *testing.T) {
+	yes, no := ptr.To(true), ptr.To(false)
+	key := ServiceKey{Namespace: "shoot--a", Service: "etcd-main-client"}
+	at := func(s int) time.Time { return trackerT0.Add(time.Duration(s) * time.Second) }
+	tracker := NewTracker()
+	_, ok := tracker.ReadySince(key)
+	assert.False(t, ok, "not tracked: not ready")
+
+	tracker.Observe(endpointSliceOf(key.Namespace, key.Service, "s1", no), at(1))
+	_, ok = tracker.ReadySince(key)
+	assert.False(t, ok, "not ready")
+
+	steps := []struct {
+		at    int
+		slice *discoveryv1.EndpointSlice
+		since int
+	}{
+		{2, endpointSliceOf(key.Namespace, key.Service, "s1", yes), 2},      // turned ready
+		{3, endpointSliceOf(key.Namespace, key.Service, "s1", yes, yes), 2}, // stays ready
+		{4, endpointSliceOf(key.Namespace, key.Service, "s2", yes), 2},      // another ready slice
+	}
+	for _, step := range steps {
+		tracker.Observe(step.slice, at(step.at))
+		since, ok := tracker.ReadySince(key)
+		assert.True(t, ok)
+		assert.Equal(t, at(step.since), since, "at %d", step.at)
+	}
+	tracker.Observe(endpointSliceOf(key.Namespace, key.Service, "s1", no), at(5))
+	tracker.Forget(endpointSliceOf(key.Namespace, key.Service, "s2", yes))
+	_, ok = tracker.ReadySince(key)
+	assert.False(t, ok, "no ready endpoint left")
+	tracker.Observe(endpointSliceOf(key.Namespace, key.Service, "s1", yes), at(6))
+	since, _ := tracker.ReadySince(key)
+	assert.Equal(t, at(6), since, "turned ready again")
+}
+
 func TestTrackerForgetsServiceWithLastSlice(t *testing.T) {
 	tracker := NewTracker()
-	tracker.Observe(endpointSliceOf("ns", "svc", "s1", ptr.To(true)))
-	tracker.Observe(endpointSliceOf("ns", "svc", "s2", ptr.To(true)))
+	tracker.Observe(endpointSliceOf("ns", "svc", "s1", ptr.To(true)), trackerT0)
+	tracker.Observe(endpointSliceOf("ns", "svc", "s2", ptr.To(true)), trackerT0)
 	require.Equal(t, 1, tracker.Len())
 
 	tracker.Forget(endpointSliceOf("ns", "svc", "s1"))
@@ -127,12 +166,12 @@ func TestTrackerIgnoresSliceWithoutServiceLabel(t *testing.T) {
 	slice := endpointSliceOf("ns", "svc", "s1", ptr.To(true))
 	delete(slice.Labels, discoveryv1.LabelServiceName)
 
-	key, turnedReady := tracker.Observe(slice)
+	key, turnedReady := tracker.Observe(slice, trackerT0)
 	assert.Equal(t, ServiceKey{}, key)
 	assert.False(t, turnedReady)
 	assert.Equal(t, ServiceKey{}, tracker.Forget(slice))
 	assert.Equal(t, 0, tracker.Len())
-	key, turnedReady = tracker.Observe(nil)
+	key, turnedReady = tracker.Observe(nil, trackerT0)
 	assert.Equal(t, ServiceKey{}, key)
 	assert.False(t, turnedReady)
 }
@@ -146,7 +185,7 @@ func TestTrackerServicesAreIndependent(t *testing.T) {
 		endpointSliceOf("ns-b", "kube-apiserver", "kas-1", yes),
 		endpointSliceOf("ns-b", "etcd-main-client", "etcd-1", yes),
 	} {
-		_, turnedReady := tracker.Observe(slice)
+		_, turnedReady := tracker.Observe(slice, trackerT0)
 		assert.Equal(t, *slice.Endpoints[0].Conditions.Ready, turnedReady, "%s/%s", slice.Namespace, slice.Name)
 	}
 	assert.Equal(t, 4, tracker.Len())
@@ -154,7 +193,7 @@ func TestTrackerServicesAreIndependent(t *testing.T) {
 	assert.Equal(t, []string{"etcd-main-client", "kube-apiserver"}, tracker.ReadyServices("ns-b"))
 
 	// Same slice name, other namespace: only ns-b's service changes.
-	_, turnedReady := tracker.Observe(endpointSliceOf("ns-b", "kube-apiserver", "kas-1", no))
+	_, turnedReady := tracker.Observe(endpointSliceOf("ns-b", "kube-apiserver", "kas-1", no), trackerT0)
 	assert.False(t, turnedReady)
 	assert.False(t, tracker.Ready(ServiceKey{Namespace: "ns-b", Service: "kube-apiserver"}))
 	assert.True(t, tracker.Ready(ServiceKey{Namespace: "ns-a", Service: "etcd-main-client"}))
@@ -169,8 +208,9 @@ func TestTrackerConcurrentUse(t *testing.T) {
 			defer func() { done <- struct{}{} }()
 			for i := range 200 {
 				slice := endpointSliceOf(fmt.Sprintf("ns-%d", i%10), "svc", fmt.Sprintf("s-%d", w), ptr.To(i%2 == 0))
-				tracker.Observe(slice)
+				tracker.Observe(slice, trackerT0)
 				tracker.ReadyServices(slice.Namespace)
+				tracker.ReadySince(ServiceKey{Namespace: slice.Namespace, Service: "svc"})
 				tracker.Ready(ServiceKey{Namespace: slice.Namespace, Service: "svc"})
 				tracker.Forget(slice)
 			}
@@ -203,7 +243,7 @@ func TestTrackerHeap(t *testing.T) {
 
 	tracker := NewTracker()
 	for _, slice := range all {
-		tracker.Observe(slice)
+		tracker.Observe(slice, trackerT0)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
@@ -226,7 +266,7 @@ func BenchmarkTrackerObserve(b *testing.B) {
 		tracker := NewTracker()
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
-			tracker.Observe(ready[i%len(ready)])
+			tracker.Observe(ready[i%len(ready)], trackerT0)
 		}
 	})
 	b.Run("flips readiness", func(b *testing.B) {
@@ -234,9 +274,9 @@ func BenchmarkTrackerObserve(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; b.Loop(); i++ {
 			if (i/len(ready))%2 == 0 {
-				tracker.Observe(ready[i%len(ready)])
+				tracker.Observe(ready[i%len(ready)], trackerT0)
 			} else {
-				tracker.Observe(notReady[i%len(ready)])
+				tracker.Observe(notReady[i%len(ready)], trackerT0)
 			}
 		}
 	})
@@ -249,7 +289,7 @@ func BenchmarkTrackerReadyServices(b *testing.B) {
 	all := shootSlices(namespaces)
 	tracker := NewTracker()
 	for _, slice := range all {
-		tracker.Observe(slice)
+		tracker.Observe(slice, trackerT0)
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {

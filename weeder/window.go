@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/klog/v2"
 )
 
 // windowRun is the pod watches of one running window.
@@ -133,23 +134,54 @@ func (m *Manager) weedWatched(ctx context.Context, key ServiceKey, events <-chan
 	}
 }
 
-// weed deletes pod if it is stuck in CrashLoopBackOff, only if it is still the same pod (its UID).
+// weed deletes pod if it is stuck in CrashLoopBackOff, only if this replica may act on its namespace
+// right now (Ownership.Guard) and only if the pod is still the one observed: its UID and its
+// resourceVersion, so that a pod that recovered, or changed in any way, since is left alone.
 func (m *Manager) weed(ctx context.Context, key ServiceKey, pod *corev1.Pod) {
 	if !ShouldWeed(pod) {
 		return
 	}
-	uid := pod.UID
-	err := m.Client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	guarded, cancel, err := m.Ownership.Guard(ctx, pod.Namespace)
+	if err != nil {
+		m.Log.Info("Not deleting pod stuck in CrashLoopBackOff: this replica may not act on its namespace now",
+			"pod", klog.KObj(pod), "service", key.Service, "reason", err.Error())
+		return
+	}
+	defer cancel()
+	err = m.Client.CoreV1().Pods(pod.Namespace).Delete(guarded, pod.Name, metav1.DeleteOptions{Preconditions: observed(pod)})
+	m.deleted(ctx, guarded, key, pod, err)
+}
+
+// observed returns the preconditions that let a delete hit pod only as it was observed.
+func observed(pod *corev1.Pod) *metav1.Preconditions {
+	uid, rv := pod.UID, pod.ResourceVersion
+	preconditions := &metav1.Preconditions{UID: &uid}
+	if rv != "" {
+		preconditions.ResourceVersion = &rv
+	}
+	return preconditions
+}
+
+// deleted reports the outcome of pod's delete, sent under guarded (derived from ctx).
+func (m *Manager) deleted(ctx, guarded context.Context, key ServiceKey, pod *corev1.Pod, err error) {
 	switch {
 	case err == nil:
 		podsDeleted.WithLabelValues(key.Service).Inc()
-		m.Log.Info("Deleted pod stuck in CrashLoopBackOff", "pod", pod.Namespace+"/"+pod.Name, "service", key.Service)
+		m.Log.Info("Deleted pod stuck in CrashLoopBackOff", "pod", klog.KObj(pod), "service", key.Service)
 		m.Recorder.Event(pod, corev1.EventTypeNormal, "CrashLoopingPodDeleted",
 			fmt.Sprintf("Deleted: stuck in CrashLoopBackOff while its dependency, service %s, is ready again", key.Service))
-	case apierrors.IsNotFound(err) || apierrors.IsConflict(err) || ctx.Err() != nil:
-		// Gone already, replaced by a pod with another UID, or the window has ended.
+	case apierrors.IsConflict(err):
+		// Replaced (another UID) or changed since observed; its next change comes through the watch.
+		deleteConflicts.WithLabelValues(key.Service).Inc()
+		m.Log.V(1).Info("Pod changed since it was seen in CrashLoopBackOff: not deleted", "pod", klog.KObj(pod),
+			"service", key.Service, "resourceVersion", pod.ResourceVersion)
+	case apierrors.IsNotFound(err) || ctx.Err() != nil:
+		// Gone already, or the window has ended.
+	case guarded.Err() != nil:
+		m.Log.Info("Pod delete cut off at this replica's fence moment; it may or may not have been applied",
+			"pod", klog.KObj(pod), "service", key.Service)
 	default:
 		deleteFailures.WithLabelValues(key.Service).Inc()
-		m.Log.Error(err, "Deleting pod stuck in CrashLoopBackOff", "pod", pod.Namespace+"/"+pod.Name)
+		m.Log.Error(err, "Deleting pod stuck in CrashLoopBackOff", "pod", klog.KObj(pod), "service", key.Service)
 	}
 }

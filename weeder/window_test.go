@@ -3,15 +3,19 @@ package weeder
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -21,6 +25,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
 func TestRewatchDelay(t *testing.T) {
@@ -51,11 +58,16 @@ type podWatchFixture struct {
 	lists   atomic.Int32
 	listErr atomic.Bool // lists fail while set
 	watches chan *watch.FakeWatcher
-	deleted chan string
+	deleted chan metav1.DeleteOptions // of each delete, with its pod's name in the preconditions' place
+	names   chan string
+	own     *ownershipStub
+	// deleteErr, when set, answers the deletes instead of the fake clientset.
+	deleteErr func(name string) error
 }
 
 func newPodWatchFixture() *podWatchFixture {
-	f := &podWatchFixture{clock: clocktesting.NewFakeClock(time.Now()), watches: make(chan *watch.FakeWatcher, 4), deleted: make(chan string, 4)}
+	f := &podWatchFixture{clock: clocktesting.NewFakeClock(time.Now()), watches: make(chan *watch.FakeWatcher, 4),
+		deleted: make(chan metav1.DeleteOptions, 4), names: make(chan string, 4), own: &ownershipStub{}}
 	client := fake.NewClientset()
 	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		f.lists.Add(1)
@@ -70,10 +82,15 @@ func newPodWatchFixture() *podWatchFixture {
 		return true, w, nil
 	})
 	client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		f.deleted <- a.(k8stesting.DeleteAction).GetName()
+		del := a.(k8stesting.DeleteAction)
+		f.names <- del.GetName()
+		f.deleted <- del.GetDeleteOptions()
+		if f.deleteErr != nil {
+			return true, nil, f.deleteErr(del.GetName())
+		}
 		return true, nil, nil
 	})
-	f.m = &Manager{Client: client, Clock: f.clock, Log: logr.Discard(), Recorder: record.NewFakeRecorder(10)}
+	f.m = &Manager{Client: client, Clock: f.clock, Log: logr.Discard(), Recorder: record.NewFakeRecorder(10), Ownership: f.own}
 	return f
 }
 
@@ -108,13 +125,16 @@ func (f *podWatchFixture) nextWatch(t *testing.T) *watch.FakeWatcher {
 	}
 }
 
-func (f *podWatchFixture) requireDeleted(t *testing.T, name string) {
+// requireDeleted requires that the next delete request is for the pod name, and returns its options.
+func (f *podWatchFixture) requireDeleted(t *testing.T, name string) metav1.DeleteOptions {
 	t.Helper()
 	select {
-	case got := <-f.deleted:
+	case got := <-f.names:
 		assert.Equal(t, name, got)
+		return <-f.deleted
 	case <-time.After(10 * time.Second):
 		t.Fatalf("pod %s was not deleted", name)
+		return metav1.DeleteOptions{}
 	}
 }
 
@@ -157,4 +177,55 @@ func TestWatchPodsBacksOffUntilTheWindowEnds(t *testing.T) {
 	require.Eventually(t, f.clock.HasWaiters, 10*time.Second, time.Millisecond)
 	stop() // ends the back-off without the clock moving
 	assert.Equal(t, int32(4), f.lists.Load())
+}
+
+func TestWeedDeletesOnlyThePodAsObserved(t *testing.T) {
+	f := newPodWatchFixture()
+	f.start(t)
+	pod := crashLoopingPod("kube-apiserver-0", "42")
+	f.nextWatch(t).Add(pod)
+
+	options := f.requireDeleted(t, pod.Name)
+
+	require.NotNil(t, options.Preconditions)
+	assert.Equal(t, ptr.To(pod.UID), options.Preconditions.UID, "not a replacement with the same name")
+	assert.Equal(t, ptr.To("42"), options.Preconditions.ResourceVersion, "not a pod that changed since, e.g. recovered")
+	assert.Equal(t, 1, f.own.guardCalls(), "the delete was guarded")
+}
+
+func TestWeedSendsNoDeleteTheGuardRefuses(t *testing.T) {
+	f := newPodWatchFixture()
+	f.own.refusals = []error{fmt.Errorf("%w: acting on shoot--a", sharding.ErrFenced), nil}
+	f.start(t)
+	w := f.nextWatch(t)
+	w.Add(crashLoopingPod("refused", "2"))
+	w.Add(crashLoopingPod("allowed", "3"))
+
+	f.requireDeleted(t, "allowed") // the events are weeded in order: "refused" would come first
+	assert.Equal(t, 2, f.own.guardCalls())
+}
+
+func TestWeedCountsAConflictApartFromFailures(t *testing.T) {
+	f := newPodWatchFixture()
+	f.deleteErr = func(name string) error {
+		return apierrors.NewConflict(corev1.Resource("pods"), name, errors.New("the ResourceVersion in the precondition does not match"))
+	}
+	conflicts := counterValue(t, deleteConflicts.WithLabelValues("etcd-main-client"))
+	failures := counterValue(t, deleteFailures.WithLabelValues("etcd-main-client"))
+	f.start(t)
+	f.nextWatch(t).Add(crashLoopingPod("changed", "2"))
+	f.requireDeleted(t, "changed")
+
+	require.Eventually(t, func() bool {
+		return counterValue(t, deleteConflicts.WithLabelValues("etcd-main-client")) == conflicts+1
+	}, 10*time.Second, time.Millisecond)
+	assert.Equal(t, failures, counterValue(t, deleteFailures.WithLabelValues("etcd-main-client")), "not a failure")
+	assert.Empty(t, f.m.Recorder.(*record.FakeRecorder).Events, "nor worth an Event")
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, c.Write(&m))
+	return m.GetCounter().GetValue()
 }

@@ -1,0 +1,223 @@
+package weeder
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
+)
+
+// ownershipStub plays sharding.Ownership: it owns every namespace unless fenced; a namespace's
+// partition is given by partitions (0 when absent). Guard refuses with the next of refusals (a nil
+// one, or none left, lets the write through) and counts its calls.
+type ownershipStub struct {
+	fenced     atomic.Bool
+	partitions map[string]int
+
+	mu       sync.Mutex
+	refusals []error
+	guards   int
+}
+
+func (o *ownershipStub) Owns(string) bool { return !o.fenced.Load() }
+
+func (o *ownershipStub) Partition(namespace string) int { return o.partitions[namespace] }
+
+func (o *ownershipStub) Guard(ctx context.Context, _ string) (context.Context, context.CancelFunc, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.guards++
+	if len(o.refusals) > 0 {
+		err := o.refusals[0]
+		o.refusals = o.refusals[1:]
+		if err != nil {
+			return ctx, func() {}, err
+		}
+	}
+	guarded, cancel := context.WithCancel(ctx)
+	return guarded, cancel, nil
+}
+
+func (o *ownershipStub) guardCalls() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.guards
+}
+
+const testWatchDuration = 5 * time.Minute
+
+// managerFixture is a Manager on a fake clientset and a fake clock, whose namespaces are those of
+// the slices fed to it, all in partition 0 unless the ownership stub says otherwise.
+type managerFixture struct {
+	m     *Manager
+	own   *ownershipStub
+	clock *clocktesting.FakeClock
+}
+
+func newManagerFixture(t *testing.T, maxWindows int) *managerFixture {
+	selector := []*metav1.LabelSelector{{MatchLabels: map[string]string{"role": "apiserver"}}}
+	cfg := &config.WeederConfig{WatchDuration: &metav1.Duration{Duration: testWatchDuration},
+		ServicesAndDependantSelectors: map[string]config.DependantSelectors{
+			"etcd-main-client": {PodSelectors: selector}, "kube-apiserver": {PodSelectors: selector},
+		}}
+	m, err := NewManager(cfg, maxWindows)
+	require.NoError(t, err)
+	f := &managerFixture{m: m, own: &ownershipStub{partitions: map[string]int{}}, clock: clocktesting.NewFakeClock(registryT0)}
+	m.Ownership, m.Clock, m.Client = f.own, f.clock, fake.NewClientset()
+	m.Log, m.Recorder = logr.Discard(), record.NewFakeRecorder(10)
+	m.namespaces = f.namespaces
+	t.Cleanup(func() { m.cancelWork(); m.stopAll() })
+	return f
+}
+
+// namespaces lists the tracked namespaces of partition p.
+func (f *managerFixture) namespaces(p int) []string {
+	f.m.tracker.mu.RLock()
+	defer f.m.tracker.mu.RUnlock()
+	var in []string
+	for ns := range f.m.tracker.namespaces {
+		if f.own.Partition(ns) == p {
+			in = append(in, ns)
+		}
+	}
+	return in
+}
+
+// ready feeds a slice that makes key's service ready now.
+func (f *managerFixture) ready(key ServiceKey) {
+	f.m.OnAdd(endpointSliceOf(key.Namespace, key.Service, key.Service+"-x", ptr.To(true)), false)
+}
+
+// fence plays the coordinator's fence: the replica owns nothing, then its partitions are released.
+func (f *managerFixture) fence(partitions ...int) {
+	f.own.fenced.Store(true)
+	for _, p := range partitions {
+		f.m.Released(p)
+	}
+}
+
+// acquire plays the coordinator's acquire of partition p.
+func (f *managerFixture) acquire(p int, cause sharding.TakeoverCause) {
+	f.own.fenced.Store(false)
+	f.m.Acquired(context.Background(), p, sharding.Takeover{Cause: cause})
+}
+
+func svcKey(ns, service string) ServiceKey { return ServiceKey{Namespace: ns, Service: service} }
+
+func TestResumeAfterAFenceReopensOnlyWhatRanOrWasMissed(t *testing.T) {
+	var (
+		old      = []ServiceKey{svcKey("a", "etcd-main-client"), svcKey("b", "etcd-main-client"), svcKey("c", "etcd-main-client")}
+		running  = svcKey("a", "kube-apiserver")
+		turnedUp = svcKey("b", "kube-apiserver") // while fenced
+	)
+	tests := []struct {
+		name        string
+		whileFenced func(f *managerFixture)
+		want        func(resumedAt time.Time) []Window
+	}{
+		{
+			name: "the windows that ran before, for their remaining time",
+			want: func(time.Time) []Window {
+				return []Window{{Key: running, Deadline: registryAt(10*time.Minute + testWatchDuration)}}
+			},
+		},
+		{
+			name:        "and a window for a service that turned ready while fenced",
+			whileFenced: func(f *managerFixture) { f.ready(turnedUp) },
+			want: func(resumedAt time.Time) []Window {
+				return []Window{{Key: running, Deadline: registryAt(10*time.Minute + testWatchDuration)},
+					{Key: turnedUp, Deadline: resumedAt.Add(testWatchDuration)}}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newManagerFixture(t, 10)
+			f.acquire(0, sharding.Fresh)
+			for _, k := range old {
+				f.ready(k) // their windows end long before the fence
+			}
+			f.clock.Step(10 * time.Minute)
+			f.m.expire()
+			f.ready(running)
+			before := f.m.Running()
+			require.Equal(t, []Window{{Key: running, Deadline: registryAt(10*time.Minute + testWatchDuration)}}, before)
+
+			f.fence(0)
+			require.Empty(t, f.m.Running())
+			f.clock.Step(time.Minute)
+			if tt.whileFenced != nil {
+				tt.whileFenced(f)
+			}
+			f.clock.Step(time.Second)
+			f.acquire(0, sharding.Resume)
+
+			assert.Equal(t, tt.want(f.clock.Now()), f.m.Running(), "no window for the services that were ready all along")
+			assert.Zero(t, f.m.registry.QueuedLen())
+		})
+	}
+}
+
+func TestCrashTakeoverOpensSyntheticWindowsThatYieldToAReadinessChange(t *testing.T) {
+	f := newManagerFixture(t, 2)
+	f.own.fenced.Store(true) // the services were ready before the partition came here
+	for _, ns := range []string{"a", "b", "c", "d"} {
+		f.ready(svcKey(ns, "etcd-main-client"))
+	}
+	f.clock.Step(time.Minute)
+	f.acquire(0, sharding.Crash)
+	require.Len(t, f.m.Running(), 2, "the cap is full of synthetic windows")
+	require.Equal(t, 2, f.m.registry.QueuedLen())
+	for _, w := range f.m.Running() {
+		require.True(t, w.Synthetic)
+	}
+
+	f.clock.Step(time.Second)
+	changed := svcKey("e", "kube-apiserver")
+	f.ready(changed)
+
+	running := f.m.Running()
+	assert.Contains(t, running, Window{Key: changed, Deadline: f.clock.Now().Add(testWatchDuration)}, "started at once")
+	assert.Len(t, running, 2, "within the cap")
+	assert.Equal(t, 3, f.m.registry.QueuedLen(), "the synthetic window it displaced waits again")
+}
+
+func TestAQueuedWindowWhoseDeadlinePassedNeverStarts(t *testing.T) {
+	f := newManagerFixture(t, 1)
+	f.own.partitions["b"] = 1
+	f.acquire(0, sharding.Fresh)
+	f.ready(svcKey("a", "etcd-main-client"))
+	f.clock.Step(time.Minute)
+	f.ready(svcKey("b", "etcd-main-client")) // partition 1, queued
+	require.Equal(t, 1, f.m.registry.QueuedLen())
+
+	f.clock.Step(2 * testWatchDuration) // both deadlines pass before the expiry loop runs
+	f.m.Released(0)                     // which frees the slot
+
+	assert.Empty(t, f.m.Running(), "the queued window is dropped, not started")
+	assert.Zero(t, f.m.registry.QueuedLen())
+}
+
+func TestHandedOverWindowsKeepTheirKind(t *testing.T) {
+	windows := []Window{win(winEtcdA, time.Minute), synth(winEtcdB, 2*time.Minute)}
+	got, err := decodeWindows(encodeWindows(windows))
+	require.NoError(t, err)
+	assert.Equal(t, windows, got)
+
+	older, err := decodeWindows(`[{"namespace":"shoot--a","service":"etcd-main-client","deadline":"2026-01-01T12:01:00Z"}]`)
+	require.NoError(t, err)
+	assert.Equal(t, []Window{win(winEtcdA, time.Minute)}, older, "a window handed over without a kind is real")
+}
