@@ -105,6 +105,9 @@ type Outage struct {
 	// The partition lease writes while cut, and from the heal to the end.
 	PartitionLeaseWritesCut    PartitionWrites `json:"partition_lease_writes_cut"`
 	PartitionLeaseWritesHealed PartitionWrites `json:"partition_lease_writes_healed"`
+	// WeederWindowsOpenAtCut are the weeding windows open or queued at the cut: the cut waits until
+	// those of the replicas' start have closed, for 2 minutes at most.
+	WeederWindowsOpenAtCut float64 `json:"weeder_windows_open_at_cut"`
 	// WeederWindowsOpened are the weeding windows opened from the heal to the end
 	// (dwd_weeder_windows_opened_total), by service; no service changes readiness in the scenario.
 	WeederWindowsOpened map[string]float64 `json:"weeder_windows_opened"`
@@ -143,8 +146,8 @@ func (r *Result) writeRestarts(b *strings.Builder) {
 		}
 	}
 	if x := r.Outage; x != nil {
-		fmt.Fprintf(b, "\n## Seed API outage\n\n%d shoots, %d replicas cut from the seed's API server for %.0f s; the window after the heal closes %.0f s after every shoot was probed again by its owner.\n\n",
-			x.Shoots, x.Replicas, x.OutageSeconds, x.SettleSeconds)
+		fmt.Fprintf(b, "\n## Seed API outage\n\n%d shoots, %d replicas cut from the seed's API server for %.0f s, with %.0f weeding windows open; the window after the heal closes %.0f s after every shoot was probed again by its owner.\n\n",
+			x.Shoots, x.Replicas, x.OutageSeconds, x.WeederWindowsOpenAtCut, x.SettleSeconds)
 		b.WriteString("| resumed s (p50 / p99 / all) | not resumed | replicas ready s | probed by others | partitions moved (held by others meanwhile) | partition lease writes cut; healed | weeder windows opened | scale writes cut; healed | self-fencings | exited |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 		fmt.Fprintf(b, "| %.2f / %.2f / %.2f | %d (in %.0f s) | %.2f | %d | %d (%d) | %s; %s | %.0f (%s) | %d; %d | %.0f | %s |\n",

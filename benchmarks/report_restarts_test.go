@@ -26,7 +26,7 @@ func TestMarkdownShowsTheRestartScenarios(t *testing.T) {
 	assert.Contains(t, md, "| 12 | 21.50 | 10.20 / 20.25 | 40 | 31.4 | 40.2 | 0 (in 105 s) | 10 (0 creates, 5 acquires, 5 releases, 0 rewrites) |")
 	assert.Contains(t, md, "| dwd-2 | 1.25 | 3.50 | 100 | 21.50 |")
 	assert.Contains(t, md, "| dwd-1 | 30.00 (killed) | 0.00 | 0 | 0.00 |")
-	assert.Contains(t, md, "300 shoots, 3 replicas cut from the seed's API server for 60 s")
+	assert.Contains(t, md, "300 shoots, 3 replicas cut from the seed's API server for 60 s, with 0 weeding windows open;")
 	assert.Contains(t, md, "| 4.00 / 12.00 / 12.50 | 0 (in 105 s) | 2.25 | 0 | 3 (5) | 0 (0 creates, 0 acquires, 0 releases, 0 rewrites); 2 (0 creates, 0 acquires, 0 releases, 2 rewrites) | 300 (kube-apiserver 300) | 0; 0 | 3 | dwd-0 |")
 
 	r.Rolling.LeaveMode = ""

@@ -113,7 +113,7 @@ func outageGoals(x *benchmarks.Outage) []benchmarks.Goal {
 		Met: x.PartitionsMoved == 0,
 	}, {
 		Goal: scenario + ": weeder windows opened after the heal", Target: "0 (no service changes readiness)",
-		Measured: fmt.Sprintf("%.0f", windows), Met: windows == 0,
+		Measured: fmt.Sprintf("%.0f (%.0f open at the cut)", windows, x.WeederWindowsOpenAtCut), Met: windows == 0,
 	}, {
 		Goal: scenario + ": scale writes", Target: "none, while cut or after the heal",
 		Measured: fmt.Sprintf("%d while cut, %d after the heal", x.ScaleWritesCut, x.ScaleWritesHealed),

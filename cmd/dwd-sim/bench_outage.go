@@ -18,6 +18,10 @@ import (
 // was probed again by its owner: for windows and writes that come late.
 const outageSettle = 2
 
+// outageWindowsTimeout bounds the wait for the weeding windows of the replicas' start to close (after
+// the weeder config's watchDuration of 30 s) before the cut.
+const outageWindowsTimeout = 2 * time.Minute
+
 // outage cuts every replica from the seed's API server at once, heals the cut after the outage
 // duration, and measures how the replicas come back.
 func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.Outage, error) {
@@ -41,7 +45,11 @@ func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.O
 	defer tracker.stop()
 	x := &benchmarks.Outage{Shoots: shoots, Replicas: replicas, ResumeTimeoutSeconds: restartResumeTimeout(b.opts.interval).Seconds(),
 		SettleSeconds: (outageSettle * b.opts.interval).Seconds()}
-	fmt.Fprintf(b.out, "outage, %d shoots × %d replicas: the seed's API server cut for %s\n", shoots, replicas, b.opts.outage)
+	if x.WeederWindowsOpenAtCut, err = b.awaitWindowsClosed(ctx); err != nil {
+		return x, err
+	}
+	fmt.Fprintf(b.out, "outage, %d shoots × %d replicas: the seed's API server cut for %s (%.0f weeding windows open)\n",
+		shoots, replicas, b.opts.outage, x.WeederWindowsOpenAtCut)
 	owners := ownersOf(b.seed.Shoots.Callers())
 	s0 := b.snapshot(ctx)
 	tracker.mark()
@@ -198,6 +206,28 @@ func (b *bench) awaitOwners(ctx context.Context, owners map[string]string, heal 
 	x.NotResumed = resumed.missing
 	x.ResumedP50Seconds, x.ResumedP99Seconds, x.ResumedSeconds = resumed.quantiles()
 	return nil
+}
+
+// awaitWindowsClosed waits until no replica has a weeding window open or queued, and returns how many
+// were when it gave up (no error). A fresh start opens one for every ready service; in the steady
+// state the outage should begin from, none are open.
+func (b *bench) awaitWindowsClosed(ctx context.Context) (float64, error) {
+	open := 0.0
+	err := wait.PollUntilContextTimeout(ctx, time.Second, outageWindowsTimeout, true, func(ctx context.Context) (bool, error) {
+		open = 0
+		for _, r := range b.replicas {
+			m := r.metrics(ctx)
+			if m == nil {
+				return false, exited(b.replicas)
+			}
+			open += sum(m, "dwd_weeder_windows_open", "") + sum(m, "dwd_weeder_windows_queued", "")
+		}
+		return open == 0, nil
+	})
+	if err != nil && ctx.Err() == nil && wait.Interrupted(err) {
+		return open, nil
+	}
+	return open, err
 }
 
 // allReady reports whether every replica's /readyz answers 200.
