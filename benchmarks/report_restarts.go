@@ -81,8 +81,10 @@ type RollingRestart struct {
 type Outage struct {
 	Shoots   int `json:"shoots"`
 	Replicas int `json:"replicas"`
-	// OutageSeconds is how long the proxies were cut.
-	OutageSeconds float64 `json:"outage_seconds"`
+	// OutageSeconds is how long the proxies were cut; CutAfterSeconds how long after every shoot was
+	// probed by the replicas' start they were cut (at least the weeder's watchDuration).
+	OutageSeconds   float64 `json:"outage_seconds"`
+	CutAfterSeconds float64 `json:"cut_after_seconds"`
 	// ResumedSeconds runs from the heal until every shoot was probed again by its owner before the
 	// outage (the shoot server's clock); the quantiles are over the shoots.
 	ResumedSeconds    float64 `json:"resumed_seconds"`
@@ -146,8 +148,8 @@ func (r *Result) writeRestarts(b *strings.Builder) {
 		}
 	}
 	if x := r.Outage; x != nil {
-		fmt.Fprintf(b, "\n## Seed API outage\n\n%d shoots, %d replicas cut from the seed's API server for %.0f s, with %.0f weeding windows open; the window after the heal closes %.0f s after every shoot was probed again by its owner.\n\n",
-			x.Shoots, x.Replicas, x.OutageSeconds, x.WeederWindowsOpenAtCut, x.SettleSeconds)
+		fmt.Fprintf(b, "\n## Seed API outage\n\n%d shoots, %d replicas cut from the seed's API server for %.0f s, %.0f s after their start settled, with %.0f weeding windows open; the window after the heal closes %.0f s after every shoot was probed again by its owner.\n\n",
+			x.Shoots, x.Replicas, x.OutageSeconds, x.CutAfterSeconds, x.WeederWindowsOpenAtCut, x.SettleSeconds)
 		b.WriteString("| resumed s (p50 / p99 / all) | not resumed | replicas ready s | probed by others | partitions moved (held by others meanwhile) | partition lease writes cut; healed | weeder windows opened | scale writes cut; healed | self-fencings | exited |\n")
 		b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 		fmt.Fprintf(b, "| %.2f / %.2f / %.2f | %d (in %.0f s) | %.2f | %d | %d (%d) | %s; %s | %.0f (%s) | %d; %d | %.0f | %s |\n",

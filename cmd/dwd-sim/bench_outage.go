@@ -19,8 +19,14 @@ import (
 const outageSettle = 2
 
 // outageWindowsTimeout bounds the wait for the weeding windows of the replicas' start to close (after
-// the weeder config's watchDuration of 30 s) before the cut.
+// the weeder config's watchDuration) before the cut.
 const outageWindowsTimeout = 2 * time.Minute
+
+// weederWatchDuration is demoWeederConfig's watchDuration. The outage cuts no earlier than this after
+// every shoot was probed: the weeder takes a service it first saw ready less than a watchDuration
+// before a fence for one that turned ready then, and opens a window for it after the heal. A service
+// is first seen ready when the replica starts; in the steady state a seed's outage meets, none is.
+const weederWatchDuration = 30 * time.Second
 
 // outage cuts every replica from the seed's API server at once, heals the cut after the outage
 // duration, and measures how the replicas come back.
@@ -45,11 +51,16 @@ func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.O
 	defer tracker.stop()
 	x := &benchmarks.Outage{Shoots: shoots, Replicas: replicas, ResumeTimeoutSeconds: restartResumeTimeout(b.opts.interval).Seconds(),
 		SettleSeconds: (outageSettle * b.opts.interval).Seconds()}
+	settled := time.Now()
+	if err := pause(ctx, weederWatchDuration); err != nil {
+		return x, err
+	}
 	if x.WeederWindowsOpenAtCut, err = b.awaitWindowsClosed(ctx); err != nil {
 		return x, err
 	}
-	fmt.Fprintf(b.out, "outage, %d shoots × %d replicas: the seed's API server cut for %s (%.0f weeding windows open)\n",
-		shoots, replicas, b.opts.outage, x.WeederWindowsOpenAtCut)
+	x.CutAfterSeconds = time.Since(settled).Seconds()
+	fmt.Fprintf(b.out, "outage, %d shoots × %d replicas: the seed's API server cut for %s, %.0fs after the start settled (%.0f weeding windows open)\n",
+		shoots, replicas, b.opts.outage, x.CutAfterSeconds, x.WeederWindowsOpenAtCut)
 	owners := ownersOf(b.seed.Shoots.Callers())
 	s0 := b.snapshot(ctx)
 	tracker.mark()
