@@ -171,6 +171,23 @@ func TestResumeAfterAFenceReopensOnlyWhatRanOrWasMissed(t *testing.T) {
 	}
 }
 
+func TestResumeSoonAfterTheStartOpensNoWindowForServicesReadyAtTheStart(t *testing.T) {
+	f := newManagerFixture(t, 10)
+	initial := []ServiceKey{svcKey("a", "etcd-main-client"), svcKey("b", "kube-apiserver")}
+	f.own.fenced.Store(true) // the initial list arrives before the first partition is acquired
+	for _, k := range initial {
+		f.m.OnAdd(endpointSliceOf(k.Namespace, k.Service, k.Service+"-x", ptr.To(true)), true) // the informer's initial list
+	}
+	f.acquire(0, sharding.Handover) // a start that took the partition over with no window to resume
+	require.Empty(t, f.m.Running())
+	f.clock.Step(time.Second)
+	f.fence(0) // an outage right after the start, well within a watch duration
+	f.clock.Step(time.Minute)
+	f.acquire(0, sharding.Resume)
+	assert.Empty(t, f.m.Running(), "services ready before this process started did not turn ready while it was fenced")
+	assert.Zero(t, f.m.registry.QueuedLen())
+}
+
 func TestCrashTakeoverOpensSyntheticWindowsThatYieldToAReadinessChange(t *testing.T) {
 	f := newManagerFixture(t, 2)
 	f.own.fenced.Store(true) // the services were ready before the partition came here

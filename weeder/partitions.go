@@ -151,9 +151,9 @@ func (m *Manager) HandoverState(p int) (string, string) {
 }
 
 // OnAdd, OnUpdate and OnDelete receive the EndpointSlices of the configured services.
-func (m *Manager) OnAdd(obj any, _ bool) { m.observe(obj) }
+func (m *Manager) OnAdd(obj any, initial bool) { m.observe(obj, initial) }
 
-func (m *Manager) OnUpdate(_, obj any) { m.observe(obj) }
+func (m *Manager) OnUpdate(_, obj any) { m.observe(obj, false) }
 
 func (m *Manager) OnDelete(obj any) {
 	if slice := sliceOf(obj); slice != nil {
@@ -162,13 +162,19 @@ func (m *Manager) OnDelete(obj any) {
 }
 
 // observe tracks a slice and opens the service's window when it turned ready in an owned namespace.
-func (m *Manager) observe(obj any) {
+// A slice of the informer's initial list was ready before this process saw it: its service counts
+// as ready since an unknown time (the zero time), not as a readiness change a fence could have hidden.
+func (m *Manager) observe(obj any, initial bool) {
 	slice := sliceOf(obj)
 	if slice == nil {
 		return
 	}
 	now := m.Clock.Now()
-	key, turnedReady := m.tracker.Observe(slice, now)
+	since := now
+	if initial {
+		since = time.Time{}
+	}
+	key, turnedReady := m.tracker.Observe(slice, since)
 	if _, configured := m.selectors[key.Service]; turnedReady && configured {
 		m.open(Window{Key: key, Deadline: now.Add(m.Config.WatchDuration.Duration)})
 	}
