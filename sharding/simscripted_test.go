@@ -1,0 +1,231 @@
+package sharding
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sharded-dwd/dependency-watchdog/leases"
+)
+
+// Scripted scenarios: the simulation driven through a narrow window on purpose, where a rule of the
+// protocol is the only one that holds, or where the protocol falls short today.
+
+// settledGroup boots n members with the group's settings and lets them settle.
+func (s *simulation) settledGroup(n int) []*simProc {
+	procs := make([]*simProc, n)
+	for i := range procs {
+		s.join()
+		procs[i] = s.procs[len(s.procs)-1]
+	}
+	s.advance(simQuiet, false)
+	s.checkLiveness("after the group settled")
+	return procs
+}
+
+// advanceTo runs the simulation, without faults, until t.
+func (s *simulation) advanceTo(t time.Time) {
+	s.advance(t.Sub(s.now), false)
+}
+
+// untilRenewed runs the simulation until p's member lease has just been renewed, and returns when
+// that renewal was sent.
+func (s *simulation) untilRenewed(p *simProc) time.Time {
+	at := p.member.FenceAt()
+	for s.failure == nil && p.member.FenceAt().Equal(at) {
+		s.advance(simStep, false)
+	}
+	return p.simTime(p.member.FenceAt().Add(-p.cfg.renewDeadline))
+}
+
+// startAfterAFence plays the window the fence epoch check closes. Member v's renewals are refused
+// for 7.5 s; at 6.6 s another member leaves, so v acquires some of its partitions, and v pauses
+// right after the first acquire write until 16.4 s: after the others have taken v's partitions
+// over (v's lease last changed at 0 s), but within the renew deadline of the reconcile that sent
+// the write, so that the Runner's Healthy check lets v renew again. On resume v's member loop runs
+// first: it fences (the fence moment, 10 s, has passed) and renews; then the reconcile reads the
+// answer, sent before its deadline. Only the epoch check keeps v from starting a partition another
+// member holds now. It reports whether the scenario reached its window.
+func (s *simulation) startAfterAFence() bool {
+	procs := s.settledGroup(3)
+	v, w := procs[0], procs[1]
+	t0 := s.untilRenewed(v)
+	v.script.refuseRenewalsUntil = t0.Add(7500 * time.Millisecond)
+	v.script.memberFirst = true
+	s.advanceTo(t0.Add(6600 * time.Millisecond))
+	v.script.pauseAfterAcquire = t0.Add(16400 * time.Millisecond)
+	s.startLeave(w, 0, false)
+	s.advance(15*time.Second, false)
+	return v.script.pauseAfterAcquire.IsZero()
+}
+
+// slowStopOutsideTheFence plays a stop that the fence budget does not cover. Member v's renewals
+// fail from 0 s on. At the fence moment, 10 s, v's reconcile loop runs first and finds v fenced:
+// Coordinator.Reconcile stops every partition itself, and one of them hangs for 9 s in Released
+// (a probe run stuck on a shoot's API server). Then v's member loop fences: Runner.onFence's Fence
+// finds no partition left to stop, does not overrun its budget, and the process does not exit; the
+// stuck stop still runs when the others take v's partitions over after 15 s.
+func (s *simulation) slowStopOutsideTheFence() {
+	procs := s.settledGroup(3)
+	v := procs[0]
+	t0 := s.untilRenewed(v)
+	v.script.refuseRenewalsUntil = t0.Add(time.Minute)
+	v.script.reconcileFirst = true
+	held := v.coordinator.Held()
+	slices.Sort(held)
+	v.script.slowStops = map[int]time.Duration{held[0]: 9 * time.Second}
+	fenceAt := v.simTime(v.member.FenceAt())
+	s.advanceTo(fenceAt.Add(-simStep))
+	v.nextReconcile = fenceAt // a Lease event wakes the reconcile loop at the fence moment
+	s.advance(15*time.Second, false)
+}
+
+// expiryFromAStaleCache plays the window the fresh read before a takeover closes. The own-cache
+// check (Member.ViewStale) keeps a member from acting on a cache that misses its own renewals of
+// more than 2·RP ago; a member whose renewals fail for a while has no recent renewals to miss. So:
+// m's renewals are refused for up to 6 s, so that its lease, as p's cache shows it, last changed at
+// m1; p renews at r (4 to 6 s after m1), then its watch falls 14 s behind and p is cut off until
+// r+7.9 s; p renews again at r+8 s. Between m1+15 s and r+12 s, p is unfenced, not stale by its own
+// check, and its cache says m's lease has not changed for a lease duration, while m renewed at about
+// r+1 s and acts on. Only the fresh read of m's lease keeps p from taking m's partitions. It reports
+// whether the scenario reached its window.
+func (s *simulation) expiryFromAStaleCache() bool {
+	procs := s.settledGroup(3)
+	p, m := procs[0], procs[1]
+	m1 := s.untilRenewed(m)
+	r := p.nextStep
+	for r.Before(m1.Add(4 * time.Second)) {
+		r = r.Add(p.simDuration(p.cfg.retryPeriod))
+	}
+	m.script.refuseRenewalsUntil = r.Add(600 * time.Millisecond)
+	s.advanceTo(r.Add(400 * time.Millisecond))
+	renewed := p.simTime(p.member.FenceAt().Add(-p.cfg.renewDeadline))
+	p.lag = 14 * time.Second
+	s.cut(p, 7500*time.Millisecond)
+	p.hanging = false
+	s.advance(15*time.Second, false)
+	return !renewed.Before(r.Add(-simStep)) && !renewed.After(r.Add(simStep))
+}
+
+// TestSimulatedScriptedWindows plays the scripted windows with the correct protocol: the checker
+// stays green, and each window is reached with at least one seed.
+func TestSimulatedScriptedWindows(t *testing.T) {
+	for _, scenario := range []struct {
+		name string
+		play func(*simulation) bool
+	}{
+		{"expiry from a stale cache", (*simulation).expiryFromAStaleCache},
+		{"start after a fence", (*simulation).startAfterAFence},
+	} {
+		t.Run(scenario.name, func(t *testing.T) {
+			reached := 0
+			for seed := uint64(1); seed <= simBrokenSeeds; seed++ {
+				s := newSimulation(t, seed, correctProtocol)
+				if scenario.play(s) {
+					reached++
+				}
+				require.NoError(t, s.failure)
+			}
+			require.NotZero(t, reached, "no seed reached the window")
+		})
+	}
+}
+
+// The protocol falls short in the scenarios below today; each test is skipped with the reason, and
+// fails when the skip is removed.
+
+func TestSimulatedOutageWithAStaleMemberLease(t *testing.T) {
+	t.Skip("production bug: after an outage, Observer.Defer (leases/observer.go, called from " +
+		"Coordinator.observe) moves the last observed change of every member to the reconnection, " +
+		"including members that had expired long before: a crashed member's (or a ghost's) lease counts " +
+		"live for another lease duration, its partitions are released to nobody and others move between " +
+		"live members, and all move back a lease duration later")
+	s := newSimulation(t, 1, correctProtocol)
+	procs := s.settledGroup(4)
+	s.crash(procs[3])
+	s.advance(simQuiet, false)
+	require.True(t, s.checkLiveness("after a crash"), "settled: %v", s.failure)
+	require.True(t, s.staleMemberLeases(s.inService()))
+	s.outage(true)
+	require.NoError(t, s.failure)
+}
+
+func TestSimulatedDepartingLeaveSettlesWithinSeconds(t *testing.T) {
+	t.Skip("production bug: a departing member deletes its member lease right after writing the " +
+		"clean-leave marker (Runner.shutdown, sharding/runner.go); a member whose cache shows both " +
+		"writes at once never observes the marker, Observer.ObserveAbsent keeps the last advert (not " +
+		"left), and the partitions still naming the departed member wait a lease duration instead of " +
+		"moving at once")
+	s := newSimulation(t, 1, correctProtocol)
+	procs := s.settledGroup(3)
+	s.lastFault = s.now
+	s.startLeave(procs[0], 0, true)
+	s.advance(simGracefulWindow, false)
+	s.checkLiveness("3 s after a departing leave")
+	require.NoError(t, s.failure)
+}
+
+func TestSimulatedSlowStopOutsideTheFence(t *testing.T) {
+	t.Skip("production bug: the fence budget (Runner.onFence, sharding/runner.go) bounds only the " +
+		"member loop's own Coordinator.Fence; a stop already under way in the reconcile loop (the " +
+		"Fence in Coordinator.Reconcile when it finds the member fenced, a release, a foreign-write " +
+		"stop) has left the held set, so onFence neither waits for it nor exits, and a Released that " +
+		"takes longer than D-R still runs when the others take over")
+	s := newSimulation(t, 1, correctProtocol)
+	s.slowStopOutsideTheFence()
+	require.NoError(t, s.failure)
+}
+
+func TestSimulatedOrphanDeletionRevivesTheOrphan(t *testing.T) {
+	t.Skip("production bug: Coordinator.deleteOrphans (sharding/checks.go) forgets an orphaned member " +
+		"right after deleting its lease (members that lose the delete race forget it too); the next " +
+		"reconcile's cache, which has not shown the delete yet, still lists the lease, and the observer " +
+		"takes it for a member seen for the first time: live for a full lease duration, in the ring, its " +
+		"share of the partitions released to nobody, and ObserveAbsent keeps that fresh change once the " +
+		"delete shows")
+	s := newSimulation(t, 1, correctProtocol)
+	procs := s.settledGroup(3)
+	require.Equal(t, "ghost lease", s.ghost())
+	ghost := leases.MemberLeaseName(simGroup, "ghost-1")
+	for _, p := range procs {
+		p.lag = 3 * time.Second // a watch some seconds behind (not stale by the own-cache check)
+	}
+	for deadline := s.now.Add(20 * simLeaseDuration); s.now.Before(deadline) && s.store.Holder(ghost) != ""; {
+		s.advance(simStep, false)
+	}
+	require.Empty(t, s.store.Holder(ghost), "the orphaned ghost lease was deleted")
+	s.advance(simGracefulWindow, false)
+	for _, p := range procs {
+		assert.False(t, p.coordinator.observer.Live("ghost-1", p.clock.Now()), "%s counts the deleted orphan live", p.incarnation)
+	}
+}
+
+func TestSimulatedMemberLeaseDeletedUnderADuplicate(t *testing.T) {
+	t.Skip("production bug: while a second process waits under a member's name for proof that the " +
+		"first stopped, a person deletes the member lease (as one might, to unblock it): Member.take " +
+		"(leases/member.go) creates a missing lease at once, and the new process resumes the partitions " +
+		"still naming the member by compare-and-swap (Plan: holder == me), while the first process acts " +
+		"on until its next renewal fails, or until its renew deadline when it is cut off")
+	s := newSimulation(t, 1, correctProtocol)
+	s.memberLeaseDeletedUnderADuplicate()
+	require.NoError(t, s.failure)
+}
+
+// memberLeaseDeletedUnderADuplicate boots a second process under a member's name; after a renewal
+// the first is cut off from the store, and a second later a person deletes the member lease.
+func (s *simulation) memberLeaseDeletedUnderADuplicate() {
+	procs := s.settledGroup(3)
+	old := procs[0]
+	s.boot(old.name, s.groupConfig(), s.newPod(old.name))
+	s.advance(5*time.Second, false)
+	s.untilRenewed(old)
+	s.cut(old, 20*time.Second)
+	s.advance(time.Second, false)
+	name := old.member.LeaseName()
+	s.personWrites(name, func() error { return s.store.Delete(context.Background(), name, "") })
+	s.advance(10*time.Second, false)
+}
