@@ -22,7 +22,7 @@ func (s *simulation) acquired(p *simProc, part int) {
 	s.checkOwnWrite(p, part)
 	for _, inc := range sortedKeys(s.acting[part]) {
 		if a := s.acting[part][inc]; inc != p.incarnation && a.active(s.now) && !s.excused(a, part) {
-			s.fail("partition %d acted on by %s (since %s) and %s at once", part, inc, s.now.Sub(a.since), p.incarnation)
+			s.fail("partition %d acted on by %s (since t=%s) and %s at once", part, inc, a.since.Sub(s.start), p.incarnation)
 		}
 	}
 	s.acting[part][p.incarnation] = &simAct{proc: p, since: s.now}

@@ -61,7 +61,7 @@ func (s *simulation) scenario() {
 	case 0:
 		s.outage(!s.staleMemberLeases(s.inService()))
 	case 1:
-		s.gracefulLeave()
+		s.gracefulLeave(s.rng.IntN(4) == 0)
 	case 2:
 		s.gracefulReturn()
 	case 3:
@@ -121,13 +121,12 @@ func (s *simulation) steppedDownSince(t time.Time) bool {
 // its member lease right after releasing it, and then the others may never see the release and
 // wait out the lease instead (see TestSimulatedDepartingLeaveSettlesWithinSeconds): that leave is
 // checked after a quiet period.
-func (s *simulation) gracefulLeave() {
+func (s *simulation) gracefulLeave(departing bool) {
 	procs := s.inService()
 	if len(procs) < 3 {
 		return
 	}
 	s.lastFault = s.now
-	departing := s.rng.IntN(4) == 0
 	s.startLeave(procs[s.rng.IntN(len(procs))], 0, departing)
 	if departing {
 		s.count("departing leave, checked after the quiet period")

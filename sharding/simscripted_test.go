@@ -135,6 +135,21 @@ func TestSimulatedScriptedWindows(t *testing.T) {
 	}
 }
 
+// TestSimulatedGracefulChangesSettleWithinSeconds checks, without faults, that every graceful change
+// settles within a few seconds: a leave that hands the share over, a join, returning restarts.
+func TestSimulatedGracefulChangesSettleWithinSeconds(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		s := newSimulation(t, seed, correctProtocol)
+		s.settledGroup(4)
+		s.gracefulLeave(false)
+		s.gracefulJoin()
+		s.gracefulReturn()
+		s.gracefulReturn()
+		require.NoError(t, s.failure)
+		require.Equal(t, 4, s.faults["liveness checks passed"]-1, "every change was checked: %v", s.faults)
+	}
+}
+
 // The protocol falls short in the scenarios below today; each test is skipped with the reason, and
 // fails when the skip is removed.
 
