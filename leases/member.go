@@ -263,6 +263,19 @@ func (m *Member) ViewStale(cachedVersion string, now time.Time, lag time.Duratio
 	return false
 }
 
+// SentAt returns when this process sent the write that produced version of its lease, if it is one
+// of its latest writes.
+func (m *Member) SentAt(version string) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, w := range m.writes {
+		if w.version == version {
+			return w.sentAt, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // Leave says how a member leaves the group in Release.
 type Leave struct {
 	// Returning, when above zero, says the member stops to restart: the others keep its partitions
@@ -309,8 +322,8 @@ func (m *Member) Release(ctx context.Context, now time.Time, leave Leave) error 
 	return nil
 }
 
-// Delete deletes the member lease this process released last, for a member that leaves the group
-// for good; it fails with a Conflict when anyone wrote the lease since.
+// Delete deletes the member lease this process released last; it fails with a Conflict when anyone
+// wrote the lease since.
 func (m *Member) Delete(ctx context.Context) error {
 	m.mu.Lock()
 	released := m.lease

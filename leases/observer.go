@@ -95,17 +95,21 @@ func (o *Observer) Live(member string, now time.Time) bool {
 	return ok && now.Sub(obs.since) < o.expiry(obs)
 }
 
-// Orphaned reports whether member's lease may be deleted: it left for good, or it has been unchanged
-// for OrphanedAfter times its duration (or grace) on this process's clock.
+// Orphaned reports whether member's lease may be deleted: it left for good at least a lease duration
+// ago, or it has been unchanged for OrphanedAfter times its duration (or grace), on this process's
+// clock. A clean leave is kept for a lease duration so that every member sees the marker, or has
+// expired the member by then: a member that saw the lease vanish without ever seeing the marker
+// would count it live for a lease duration from its last renewal.
 func (o *Observer) Orphaned(member string, now time.Time) bool {
 	obs, ok := o.seen[member]
 	if !ok || obs.version == "" || o.Live(member, now) {
 		return false
 	}
+	d := max(o.duration, obs.advert.Duration)
 	if obs.advert.Left && obs.advert.Returning == 0 {
-		return true
+		return now.Sub(obs.since) >= d
 	}
-	return now.Sub(obs.since) >= OrphanedAfter*max(o.duration, obs.advert.Duration, obs.advert.Returning)
+	return now.Sub(obs.since) >= OrphanedAfter*max(d, obs.advert.Returning)
 }
 
 // Unchanged reports whether member's lease still has the version observed at least one full duration

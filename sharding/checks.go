@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 )
@@ -75,9 +75,14 @@ func (c *Coordinator) mismatched(snap snapshot, now time.Time) string {
 // stopForeignWrites stops, without writing anything, the work of every held partition whose lease
 // the cache shows changed or deleted by someone else since this process wrote it: the lease is not
 // this member's any more, whoever wrote it.
-func (c *Coordinator) stopForeignWrites(parts []*coordinationv1.Lease) {
+func (c *Coordinator) stopForeignWrites(snap snapshot) {
+	parts := snap.parts
+	var ownSentAt time.Time
+	if own := snap.members[c.cfg.Member]; own != nil {
+		ownSentAt, _ = c.liveness.SentAt(own.ResourceVersion)
+	}
 	for _, p := range c.Held() {
-		if c.foreignWrite(p, parts[p]) {
+		if c.foreignWrite(p, parts[p], ownSentAt) {
 			c.stop(p)
 			c.metrics.foreignWrites.Inc()
 			c.log.Info("Partition lease written by someone else: stopped its work", "partition", p,
@@ -89,8 +94,10 @@ func (c *Coordinator) stopForeignWrites(parts []*coordinationv1.Lease) {
 }
 
 // foreignWrite reports whether cached, the cache's copy of held partition p's lease, shows a write
-// that is neither this process's own nor the one it replaced (a cache not caught up yet).
-func (c *Coordinator) foreignWrite(p int, cached *coordinationv1.Lease) bool {
+// that is neither this process's own nor the one it replaced (a cache not caught up yet). A lease
+// this process created and the cache does not show is gone once the cache shows a renewal of the
+// member lease sent after the create's answer (ownSentAt): the cache delivers writes in order.
+func (c *Coordinator) foreignWrite(p int, cached *coordinationv1.Lease, ownSentAt time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	hp, ok := c.held[p]
@@ -98,7 +105,7 @@ func (c *Coordinator) foreignWrite(p int, cached *coordinationv1.Lease) bool {
 	case !ok:
 		return false
 	case cached == nil:
-		return hp.shown || hp.base != nil
+		return hp.shown || hp.base != nil || ownSentAt.After(hp.wroteAt)
 	case cached.ResourceVersion == hp.lease.ResourceVersion:
 		hp.shown = true
 		return false

@@ -34,6 +34,8 @@ type Liveness interface {
 	// ViewStale reports whether a cache that shows the member lease at cachedVersion has missed a
 	// renewal sent more than lag before now.
 	ViewStale(cachedVersion string, now time.Time, lag time.Duration) bool
+	// SentAt is when the member sent the write that produced version of its lease, if it knows.
+	SentAt(version string) (time.Time, bool)
 }
 
 // Config is what a Coordinator needs to know about its group.
@@ -111,10 +113,11 @@ type Coordinator struct {
 
 // heldPartition is a partition whose work runs here.
 type heldPartition struct {
-	lease  *coordinationv1.Lease // this process's last write
-	base   *coordinationv1.Lease // the copy that write replaced; nil when it created the lease
-	shown  bool                  // the cache has shown lease
-	cancel context.CancelFunc
+	lease   *coordinationv1.Lease // this process's last write
+	base    *coordinationv1.Lease // the copy that write replaced; nil when it created the lease
+	wroteAt time.Time             // when the write's answer had arrived
+	shown   bool                  // the cache has shown lease
+	cancel  context.CancelFunc
 }
 
 // NewCoordinator returns a Coordinator; workCtx is the parent of every partition's work context.
@@ -202,7 +205,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	epoch := c.fences.Load()
 	now := c.clock.Now()
 	snap := c.snapshot()
-	c.stopForeignWrites(snap.parts)
+	c.stopForeignWrites(snap)
 	c.observe(snap, now)
 	if c.liveness.Fenced(now) {
 		if len(c.Held()) > 0 {

@@ -26,6 +26,10 @@ func (l *switchLiveness) UnfencedAt() time.Time { return time.Time{} }
 
 func (l *switchLiveness) ViewStale(string, time.Time, time.Duration) bool { return false }
 
+func (l *switchLiveness) SentAt(string) (time.Time, bool) { return time.Time{}, false }
+
+func (neverFenced) SentAt(string) (time.Time, bool) { return time.Time{}, false }
+
 func (l *switchLiveness) FenceAt() time.Time {
 	if l.fenced.Load() {
 		return time.Time{}

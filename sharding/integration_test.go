@@ -247,9 +247,11 @@ func TestCrashedMemberIsTakenOverAfterTheLeaseDuration(t *testing.T) {
 	t.Logf("cut-off member fenced after %s; others held everything after %s (D = %s)",
 		fenced.Round(time.Millisecond), tookOver.Round(time.Millisecond), itLeaseDuration)
 
-	// It comes back under the same name: it takes back exactly its share, nothing else moves.
+	// It comes back under the same name: its predecessor left no proof of having stopped, so it
+	// waits out the lease first; then it takes back exactly its share, nothing else moves.
 	g.start("dwd-2")
-	took := g.converge(t, 10*time.Second, "dwd-0", "dwd-1", "dwd-2")
+	took := g.converge(t, itLeaseDuration+5*time.Second, "dwd-0", "dwd-1", "dwd-2")
+	assert.GreaterOrEqual(t, took, itLeaseDuration-itRetryPeriod, "a replacement without proof waits out its predecessor's lease")
 	assert.Equal(t, before, g.work.heldBy(), "the returning member takes back exactly its share")
 	t.Logf("the returning member held its share again after %s", took.Round(time.Millisecond))
 }

@@ -214,12 +214,21 @@ func (r *Runner) reconcileNext(ctx context.Context, queue workqueue.TypedRateLim
 // shutdown leaves the group: it stops the work of every partition and releases their leases (see
 // Coordinator.Leave), then stops renewing and writes the clean-leave marker into the member lease.
 // A member that restarts keeps its share reserved for the return grace; a departing one hands it to
-// the others at once, and deletes its member lease when it leaves the group for good.
+// the others at once. One leaving for good releases every partition, so that the first member that
+// sees its marker deletes its member lease. It does not delete the lease itself: a member whose cache
+// never showed the marker would judge the vanished lease by its last renewal and wait a lease
+// duration.
 func (r *Runner) shutdown(stopMember context.CancelFunc, member *sync.WaitGroup) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.settings.MemberRenewDeadline)
 	defer cancel()
 	returning, departing := r.leaveMode(ctx)
-	stateLost, err := r.coordinator.Leave(ctx, returning)
+	var stateLost bool
+	var err error
+	if departing {
+		stateLost, err = r.coordinator.LeaveForGood(ctx)
+	} else {
+		stateLost, err = r.coordinator.Leave(ctx, returning)
+	}
 	if err != nil {
 		r.log.Error(err, "Handing over partitions on shutdown; their next holders start them as after a crash")
 	}
@@ -234,11 +243,6 @@ func (r *Runner) shutdown(stopMember context.CancelFunc, member *sync.WaitGroup)
 	if err := r.member.Release(releaseCtx, r.clock.Now(), leave); err != nil {
 		r.log.Error(err, "Releasing the member lease on shutdown; the others take over after the lease duration")
 		return
-	}
-	if departing {
-		if err := r.member.Delete(releaseCtx); err != nil {
-			r.log.Error(err, "Deleting the member lease of a member leaving for good; the others delete it later")
-		}
 	}
 	r.log.Info("Left the group", "group", r.settings.GroupName, "member", r.settings.MemberName,
 		"returning", returning, "departing", departing)

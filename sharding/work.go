@@ -220,7 +220,7 @@ func (c *Coordinator) start(p int, lease, base *coordinationv1.Lease, takeover T
 	}
 	ctx, cancel := context.WithCancel(c.workCtx)
 	c.mu.Lock()
-	c.held[p] = &heldPartition{lease: lease, base: base, cancel: cancel}
+	c.held[p] = &heldPartition{lease: lease, base: base, wroteAt: c.clock.Now(), cancel: cancel}
 	c.mu.Unlock()
 	c.heldChanges.Add(1)
 	for _, h := range c.handlers {
@@ -299,11 +299,22 @@ func (c *Coordinator) forEachBounded(parts []int, fn func(p int)) {
 // From its start the replica owns no namespace (Owns is false): the work still running in the
 // partitions not yet stopped may finish what it is doing but starts nothing new.
 func (c *Coordinator) Leave(ctx context.Context, returning bool) (stateLost bool, err error) {
-	c.leaving.Store(true)
-	reservedFor := ""
 	if returning {
-		reservedFor = c.cfg.Member
+		return c.leave(ctx, true, c.cfg.Member)
 	}
+	return c.leave(ctx, false, "")
+}
+
+// LeaveForGood is Leave for a member that leaves the group for good: it releases every partition,
+// so that no partition lease names it afterwards and its member lease may be deleted.
+func (c *Coordinator) LeaveForGood(ctx context.Context) (stateLost bool, err error) {
+	return c.leave(ctx, true, "")
+}
+
+// leave stops every partition and releases those with state, or all with releaseAll, reserved for
+// reservedFor when that is set.
+func (c *Coordinator) leave(ctx context.Context, releaseAll bool, reservedFor string) (stateLost bool, err error) {
+	c.leaving.Store(true)
 	var lost atomic.Bool
 	var reached atomic.Int64
 	held := c.Held()
@@ -311,7 +322,7 @@ func (c *Coordinator) Leave(ctx context.Context, returning bool) (stateLost bool
 		reached.Add(1)
 		own, ok := c.stop(p)
 		state := c.takePending(p)
-		if !ok || (!returning && len(state) == 0) {
+		if !ok || (!releaseAll && len(state) == 0) {
 			return nil
 		}
 		_, err := leases.Release(ctx, c.store, own, state, reservedFor, c.clock.Now())
