@@ -23,7 +23,7 @@ type Hooks struct {
 // Flapping: a member that fences this often within flapWindow steps down for flapWindow, so that the
 // others take its partitions instead of watching it drop and re-take them over and over.
 const (
-	FlapFences     = 3
+	FlapFences          = 3
 	FlapWindowDurations = 10 // in lease durations
 )
 
