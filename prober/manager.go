@@ -66,6 +66,11 @@ type Manager struct {
 	// paused holds the namespaces this replica owns whose probe the lifecycle rules stop or do not start
 	// (hibernation, migration, a restore in progress): when it starts, it waits the initial delay.
 	paused map[string]struct{}
+	// released holds, per partition released here, how long before the release each of its shoots
+	// was last probed, for HandoverState; overdue holds those ages of shoots handed to this replica,
+	// until their first run is scheduled (see handover.go).
+	released map[int]map[string]time.Duration
+	overdue  map[string]time.Duration
 
 	flowMu sync.Mutex
 	flows  map[string]*scaler.Flow
@@ -94,22 +99,28 @@ func (m *Manager) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 }
 
 // Acquired starts the probes of the clusters in partition p; it does not wait for them. However the
-// partition came here, its clusters start after a short jitter (new clusters after initialDelay).
-func (m *Manager) Acquired(ctx context.Context, p int, _ sharding.Takeover) {
+// partition came here, its clusters start at once or after a short jitter (new clusters after
+// initialDelay); those handed over with their last probe's age run first in the order of that age,
+// the longest unprobed first.
+func (m *Manager) Acquired(ctx context.Context, p int, takeover sharding.Takeover) {
+	m.takeOverdue(p, takeover.State[HandoverKey])
 	for _, ns := range m.clustersIn(ctx, p) {
 		if err := m.sync(ctx, ns); err != nil {
 			m.Log.Error(err, "Starting probe of an acquired partition", "namespace", ns, "partition", p)
 		}
 	}
+	m.dropOverdue(p)
 }
 
-// Released stops the probes of partition p and returns when none of them runs any more.
+// Released stops the probes of partition p and returns when none of them runs any more; it keeps
+// how long ago each was last probed for HandoverState.
 func (m *Manager) Released(p int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for ns := range m.probes {
+	for ns, probe := range m.probes {
 		if m.Ownership.Partition(ns) == p {
 			m.stopLocked(ns)
+			m.keepAgeLocked(p, ns, probe)
 		}
 	}
 	for ns := range m.paused {
@@ -200,6 +211,10 @@ func (m *Manager) pauseLocked(ns string) {
 // another replica or a restart of this one, runs after a short jitter: the shoot was being probed.
 func (m *Manager) firstRun(ns string, cluster *unstructured.Unstructured, shoot *Shoot) time.Time {
 	now := m.Clock.Now()
+	if age, ok := m.overdue[ns]; ok {
+		delete(m.overdue, ns)
+		return overdueRun(now, age)
+	}
 	delay := m.Config.InitialDelay.Duration
 	due := cluster.GetCreationTimestamp().Add(delay)
 	if op := shoot.Status.LastOperation; op != nil && op.LastUpdateTime != nil &&

@@ -46,6 +46,8 @@ type shootProbe struct {
 // probeState is what a shoot's probe remembers between its cycles. Only the probe's runs use it, and
 // the scheduler never runs two of them at once, also across a restart that swaps the job.
 type probeState struct {
+	// lastRun is when the last cycle began.
+	lastRun time.Time
 	// seen is what the probe saw of each candidate's node lease (see JudgeLease), and lastSent when it
 	// sent the lease request of the read seen was last updated from.
 	seen     map[string]Sighting
@@ -66,6 +68,7 @@ type probeState struct {
 
 // run is one probe cycle; it returns when the next should start.
 func (p *shootProbe) run(ctx context.Context) time.Duration {
+	p.st.lastRun = p.m.Clock.Now()
 	next := p.m.period()
 	result, err := p.cycle(ctx)
 	probesTotal.WithLabelValues(result).Inc()
