@@ -73,24 +73,25 @@ func (c memberConn) Get(ctx context.Context, name string) (*coordinationv1.Lease
 }
 
 func (c memberConn) Create(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	return c.write(ctx, l, func() (*coordinationv1.Lease, error) { return c.sim.store.Create(context.Background(), l) })
+	return c.write(ctx, l, true, func() (*coordinationv1.Lease, error) { return c.sim.store.Create(context.Background(), l) })
 }
 
 func (c memberConn) Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	return c.write(ctx, l, func() (*coordinationv1.Lease, error) { return c.sim.store.Update(context.Background(), l) })
+	return c.write(ctx, l, true, func() (*coordinationv1.Lease, error) { return c.sim.store.Update(context.Background(), l) })
 }
 
 func (c memberConn) Delete(ctx context.Context, name, resourceVersion string) error {
 	deleted := &coordinationv1.Lease{}
 	deleted.Name = name
-	_, err := c.write(ctx, deleted, func() (*coordinationv1.Lease, error) {
+	_, err := c.write(ctx, deleted, false, func() (*coordinationv1.Lease, error) {
 		return nil, c.sim.store.Delete(context.Background(), name, resourceVersion)
 	})
 	return err
 }
 
-// write sends one write of l and answers it as the injected fault, if any, has it.
-func (c memberConn) write(ctx context.Context, l *coordinationv1.Lease, apply func() (*coordinationv1.Lease, error)) (*coordinationv1.Lease, error) {
+// write sends one write of l and answers it as the injected fault, if any, has it; a delete is
+// never held up (see mayHoldUp).
+func (c memberConn) write(ctx context.Context, l *coordinationv1.Lease, holdable bool, apply func() (*coordinationv1.Lease, error)) (*coordinationv1.Lease, error) {
 	name := l.Name
 	if script := &c.proc.script; strings.Contains(name, "-member-") && c.sim.now.Before(script.refuseRenewalsUntil) {
 		return nil, errInjected
@@ -109,7 +110,11 @@ func (c memberConn) write(ctx context.Context, l *coordinationv1.Lease, apply fu
 	if !c.sim.chaos {
 		return c.answer(apply())
 	}
-	switch u := c.sim.draw(c.proc, "write", name); {
+	u := c.sim.draw(c.proc, "write", name)
+	if u >= simFailedWrites && !(holdable && c.mayHoldUp()) {
+		return c.answer(apply())
+	}
+	switch {
 	case u < simFailedWrites:
 		c.sim.count("failed write")
 		return nil, errInjected
@@ -125,6 +130,14 @@ func (c memberConn) write(ctx context.Context, l *coordinationv1.Lease, apply fu
 		return c.pauseAfter(name, apply, c.sim.now.Add(c.sim.delay(c.proc, "pause", name, simMaxPause)))
 	}
 	return c.answer(apply())
+}
+
+// mayHoldUp reports whether a fault may hold a write up (answer it late, or never). Not during a
+// graceful stop, nor for a delete: Coordinator.Leave and Coordinator.deleteOrphans write in the
+// order Go's map iteration gives them (the Runner writes 16 at a time), and a write held up would
+// delay those after it in an order no seed decides.
+func (c memberConn) mayHoldUp() bool {
+	return c.proc.phase == procRunning
 }
 
 // scriptedPause returns when a scripted pause right after writing l ends, zero for none.

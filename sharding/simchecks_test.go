@@ -82,6 +82,12 @@ func (s *simulation) released(p *simProc, part int) {
 		return
 	}
 	a.until = s.now.Add(x)
+	if p.phase == procLeaving && s.running != nil {
+		// Coordinator.Leave stops the partitions side by side (the Runner's write concurrency), and
+		// this simulation, which runs it one partition at a time in the map order of the held set,
+		// must not make the order matter.
+		a.until = s.running.since.Add(x)
+	}
 	if !p.exitAt.IsZero() && a.until.After(p.exitAt) {
 		a.until = p.exitAt
 	}

@@ -184,10 +184,15 @@ func (s *simulation) watchDelay(kind string, max time.Duration) string {
 
 // duplicate boots a second process under the name of a running one, in a new Pod, while the first
 // keeps running (cut off from the store in half the cases): the new one must wait for proof that the
-// first stopped, which it never gets while the first renews.
+// first stopped, which it never gets while the first renews. It spares a name whose member lease a
+// person has deleted or edited: the new process would take it at once (see
+// TestSimulatedMemberLeaseWrittenUnderTwoProcesses).
 func (s *simulation) duplicate() string {
 	old := s.pick(func(p *simProc) bool { return p.phase == procRunning && len(s.procsOf(p.name)) == 1 })
 	if old == nil {
+		return ""
+	}
+	if l, err := s.store.Get(context.Background(), old.member.LeaseName()); err != nil || leases.Holder(l) != old.name {
 		return ""
 	}
 	cfg, _ := s.bootConfig()
@@ -266,14 +271,17 @@ func (s *simulation) foreignWrite() string {
 	if holder == leases.Holder(l) {
 		return ""
 	}
+	if m, ok := leases.MemberOf(simGroup, l); ok && len(s.procsOf(m)) > 1 {
+		return "" // see deleteLease
+	}
 	l.Spec.HolderIdentity = ptr.To(holder)
 	s.personWrites(l.Name, func() error { _, err := s.store.Update(context.Background(), l); return err })
 	return "foreign write (" + kind + " lease)"
 }
 
 // deleteLease deletes a member or partition lease as a person would. It spares the member lease of
-// a name two processes run under: the waiting one would take it at once and act on the member's
-// partitions while the other still does (see TestSimulatedMemberLeaseDeletedUnderADuplicate).
+// a name two processes run under: the one not holding it would take it at once and act on the
+// member's partitions while the other still does (see TestSimulatedMemberLeaseWrittenUnderTwoProcesses).
 func (s *simulation) deleteLease() string {
 	kind := s.personsLease()
 	l := s.randomLease(simGroup + "-" + kind + "-")

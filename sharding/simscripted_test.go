@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/ptr"
 
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 )
@@ -219,15 +220,22 @@ func TestSimulatedOrphanDeletionRevivesTheOrphan(t *testing.T) {
 	}
 }
 
-func TestSimulatedMemberLeaseDeletedUnderADuplicate(t *testing.T) {
-	t.Skip("production bug: while a second process waits under a member's name for proof that the " +
-		"first stopped, a person deletes the member lease (as one might, to unblock it): Member.take " +
-		"(leases/member.go) creates a missing lease at once, and the new process resumes the partitions " +
-		"still naming the member by compare-and-swap (Plan: holder == me), while the first process acts " +
-		"on until its next renewal fails, or until its renew deadline when it is cut off")
-	s := newSimulation(t, 1, correctProtocol)
-	s.memberLeaseDeletedUnderADuplicate()
-	require.NoError(t, s.failure)
+func TestSimulatedMemberLeaseWrittenUnderTwoProcesses(t *testing.T) {
+	t.Skip("production bug: while two processes run under a member's name, a person's write to the " +
+		"member lease hands it at once to the process that does not hold it: a deleted lease is created " +
+		"by a process waiting for proof that its predecessor stopped (Member.take, leases/member.go: " +
+		"NotFound creates), an edited holder is taken back by a process that lost the name earlier " +
+		"(take: held updates); that process resumes the partitions still naming the member by " +
+		"compare-and-swap (Plan: holder == me), while the process that held the lease acts on until " +
+		"its next renewal, or until its renew deadline when it is cut off")
+	for _, play := range []func(*simulation){
+		(*simulation).memberLeaseDeletedUnderADuplicate,
+		(*simulation).memberLeaseEditedUnderALoser,
+	} {
+		s := newSimulation(t, 1, correctProtocol)
+		play(s)
+		assert.NoError(t, s.failure)
+	}
 }
 
 // memberLeaseDeletedUnderADuplicate boots a second process under a member's name; after a renewal
@@ -242,5 +250,30 @@ func (s *simulation) memberLeaseDeletedUnderADuplicate() {
 	s.advance(time.Second, false)
 	name := old.member.LeaseName()
 	s.personWrites(name, func() error { return s.store.Delete(context.Background(), name, "") })
+	s.advance(10*time.Second, false)
+}
+
+// memberLeaseEditedUnderALoser boots a second process under a member's name while the first is cut
+// off, so that the second takes the lease over and the first, back, has lost the name; after a
+// renewal the second is cut off, and a second later a person edits the lease's holder.
+func (s *simulation) memberLeaseEditedUnderALoser() {
+	procs := s.settledGroup(3)
+	old := procs[0]
+	s.cut(old, 25*time.Second)
+	replacement := s.boot(old.name, s.groupConfig(), s.newPod(old.name))
+	s.advance(35*time.Second, false)
+	s.untilRenewed(replacement)
+	s.cut(replacement, 20*time.Second)
+	s.advance(time.Second, false)
+	name := old.member.LeaseName()
+	s.personWrites(name, func() error {
+		l, err := s.store.Get(context.Background(), name)
+		if err != nil {
+			return err
+		}
+		l.Spec.HolderIdentity = ptr.To("someone-else")
+		_, err = s.store.Update(context.Background(), l)
+		return err
+	})
 	s.advance(10*time.Second, false)
 }
