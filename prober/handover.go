@@ -35,6 +35,10 @@ func (m *Manager) keepAgeLocked(p int, ns string, probe *shootProbe) {
 	m.released[p][ns] = m.Clock.Since(probe.st.lastRun)
 }
 
+// AdvisoryStateKey makes the probe ages advisory state: a departing replica does not write a
+// partition lease for them alone (see sharding.AdvisoryStateHandler).
+func (m *Manager) AdvisoryStateKey() string { return HandoverKey }
+
 // HandoverState hands the next holder of released partition p the ages of its shoots' last probes.
 func (m *Manager) HandoverState(p int) (string, string) {
 	m.mu.Lock()

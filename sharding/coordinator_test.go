@@ -161,3 +161,44 @@ func TestShootsOwnedIsRecountedOnlyWhenHeldPartitionsChangeOrPeriodically(t *tes
 	reconcile()
 	assert.Equal(t, 3, lists, "counted again once the held partitions changed")
 }
+
+// stateHandler hands over state for every partition under key; advisory makes it an
+// AdvisoryStateHandler.
+type stateHandler struct {
+	key string
+}
+
+func (stateHandler) Acquired(context.Context, int, Takeover) {}
+func (stateHandler) Released(int)                            {}
+func (h stateHandler) HandoverState(int) (string, string)    { return h.key, "state" }
+
+type advisoryHandler struct{ stateHandler }
+
+func (h advisoryHandler) AdvisoryStateKey() string { return h.key }
+
+func TestLeaveWritesNoPartitionLeaseForAdvisoryStateAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		handlers   []PartitionHandler
+		wantWrites int
+	}{
+		{"advisory state only: the others take the partitions after the member lease says it left", []PartitionHandler{advisoryHandler{stateHandler{"a"}}}, 0},
+		{"essential state: every partition is released with it", []PartitionHandler{advisoryHandler{stateHandler{"a"}}, stateHandler{"b"}}, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := leasestest.NewStore()
+			c := NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i",
+				Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+				RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store, &switchLiveness{},
+				clocktesting.NewFakeClock(time.Now()), logr.Discard(), tc.handlers...)
+			_, err := c.Reconcile(context.Background())
+			require.NoError(t, err)
+			require.Len(t, c.Held(), 7)
+			before := len(store.Events(0))
+			lost, err := c.Leave(context.Background(), false)
+			require.NoError(t, err)
+			assert.False(t, lost)
+			assert.Equal(t, tc.wantWrites, len(store.Events(before)))
+		})
+	}
+}

@@ -47,6 +47,15 @@ type StateHandler interface {
 	HandoverState(partition int) (key, value string)
 }
 
+// AdvisoryStateHandler is a StateHandler whose state only helps the next holder start better (the
+// prober's probe ages): a departing member's leave does not write a partition lease for it alone, so
+// that the others need not wait for those writes to take the share over.
+type AdvisoryStateHandler interface {
+	StateHandler
+	// AdvisoryStateKey returns the annotation key of the handler's state.
+	AdvisoryStateKey() string
+}
+
 // TakeoverCause says how this replica came to hold a partition.
 type TakeoverCause int
 

@@ -177,6 +177,23 @@ func (c *Coordinator) handoverState(p int) map[string]string {
 	return state
 }
 
+// essential reports whether state holds anything but advisory state (see AdvisoryStateHandler), and
+// so is worth a partition lease write of its own at a leave.
+func (c *Coordinator) essential(state map[string]string) bool {
+	advisory := map[string]bool{}
+	for _, h := range c.handlers {
+		if a, ok := h.(AdvisoryStateHandler); ok {
+			advisory[a.AdvisoryStateKey()] = true
+		}
+	}
+	for k := range state {
+		if !advisory[k] {
+			return true
+		}
+	}
+	return false
+}
+
 // observeHandover records how long a partition was without a working holder: since its release, or
 // since its holder left the group (cause "release"), or since the holder's last observed renewal when
 // its lease expired (cause "expiry").
@@ -322,7 +339,7 @@ func (c *Coordinator) leave(ctx context.Context, releaseAll bool, reservedFor st
 		reached.Add(1)
 		own, ok := c.stop(p)
 		state := c.takePending(p)
-		if !ok || (!releaseAll && len(state) == 0) {
+		if !ok || (!releaseAll && !c.essential(state)) {
 			return nil
 		}
 		_, err := leases.Release(ctx, c.store, own, state, reservedFor, c.clock.Now())
