@@ -45,7 +45,9 @@ type Member struct {
 	held        bool                  // this process has held the lease since it started
 	renewedAt   time.Time             // when the last successful write was sent; zero: never, lost or released
 	unfencedAt  time.Time             // when a renewal last succeeded after failures had fenced the member
+	outageFrom  time.Time             // when the last successful renewal before those failures was sent
 	unreachable bool                  // the renewals have failed since the last success
+	nameLost    bool                  // another incarnation took this member's name: fenced for good
 	waiting     observedVersion       // the predecessor's lease being waited out
 	writes      []sentWrite           // the latest successful writes, oldest first
 
@@ -102,7 +104,7 @@ func (m *Member) Renew(ctx context.Context, now time.Time) error {
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrIdentityTaken) || errors.Is(err, ErrForeignWrite):
-			m.lose()
+			m.lose(err)
 		case !errors.Is(err, ErrWaitingForPredecessor):
 			m.failed()
 		}
@@ -140,16 +142,24 @@ func (m *Member) afterLostRace(ctx context.Context, now time.Time) (*coordinatio
 // process's own, or proves that its last holder stopped; else once it has been unchanged for the
 // lease duration on this process's clock, by a compare-and-swap on the fresh read.
 func (m *Member) take(ctx context.Context, now time.Time) (*coordinationv1.Lease, error) {
+	m.mu.Lock()
+	held, nameLost := m.held, m.nameLost
+	m.mu.Unlock()
+	if nameLost {
+		return nil, fmt.Errorf("%w: this process lost its name earlier", ErrIdentityTaken)
+	}
 	stored, err := m.Store.Get(ctx, m.LeaseName())
 	if apierrors.IsNotFound(err) {
+		if !held && !m.waitedOut(absentLease, now) {
+			// A lease this process saw, held by a predecessor, deleted by someone: the predecessor may
+			// still run until its next renewal finds it gone, so its absence is waited out as well.
+			return nil, fmt.Errorf("%w: its lease was deleted", ErrWaitingForPredecessor)
+		}
 		return m.Store.Create(ctx, m.renewed(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.LeaseName()}}, now))
 	}
 	if err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	held := m.held
-	m.mu.Unlock()
 	mine := Incarnation(stored) == m.Incarnation
 	switch {
 	case held && Holder(stored) == m.Name && !mine:
@@ -168,11 +178,18 @@ func (m *Member) predecessorStopped(stored *coordinationv1.Lease) bool {
 		(Holder(stored) == "" && Incarnation(stored) == "")
 }
 
+// absentLease stands for a member lease found deleted in waitedOut.
+var absentLease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "absent"}}
+
 // waitedOut reports whether stored has been seen unchanged for the longer of this member's and the
-// advertised lease duration, counted from when this process first saw its version.
+// advertised lease duration, counted from when this process first saw its version. Before this
+// process saw any version, a deleted lease needs no waiting: nobody ran under the name.
 func (m *Member) waitedOut(stored *coordinationv1.Lease, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if stored == absentLease && m.waiting.version == "" {
+		return true
+	}
 	if m.waiting.version != stored.ResourceVersion {
 		m.waiting = observedVersion{version: stored.ResourceVersion, since: now}
 	}
@@ -200,7 +217,7 @@ func (m *Member) wrote(lease *coordinationv1.Lease, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.unreachable && (m.renewedAt.IsZero() || !now.Before(m.renewedAt.Add(m.RenewDeadline))) {
-		m.unfencedAt = now
+		m.unfencedAt, m.outageFrom = now, m.lastSent()
 	}
 	m.lease, m.held, m.waiting, m.unreachable = lease, true, observedVersion{}, false
 	if now.After(m.renewedAt) {
@@ -212,11 +229,23 @@ func (m *Member) wrote(lease *coordinationv1.Lease, now time.Time) {
 	}
 }
 
-// lose forgets the lease after someone else wrote it: the member is fenced at once.
-func (m *Member) lose() {
+// lastSent returns when the last successful write was sent; m.mu must be held.
+func (m *Member) lastSent() time.Time {
+	if len(m.writes) == 0 {
+		return time.Time{}
+	}
+	return m.writes[len(m.writes)-1].sentAt
+}
+
+// lose forgets the lease after someone else wrote it: the member is fenced at once, and for good when
+// another incarnation took its name.
+func (m *Member) lose(err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.lease, m.renewedAt = nil, time.Time{}
+	if errors.Is(err, ErrIdentityTaken) {
+		m.nameLost = true
+	}
 }
 
 // FenceAt returns the moment this member is fenced unless a renewal succeeds before; the zero time
@@ -236,12 +265,13 @@ func (m *Member) Fenced(now time.Time) bool {
 	return at.IsZero() || !now.Before(at)
 }
 
-// UnfencedAt returns when a renewal last succeeded after failed ones had fenced the member (the end
-// of an outage): before then this process could not observe the others either.
-func (m *Member) UnfencedAt() time.Time {
+// Outage returns the last outage that fenced the member: from when its last successful renewal
+// before the failures was sent until the renewal that ended them. In between this process could not
+// observe the others either.
+func (m *Member) Outage() (from, to time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.unfencedAt
+	return m.outageFrom, m.unfencedAt
 }
 
 // ViewStale reports whether a cache that shows this member's lease at cachedVersion is stale: it
@@ -319,22 +349,6 @@ func (m *Member) Release(ctx context.Context, now time.Time, leave Leave) error 
 	m.mu.Lock()
 	m.lease = released
 	m.mu.Unlock()
-	return nil
-}
-
-// Delete deletes the member lease this process released last; it fails with a Conflict when anyone
-// wrote the lease since.
-func (m *Member) Delete(ctx context.Context) error {
-	m.mu.Lock()
-	released := m.lease
-	m.lease = nil
-	m.mu.Unlock()
-	if released == nil {
-		return nil
-	}
-	if err := m.Store.Delete(ctx, released.Name, released.ResourceVersion); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting member lease %s: %w", m.LeaseName(), err)
-	}
 	return nil
 }
 

@@ -28,6 +28,7 @@ type observation struct {
 	version string    // resourceVersion of the lease, "" when the lease was not found
 	advert  Advert    // what the lease said when last present
 	since   time.Time // when version was first observed, on this process's clock
+	absent  time.Time // when the lease was first observed absent; zero while it is present
 }
 
 // OrphanedAfter is how many of its durations a member lease must stay unchanged before it counts as
@@ -54,19 +55,34 @@ func (o *Observer) Observe(member string, lease *coordinationv1.Lease, now time.
 func (o *Observer) ObserveAbsent(member string, now time.Time) {
 	prev, ok := o.seen[member]
 	if !ok {
-		o.seen[member] = observation{since: now}
+		o.seen[member] = observation{since: now, absent: now}
 		return
+	}
+	if prev.absent.IsZero() {
+		prev.absent = now
 	}
 	prev.version = ""
 	o.seen[member] = prev
 }
 
-// Defer moves every observed change to at least t, for a member that could not observe anyone until
-// t: the others' silence before then proves nothing. It only ever delays expiry.
-func (o *Observer) Defer(t time.Time) {
+// AbsentFor returns how long member's lease has been observed absent at now; zero when it is present
+// or unknown. A lease deleted by someone proves nothing about its member until its absence has lasted
+// a lease duration: the member may act until its next renewal finds the lease gone.
+func (o *Observer) AbsentFor(member string, now time.Time) time.Duration {
+	obs, ok := o.seen[member]
+	if !ok || obs.absent.IsZero() {
+		return 0
+	}
+	return now.Sub(obs.absent)
+}
+
+// Defer moves the last observed change of every member that was live at from to at least to, for a
+// member that could not observe anyone between from and to: the others' silence then proves nothing.
+// Members already expired at from stay expired. It only ever delays expiry.
+func (o *Observer) Defer(from, to time.Time) {
 	for member, obs := range o.seen {
-		if obs.since.Before(t) {
-			obs.since = t
+		if o.Live(member, from) && obs.since.Before(to) {
+			obs.since = to
 			o.seen[member] = obs
 		}
 	}

@@ -86,8 +86,12 @@ func TestObserverJudgesByItsOwnClock(t *testing.T) {
 		{"a holder never seen counts as live for a full duration", func(o *Observer) { o.ObserveAbsent("a", t0) }, d - time.Second, true},
 		{"silence while this member was cut off does not count", func(o *Observer) {
 			o.Observe("a", memberLease(1), t0)
-			o.Defer(t0.Add(60 * time.Second))
+			o.Defer(t0.Add(5*time.Second), t0.Add(60*time.Second))
 		}, 70 * time.Second, true},
+		{"a member expired before the outage stays expired", func(o *Observer) {
+			o.Observe("a", memberLease(1), t0)
+			o.Defer(t0.Add(20*time.Second), t0.Add(60*time.Second))
+		}, 61 * time.Second, false},
 		{"an unknown member is not live", func(*Observer) {}, 0, false},
 	}
 	for _, tt := range tests {
@@ -114,6 +118,9 @@ func TestObserverOrphaned(t *testing.T) {
 	assert.False(t, o.Orphaned("a", t0.Add(31*time.Second)), "a returning member is kept for ten of its graces")
 	o.ObserveAbsent("a", t0.Add(time.Hour))
 	assert.False(t, o.Orphaned("a", t0.Add(time.Hour)), "nothing to delete once the lease is gone")
+	assert.Equal(t, time.Minute, o.AbsentFor("a", t0.Add(time.Hour+time.Minute)))
+	o.Observe("a", memberLease(4), t0.Add(2*time.Hour))
+	assert.Zero(t, o.AbsentFor("a", t0.Add(2*time.Hour)), "present again")
 }
 
 func TestObserverNextExpiryAndUnchanged(t *testing.T) {

@@ -132,7 +132,8 @@ func (c *Coordinator) deleteOrphans(ctx context.Context, snap snapshot, now time
 			c.log.Error(err, "Deleting an orphaned member lease", "lease", l.Name)
 			continue
 		}
-		c.observer.Forget(m)
+		// The observation stays: the cache may list the lease for a while yet, and a member seen again
+		// would count as new and live. It is forgotten once the lease is gone from the cache.
 		if err == nil {
 			c.metrics.orphansDeleted.Inc()
 			c.log.Info("Deleted an orphaned member lease", "lease", l.Name, "member", m)

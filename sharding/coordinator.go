@@ -28,9 +28,9 @@ type Liveness interface {
 	// FenceAt is the moment the replica is fenced unless a renewal succeeds before; the zero time
 	// when it is fenced already.
 	FenceAt() time.Time
-	// UnfencedAt is when a renewal last succeeded while the replica was fenced: before then it could
-	// not observe the others either.
-	UnfencedAt() time.Time
+	// Outage is the last time span, from the last successful renewal to the next, after which the
+	// replica was fenced for want of renewals: it could not observe the others either.
+	Outage() (from, to time.Time)
 	// ViewStale reports whether a cache that shows the member lease at cachedVersion has missed a
 	// renewal sent more than lag before now.
 	ViewStale(cachedVersion string, now time.Time, lag time.Duration) bool
@@ -96,7 +96,7 @@ type Coordinator struct {
 	// fenceMu orders starts against fences: a start holds it shared while it checks the fence epoch
 	// and records the partition, a fence exclusively while it moves the epoch and lists what to stop.
 	fenceMu sync.RWMutex
-	// deferredTo is the last UnfencedAt the observer was deferred to; checks holds what the last
+	// deferredTo is the end of the last outage the observer was deferred for; checks holds what the last
 	// reconcile found (reconcile steps own both).
 	deferredTo time.Time
 	checks     checks
@@ -304,9 +304,9 @@ func (c *Coordinator) observe(snap snapshot, now time.Time) {
 			}
 		}
 	}
-	if t := c.liveness.UnfencedAt(); t.After(c.deferredTo) {
-		c.observer.Defer(t)
-		c.deferredTo = t
+	if from, to := c.liveness.Outage(); to.After(c.deferredTo) {
+		c.observer.Defer(from, to)
+		c.deferredTo = to
 	}
 }
 

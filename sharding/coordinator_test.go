@@ -22,7 +22,7 @@ type switchLiveness struct{ fenced atomic.Bool }
 
 func (l *switchLiveness) Fenced(time.Time) bool { return l.fenced.Load() }
 
-func (l *switchLiveness) UnfencedAt() time.Time { return time.Time{} }
+func (l *switchLiveness) Outage() (time.Time, time.Time) { return time.Time{}, time.Time{} }
 
 func (l *switchLiveness) ViewStale(string, time.Time, time.Duration) bool { return false }
 

@@ -872,13 +872,16 @@ func TestOutageRecoveryDefersExpiryAndResumesOwnPartitions(t *testing.T) {
 	g.runUntil(safetyRenew+time.Second, func() bool { return len(g.work.heldBy()) == 0 }, "both fence")
 	g.runFor(time.Minute)
 	require.Empty(t, g.work.heldBy())
-	require.True(t, a.member.UnfencedAt().IsZero())
+	_, unfenced := a.member.Outage()
+	require.True(t, unfenced.IsZero())
 
 	// dwd-0 reconnects first; dwd-1's lease, unchanged in the cache for over a minute, says nothing
 	// about dwd-1: dwd-0 could not observe it either.
 	a.conn.heal()
 	g.runUntil(safetyRetry+time.Second, func() bool { return !a.member.Fenced(g.clk.Now()) }, "dwd-0 renews")
-	assert.False(t, a.member.UnfencedAt().IsZero(), "UnfencedAt moves at the end of the outage")
+	from, unfenced := a.member.Outage()
+	assert.False(t, unfenced.IsZero(), "the outage ends at the first renewal after it")
+	assert.True(t, from.Before(unfenced))
 	g.runFor(3 * time.Second)
 	assert.Equal(t, before["dwd-0"], a.held(), "dwd-0 resumes its own partitions and takes none of dwd-1's")
 

@@ -59,7 +59,7 @@ type simProc struct {
 	reconciledFrom int
 	phase          simPhase
 	returning      time.Duration // a graceful stop's return grace; 0 hands the share over
-	departing      bool          // a graceful stop deletes the member lease
+	departing      bool          // a graceful stop leaves the group for good
 	stateLost      bool
 	lag            time.Duration // how far its cache trails the store
 	cutOff         bool
@@ -137,7 +137,7 @@ func (neverFenced) Fenced(time.Time) bool { return false }
 
 func (neverFenced) FenceAt() time.Time { return time.Now().Add(time.Hour) }
 
-func (neverFenced) UnfencedAt() time.Time { return time.Time{} }
+func (neverFenced) Outage() (time.Time, time.Time) { return time.Time{}, time.Time{} }
 
 func (neverFenced) ViewStale(string, time.Time, time.Duration) bool { return false }
 
@@ -321,7 +321,17 @@ func (s *simulation) onFence(p *simProc) {
 	began := s.now
 	s.trace("%s fences", p.incarnation)
 	p.coordinator.Fence()
-	if p.memberLoop.busyUntil.Sub(began) > p.simDuration(p.cfg.fenceBudget) {
+	// Fence also waits for stops already under way in the reconcile loop (it takes every
+	// partition's lock), so those count against the budget too.
+	done := p.memberLoop.busyUntil
+	s.actingMu.Lock()
+	for _, acts := range s.acting {
+		if a, ok := acts[p.incarnation]; ok && a.until.After(done) {
+			done = a.until
+		}
+	}
+	s.actingMu.Unlock()
+	if done.Sub(began) > p.simDuration(p.cfg.fenceBudget) {
 		s.count("fence overran its budget: process exits")
 		s.exit(p, began.Add(p.simDuration(p.cfg.fenceBudget)))
 	}
@@ -345,16 +355,20 @@ func (s *simulation) runReconcile(p *simProc) {
 }
 
 // startLeave begins a graceful stop, as Runner.shutdown does it: the reconcile loop finishes its
-// call and leaves (Coordinator.Leave), then the member loop finishes its round and releases the
-// member lease, returning for the grace given or handing the share over (and deleting the lease when
-// departing).
+// call and leaves (Coordinator.Leave, or Coordinator.LeaveForGood when departing), then the member
+// loop finishes its round and releases the member lease, returning for the grace given or handing
+// the share over.
 func (s *simulation) startLeave(p *simProc, returning time.Duration, departing bool) {
 	p.phase, p.returning, p.departing = procLeaving, returning, departing
 }
 
 func (s *simulation) runLeave(p *simProc) {
 	ctx := context.WithValue(p.ctx, simDeadlineKey{}, fixedDeadline(s.now.Add(p.simDuration(p.cfg.renewDeadline))))
-	s.call(p.reconcileLoop, func() { p.stateLost, _ = p.coordinator.Leave(ctx, p.returning > 0) }, func() {
+	leave := func() (bool, error) { return p.coordinator.Leave(ctx, p.returning > 0) }
+	if p.departing {
+		leave = func() (bool, error) { return p.coordinator.LeaveForGood(ctx) }
+	}
+	s.call(p.reconcileLoop, func() { p.stateLost, _ = leave() }, func() {
 		if p.phase == procLeaving {
 			p.phase = procReleasing
 		}
@@ -367,9 +381,6 @@ func (s *simulation) runRelease(p *simProc) {
 	s.call(p.memberLoop, func() {
 		err := p.member.Release(ctx, p.clock.Now(), leave)
 		s.trace("%s released its member lease (returning %s, departing %v): %v", p.incarnation, p.returning, p.departing, err)
-		if err == nil && p.departing {
-			s.trace("%s deleted its member lease: %v", p.incarnation, p.member.Delete(ctx))
-		}
 	}, func() { s.end(p) })
 }
 

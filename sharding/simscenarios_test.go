@@ -116,11 +116,8 @@ func (s *simulation) steppedDownSince(t time.Time) bool {
 	return false
 }
 
-// gracefulLeave stops a process gracefully, handing its share over: its partitions must be acted on
-// by their new owners within a few seconds. A member that leaves for good (departing) also deletes
-// its member lease right after releasing it, and then the others may never see the release and
-// wait out the lease instead (see TestSimulatedDepartingLeaveSettlesWithinSeconds): that leave is
-// checked after a quiet period.
+// gracefulLeave stops a process gracefully, handing its share over (as a member leaving for good
+// when departing): its partitions must be acted on by their new owners within a few seconds.
 func (s *simulation) gracefulLeave(departing bool) {
 	procs := s.inService()
 	if len(procs) < 3 {
@@ -128,16 +125,13 @@ func (s *simulation) gracefulLeave(departing bool) {
 	}
 	s.lastFault = s.now
 	s.startLeave(procs[s.rng.IntN(len(procs))], 0, departing)
+	kind := "graceful leave"
 	if departing {
-		s.count("departing leave, checked after the quiet period")
-		s.advance(simQuiet, false)
-		s.waitOutRevivals()
-		s.checkLiveness("after a departing leave")
-		return
+		kind = "departing leave"
 	}
-	s.count("graceful leave, checked after 3 s")
+	s.count(kind + ", checked after 3 s")
 	s.advance(simGracefulWindow, false)
-	s.checkLiveness("3 s after a graceful leave")
+	s.checkLiveness("3 s after a " + kind)
 }
 
 // gracefulReturn restarts a process gracefully: it leaves returning, and its successor comes back

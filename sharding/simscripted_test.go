@@ -137,7 +137,9 @@ func TestSimulatedScriptedWindows(t *testing.T) {
 }
 
 // TestSimulatedGracefulChangesSettleWithinSeconds checks, without faults, that every graceful change
-// settles within a few seconds: a leave that hands the share over, a join, returning restarts.
+// settles within a few seconds: a leave that hands the share over, a join, returning restarts, and
+// a member leaving for good (its marker must reach every cache: a lease deleted right after it once
+// kept the member in the others' rings for a lease duration).
 func TestSimulatedGracefulChangesSettleWithinSeconds(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		s := newSimulation(t, seed, correctProtocol)
@@ -145,9 +147,10 @@ func TestSimulatedGracefulChangesSettleWithinSeconds(t *testing.T) {
 		s.gracefulLeave(false)
 		s.gracefulJoin()
 		s.gracefulReturn()
+		s.gracefulLeave(true)
 		s.gracefulReturn()
 		require.NoError(t, s.failure)
-		require.Equal(t, 4, s.faults["liveness checks passed"]-1, "every change was checked: %v", s.faults)
+		require.Equal(t, 5, s.faults["liveness checks passed"]-1, "every change was checked: %v", s.faults)
 	}
 }
 
@@ -155,11 +158,6 @@ func TestSimulatedGracefulChangesSettleWithinSeconds(t *testing.T) {
 // fails when the skip is removed.
 
 func TestSimulatedOutageWithAStaleMemberLease(t *testing.T) {
-	t.Skip("production bug: after an outage, Observer.Defer (leases/observer.go, called from " +
-		"Coordinator.observe) moves the last observed change of every member to the reconnection, " +
-		"including members that had expired long before: a crashed member's (or a ghost's) lease counts " +
-		"live for another lease duration, its partitions are released to nobody and others move between " +
-		"live members, and all move back a lease duration later")
 	s := newSimulation(t, 1, correctProtocol)
 	procs := s.settledGroup(4)
 	s.crash(procs[3])
@@ -170,39 +168,13 @@ func TestSimulatedOutageWithAStaleMemberLease(t *testing.T) {
 	require.NoError(t, s.failure)
 }
 
-func TestSimulatedDepartingLeaveSettlesWithinSeconds(t *testing.T) {
-	t.Skip("production bug: a departing member deletes its member lease right after writing the " +
-		"clean-leave marker (Runner.shutdown, sharding/runner.go); a member whose cache shows both " +
-		"writes at once never observes the marker, Observer.ObserveAbsent keeps the last advert (not " +
-		"left), and the partitions still naming the departed member wait a lease duration instead of " +
-		"moving at once")
-	s := newSimulation(t, 1, correctProtocol)
-	procs := s.settledGroup(3)
-	s.lastFault = s.now
-	s.startLeave(procs[0], 0, true)
-	s.advance(simGracefulWindow, false)
-	s.checkLiveness("3 s after a departing leave")
-	require.NoError(t, s.failure)
-}
-
 func TestSimulatedSlowStopOutsideTheFence(t *testing.T) {
-	t.Skip("production bug: the fence budget (Runner.onFence, sharding/runner.go) bounds only the " +
-		"member loop's own Coordinator.Fence; a stop already under way in the reconcile loop (the " +
-		"Fence in Coordinator.Reconcile when it finds the member fenced, a release, a foreign-write " +
-		"stop) has left the held set, so onFence neither waits for it nor exits, and a Released that " +
-		"takes longer than D-R still runs when the others take over")
 	s := newSimulation(t, 1, correctProtocol)
 	s.slowStopOutsideTheFence()
 	require.NoError(t, s.failure)
 }
 
 func TestSimulatedOrphanDeletionRevivesTheOrphan(t *testing.T) {
-	t.Skip("production bug: Coordinator.deleteOrphans (sharding/checks.go) forgets an orphaned member " +
-		"right after deleting its lease (members that lose the delete race forget it too); the next " +
-		"reconcile's cache, which has not shown the delete yet, still lists the lease, and the observer " +
-		"takes it for a member seen for the first time: live for a full lease duration, in the ring, its " +
-		"share of the partitions released to nobody, and ObserveAbsent keeps that fresh change once the " +
-		"delete shows")
 	s := newSimulation(t, 1, correctProtocol)
 	procs := s.settledGroup(3)
 	require.Equal(t, "ghost lease", s.ghost())
@@ -221,13 +193,6 @@ func TestSimulatedOrphanDeletionRevivesTheOrphan(t *testing.T) {
 }
 
 func TestSimulatedMemberLeaseWrittenUnderTwoProcesses(t *testing.T) {
-	t.Skip("production bug: while two processes run under a member's name, a person's write to the " +
-		"member lease hands it at once to the process that does not hold it: a deleted lease is created " +
-		"by a process waiting for proof that its predecessor stopped (Member.take, leases/member.go: " +
-		"NotFound creates), an edited holder is taken back by a process that lost the name earlier " +
-		"(take: held updates); that process resumes the partitions still naming the member by " +
-		"compare-and-swap (Plan: holder == me), while the process that held the lease acts on until " +
-		"its next renewal, or until its renew deadline when it is cut off")
 	for _, play := range []func(*simulation){
 		(*simulation).memberLeaseDeletedUnderADuplicate,
 		(*simulation).memberLeaseEditedUnderALoser,
@@ -276,4 +241,26 @@ func (s *simulation) memberLeaseEditedUnderALoser() {
 		return err
 	})
 	s.advance(10*time.Second, false)
+}
+
+func TestSimulatedMemberLeaseDeletedUnderAStaleObserver(t *testing.T) {
+	s := newSimulation(t, 1, correctProtocol)
+	s.memberLeaseDeletedUnderAStaleObserver()
+	require.NoError(t, s.failure)
+}
+
+// memberLeaseDeletedUnderAStaleObserver pauses member b for 20 s; 3 s before b resumes, member a
+// renews, is cut off from the store, and a person deletes a's member lease.
+func (s *simulation) memberLeaseDeletedUnderAStaleObserver() {
+	procs := s.settledGroup(3)
+	a, b := procs[0], procs[1]
+	resume := s.now.Add(20 * time.Second)
+	b.pausedUntil = resume
+	s.advanceTo(resume.Add(-5 * time.Second))
+	s.untilRenewed(a)
+	s.cut(a, 20*time.Second)
+	a.hanging = false
+	name := a.member.LeaseName()
+	s.personWrites(name, func() error { return s.store.Delete(context.Background(), name, "") })
+	s.advanceTo(resume.Add(5 * time.Second))
 }

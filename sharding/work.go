@@ -127,7 +127,9 @@ func (e *expiryConfirmer) expired(ctx context.Context, holder string) (bool, err
 		advert := leases.AdvertOf(holder, fresh)
 		e.results[holder] = (advert.Left && advert.Returning == 0) || e.c.observer.Unchanged(holder, fresh.ResourceVersion)
 	case isLostRace(err):
-		e.results[holder] = true
+		// A deleted lease proves nothing until its absence has lasted a lease duration: its member
+		// may act until its next renewal finds it gone.
+		e.results[holder] = e.c.observer.AbsentFor(holder, e.c.clock.Now()) >= e.c.cfg.LeaseDuration
 	default:
 		return false, fmt.Errorf("reading member lease of %s: %w", holder, err)
 	}
@@ -284,6 +286,12 @@ func (c *Coordinator) Fence() {
 		c.log.Info("Fenced: stopping the work of every partition", "partitions", len(held))
 	}
 	c.forEachBounded(held, func(p int) { c.stop(p) })
+	// Stops already under way elsewhere (a release, a foreign write) left the held set before this
+	// listed it; each holds its partition's lock until it is done, so the fence waits for them too.
+	for p := range c.partitions {
+		c.partitions[p].Lock()
+		c.partitions[p].Unlock() //nolint:staticcheck // an empty critical section: waiting is the point
+	}
 	c.metrics.fenceDuration.Observe(time.Since(began).Seconds())
 	c.updateMetrics()
 }
