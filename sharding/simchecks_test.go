@@ -219,12 +219,13 @@ func (s *simulation) checkLiveness(when string) bool {
 }
 
 // waitOutRevivals runs the simulation on, without faults, while a process in service counts a
-// member live whose lease nobody renews, because the member was revived: Observer.Defer moved its
-// last observed change to the end of the process's outage (see
-// TestSimulatedOutageWithAStaleMemberLease), or the process deleted its orphaned lease and then saw
-// it again in its lagging cache as a new member (see TestSimulatedOrphanDeletionRevivesTheOrphan).
-// Until a lease duration later its ring includes the member, and some partitions stay unheld; a few
-// seconds more let them settle once it has dropped the member.
+// member live whose lease nobody renews, since a moment after the heal: a process whose renewals
+// failed for a while (an outage of its own, or a step-down) defers the expiry of every member that
+// was live when its failures began, by design; a new process whose first renewal ends failures
+// defers every member it knows, expired ones included (see
+// TestSimulatedFirstRenewalAfterFailuresRevivesNoExpiredMember). Until a lease duration later its
+// ring includes the member, and some partitions stay unheld; a few seconds more let them settle once
+// it has dropped the member.
 func (s *simulation) waitOutRevivals() {
 	for range 4 { // another orphan may be deleted, and revived, while it waits
 		end, cause := s.revivalsEnd()
@@ -251,9 +252,13 @@ func (s *simulation) revivalsEnd() (end time.Time, cause string) {
 				continue
 			}
 			end = simLater(end, p.simTime(since).Add(simLeaseDuration+simGracefulWindow))
-			cause = "Observer.Defer, or an orphan re-observed after its deletion"
-			if p.simTime(since).Sub(p.booted) <= simStep {
+			switch {
+			case p.simTime(since).Sub(p.booted) <= simStep:
 				cause = "first seen when the process started, by design"
+			case !p.downUntil.IsZero() && p.simTime(since).Sub(p.downUntil).Abs() <= simRetryPeriod:
+				cause = "deferred when the process came back from a step-down, by design"
+			default:
+				cause = "deferred by a process whose renewals had failed"
 			}
 		}
 	}
