@@ -305,7 +305,11 @@ func (c *Coordinator) observe(snap snapshot, now time.Time) {
 		}
 	}
 	if from, to := c.liveness.Outage(); to.After(c.deferredTo) {
-		c.observer.Defer(from, to)
+		// Without a renewal before the failures, this process observed nobody before them: every
+		// observation began after its start, and none needs deferring.
+		if !from.IsZero() {
+			c.observer.Defer(from, to)
+		}
 		c.deferredTo = to
 	}
 }
