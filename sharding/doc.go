@@ -12,11 +12,19 @@
 //     (work started only after this process's own compare-and-swap). It tells the prober and the
 //     weeder what this replica owns (Owns) and starts and stops their work (PartitionHandler).
 //   - Runner: the coordinator against the API server — member lease loop, Lease cache, a reconcile
-//     loop triggered by every Lease event and requeued at the next moment a member lease can expire.
+//     loop triggered by every Lease event and requeued at the next moment a member lease can expire;
+//     a graceful stop that returns (a restart: the share stays reserved), hands over, or departs.
+//   - Settings, the checks (checks.go) and Guard: members that disagree change nothing, holders stop
+//     on foreign writes, orphaned member leases are deleted, and every write on a shoot is checked
+//     against ownership and the fence moment right before it is sent. docs/sharding.md says what each
+//     rule protects against.
 //
 // Locking: reconcile steps run one at a time and own the observer and the ring. Each partition has a
-// lock that orders its start and stop; a start re-checks the fence under it, so no work starts after
-// the member lease loop has fenced the replica. A short RW lock guards the held set that Owns reads.
+// lock that orders its start and stop; a start re-checks the fence epoch under it and under fenceMu
+// (shared), which a fence takes exclusively while it moves the epoch and lists the held partitions,
+// so no work starts after the member lease loop has fenced the replica. A fence then waits for every
+// partition's lock, so stops under way elsewhere count against its budget. A short RW lock guards the
+// held set that Owns reads, and the handover state pending a release write.
 //
 // # Choosing the defaults
 //
