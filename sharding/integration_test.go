@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
@@ -192,8 +191,8 @@ func TestGroupSharesAndHandsOver(t *testing.T) {
 	t.Run("metrics per member", func(t *testing.T) {
 		for m, held := range g.work.heldBy() {
 			assert.Eventually(t, func() bool {
-				return gauge(t, "dwd_sharding_partitions_held", "it", m) == float64(len(held)) &&
-					gauge(t, "dwd_sharding_live_members", "it", m) == 3
+				return metricValue(t, "dwd_sharding_partitions_held", "it", m) == float64(len(held)) &&
+					metricValue(t, "dwd_sharding_live_members", "it", m) == 3
 			}, 5*time.Second, 10*time.Millisecond, m)
 		}
 	})
@@ -256,27 +255,6 @@ func TestCrashedMemberIsTakenOverAfterTheLeaseDuration(t *testing.T) {
 	t.Logf("the returning member held its share again after %s", took.Round(time.Millisecond))
 }
 
-// gauge reads a gauge of the sharding metrics for one member of group.
-func gauge(t *testing.T, name, group, member string) float64 {
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			if labels["group"] == group && labels["member"] == member {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	t.Fatalf("no %s for member %s of group %s", name, member, group)
-	return 0
-}
 
 func intersect(a, b []int) []int {
 	in := map[int]bool{}
