@@ -255,7 +255,6 @@ func TestCrashedMemberIsTakenOverAfterTheLeaseDuration(t *testing.T) {
 	t.Logf("the returning member held its share again after %s", took.Round(time.Millisecond))
 }
 
-
 func intersect(a, b []int) []int {
 	in := map[int]bool{}
 	for _, p := range b {
