@@ -37,6 +37,19 @@ build: ## Build dwd and dwd-sim into bin/.
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dwd ./cmd/dwd
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dwd-sim ./cmd/dwd-sim
 
+IMAGE ?= ghcr.io/sharded-dwd/dwd
+TAG ?= $(VERSION)
+# docker, else podman: the first one installed.
+CONTAINER_ENGINE ?= $(if $(shell command -v docker 2>/dev/null),docker,$(if $(shell command -v podman 2>/dev/null),podman))
+# The Go minor release of go.mod (1.26 of "go 1.26.0"): the image builds with its latest patch release.
+GO_MINOR := $(shell awk '$$1 == "go" {split($$2, v, "."); print v[1] "." v[2]; exit}' go.mod)
+
+.PHONY: image
+image: ## Build the container image IMAGE:TAG (default ghcr.io/sharded-dwd/dwd:VERSION) with docker or podman (CONTAINER_ENGINE).
+	@if [ -z "$(CONTAINER_ENGINE)" ]; then \
+		echo "make image needs a container engine: neither docker nor podman is installed (or set CONTAINER_ENGINE)" >&2; exit 1; fi
+	$(CONTAINER_ENGINE) build --build-arg GO_VERSION=$(GO_MINOR) --build-arg VERSION=$(VERSION) -t $(IMAGE):$(TAG) .
+
 .PHONY: tools
 tools: $(CONTROLPLANE_STAMP) ## Build kube-apiserver and etcd from source into bin/ (skipped when the pinned versions are there).
 
