@@ -1,4 +1,24 @@
-// Package deploy holds the manifests that run dwd on a seed: a kustomize base with a StatefulSet and
-// overlays, the Grafana dashboards and the Prometheus rules. Its Go tests check that the manifests
-// agree with the binary (flags, ports, RBAC).
+// Package deploy holds the kustomize manifests that run dwd on a seed, and builds them.
+//
+// The tree:
+//
+//   - base: one StatefulSet dwd whose replicas run the prober and the weeder (`dwd run`) and share the
+//     shoot namespaces, its ServiceAccount, RBAC (a ClusterRole and a Role for its own namespace, each
+//     rule with the code that needs it), the ConfigMap generated from prober.yaml and weeder.yaml,
+//     a headless Service and a PodDisruptionBudget. It sets no namespace.
+//   - overlays/sharded: the base in the namespace dwd-system with 3 replicas; overlays/single: the
+//     same with one.
+//   - overlays/gardener: dwd in place of the original in a Gardener seed, in the shape Gardener gives
+//     the original (the prober and the weeder as StatefulSets of their own in garden, with the
+//     original's names, command lines, ConfigMap key and labels), built from the base in
+//     overlays/gardener/prober and overlays/gardener/weeder. Its kustomization.yaml says what to stop
+//     first and why no name clashes with Gardener's objects.
+//   - components/metrics-auth: a component that serves /metrics behind authentication and
+//     authorization (--metrics-secure) and adds the RBAC that needs.
+//
+// Build builds any of them with the kustomize API from the copy embedded in the binary, so that Go
+// tests can apply exactly what `kubectl apply -k` applies. The tests of this package build every
+// overlay, dry-run apply it into a real API server, run the real dwd with every container's command
+// line and validate every config, and check what an operator relies on (security context, probes,
+// the downward API, the budget's selector, the RBAC subjects, no wildcard).
 package deploy

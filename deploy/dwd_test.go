@@ -1,0 +1,369 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// The paths of dwd in the image (the Dockerfile's entrypoint, and the original's binary path).
+var imageBinaries = []string{"/usr/local/bin/dwd", "/usr/local/bin/dependency-watchdog"}
+
+// startLine is what dwd logs once its flags and configs are accepted and it starts (cmd/dwd/run.go).
+const startLine = "Starting replica"
+
+// startTimeout bounds how long dwd may take to log its start line.
+const startTimeout = 30 * time.Second
+
+var (
+	dwdOnce sync.Once
+	dwdDir  string
+	dwdPath string
+	dwdErr  error
+)
+
+// dwdBinary builds cmd/dwd once for the package's tests and returns its path.
+func dwdBinary(t *testing.T) string {
+	t.Helper()
+	dwdOnce.Do(func() {
+		if dwdDir, dwdErr = os.MkdirTemp("", "dwd-deploy-test-"); dwdErr != nil {
+			return
+		}
+		dwdPath = filepath.Join(dwdDir, "dwd")
+		out, err := exec.Command("go", "build", "-o", dwdPath, "github.com/sharded-dwd/dependency-watchdog/cmd/dwd").CombinedOutput()
+		if err != nil {
+			dwdErr = fmt.Errorf("building dwd: %w\n%s", err, out)
+		}
+	})
+	require.NoError(t, dwdErr)
+	return dwdPath
+}
+
+// removeDwd removes the binary dwdBinary built.
+func removeDwd() {
+	if dwdDir != "" {
+		_ = os.RemoveAll(dwdDir)
+	}
+}
+
+// testBuilds are what the integration tests apply and run: every overlay, and the sharded one with
+// the metrics-auth component.
+func testBuilds(t *testing.T) map[string][]*unstructured.Unstructured {
+	builds := map[string][]*unstructured.Unstructured{}
+	for _, overlay := range Overlays() {
+		builds[overlay] = mustBuild(t, overlay)
+	}
+	builds["overlays/sharded+components/metrics-auth"] = buildWithComponent(t, "overlays/sharded", "components/metrics-auth")
+	return builds
+}
+
+// buildWithComponent builds an overlay of the tree with a component of the tree added.
+func buildWithComponent(t *testing.T, overlay, component string) []*unstructured.Unstructured {
+	t.Helper()
+	mem, err := inMemory()
+	require.NoError(t, err)
+	require.NoError(t, mem.WriteFile("/test/kustomization.yaml", []byte(
+		"resources: [../"+overlay+"]\ncomponents: [../"+component+"]\n")))
+	objs, err := build(mem, "test")
+	require.NoError(t, err)
+	return objs
+}
+
+// launch is how a container of a build runs here: its command line and environment as the kubelet
+// would give them, with the files of its ConfigMap volumes in a directory of the test.
+type launch struct {
+	argv    []string
+	env     []string
+	configs []configFile
+}
+
+// configFile is a config a container reads: which role's, from which key of which ConfigMap, and
+// where the test wrote it.
+type configFile struct {
+	role, configMap, key, path string
+}
+
+// prepare turns a container of a build into a launch of the binary bin in namespace, against the
+// test API server.
+func prepare(t *testing.T, objs []*unstructured.Unstructured, w workload, c corev1.Container, namespace, bin string) launch {
+	t.Helper()
+	argv := commandLine(c)
+	if len(c.Command) == 0 {
+		argv = append([]string{imageBinaries[0]}, argv...)
+	}
+	require.Contains(t, imageBinaries, argv[0], "the container runs dwd from the image")
+	argv[0] = bin
+	vars := containerEnv(t, w, c, namespace)
+	for i := range argv {
+		argv[i] = expand(argv[i], vars)
+	}
+	mounts := writeMounts(t, objs, w, c)
+	for i := range argv {
+		for mountPath, dir := range mounts {
+			argv[i] = strings.ReplaceAll(argv[i], mountPath+"/", dir+"/")
+		}
+	}
+	l := launch{argv: argv, env: processEnv(vars)}
+	l.configs = configFiles(t, objs, w, c, mounts, argv)
+	l.argv = append(l.argv, "--kubeconfig="+env.KubeconfigFile(t), "--metrics-bind-addr=127.0.0.1:0", "--health-bind-addr=127.0.0.1:0")
+	return l
+}
+
+// containerEnv returns the container's variables as the kubelet sets them, for a pod of w in namespace.
+func containerEnv(t *testing.T, w workload, c corev1.Container, namespace string) map[string]string {
+	t.Helper()
+	pod := map[string]string{"metadata.name": w.meta.Name + "-0", "metadata.namespace": namespace, "metadata.uid": "0a1b2c3d-test-pod-uid"}
+	vars := map[string]string{}
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			vars[e.Name] = expand(e.Value, vars)
+		case e.ValueFrom.FieldRef != nil && pod[e.ValueFrom.FieldRef.FieldPath] != "":
+			vars[e.Name] = pod[e.ValueFrom.FieldRef.FieldPath]
+		default:
+			t.Fatalf("env %s: the test has no value for its source; add one", e.Name)
+		}
+	}
+	return vars
+}
+
+// envRef is a reference to a variable in a container's command line, which the kubelet expands.
+var envRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// expand replaces the references to defined variables in s, as the kubelet does.
+func expand(s string, vars map[string]string) string {
+	return envRef.ReplaceAllStringFunc(s, func(ref string) string {
+		if v, ok := vars[ref[2:len(ref)-1]]; ok {
+			return v
+		}
+		return ref
+	})
+}
+
+// processEnv is this process's environment without what would stand in for the container's, plus
+// the container's variables.
+func processEnv(vars map[string]string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KUBECONFIG=") && !strings.HasPrefix(kv, "POD_") {
+			out = append(out, kv)
+		}
+	}
+	for k, v := range vars {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// writeMounts writes the keys of the ConfigMaps the container mounts into directories of the test
+// and returns them by mount path.
+func writeMounts(t *testing.T, objs []*unstructured.Unstructured, w workload, c corev1.Container) map[string]string {
+	t.Helper()
+	volumes := map[string]corev1.Volume{}
+	for _, v := range w.template.Spec.Volumes {
+		volumes[v.Name] = v
+	}
+	dirs := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		v, ok := volumes[m.Name]
+		require.True(t, ok, "volume %s", m.Name)
+		require.NotNil(t, v.ConfigMap, "volume %s: the test knows only ConfigMap volumes; add the others", m.Name)
+		cm := configMapNamed(t, objs, v.ConfigMap.Name)
+		dir := filepath.Join(t.TempDir(), m.Name)
+		require.NoError(t, os.Mkdir(dir, 0o700))
+		for key, path := range projected(cm, v.ConfigMap.Items) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, path), []byte(cm.Data[key]), 0o600))
+		}
+		dirs[strings.TrimSuffix(m.MountPath, "/")] = dir
+	}
+	return dirs
+}
+
+// projected returns the files a ConfigMap volume shows, by key: every key, or the items given.
+func projected(cm *corev1.ConfigMap, items []corev1.KeyToPath) map[string]string {
+	out := map[string]string{}
+	for key := range cm.Data {
+		out[key] = key
+	}
+	if len(items) > 0 {
+		clear(out)
+		for _, it := range items {
+			out[it.Key] = it.Path
+		}
+	}
+	return out
+}
+
+// configFiles returns the configs the command line argv names, each with the role that reads it and
+// the ConfigMap key it comes from.
+func configFiles(t *testing.T, objs []*unstructured.Unstructured, w workload, c corev1.Container, mounts map[string]string, argv []string) []configFile {
+	t.Helper()
+	volumeOf := map[string]string{} // mount directory → ConfigMap
+	for _, m := range c.VolumeMounts {
+		for _, v := range w.template.Spec.Volumes {
+			if v.Name == m.Name {
+				volumeOf[mounts[strings.TrimSuffix(m.MountPath, "/")]] = v.ConfigMap.Name
+			}
+		}
+	}
+	roles := map[string]string{"prober-config": "prober", "weeder-config": "weeder", "config-file": argv[1]}
+	var out []configFile
+	for flag, role := range roles {
+		for _, path := range flagValues(argv, flag) {
+			cm, ok := volumeOf[filepath.Dir(path)]
+			require.True(t, ok, "--%s=%s is in a ConfigMap the container mounts", flag, path)
+			out = append(out, configFile{role: role, configMap: cm, key: filepath.Base(path), path: path})
+		}
+	}
+	return out
+}
+
+// lockedBuffer is a bytes.Buffer a process writes to while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// runUntilStarted runs l until dwd logs its start line, then stops it with SIGTERM as the kubelet
+// does and waits for it to exit within grace. A command line or config dwd rejects makes it exit
+// first, with the problem in its output, which the failure shows.
+func runUntilStarted(t *testing.T, l launch, grace time.Duration) {
+	t.Helper()
+	cmd := exec.Command(l.argv[0], l.argv[1:]...)
+	cmd.Env = l.env
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var exitErr error
+	exitedEarly := false
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, startTimeout, true,
+		func(context.Context) (bool, error) {
+			select {
+			case exitErr = <-exited:
+				exitedEarly = true
+				return true, nil
+			default:
+				return strings.Contains(out.String(), startLine), nil
+			}
+		})
+	if exitedEarly {
+		t.Fatalf("dwd exited (%v) before it started: %q\n%s", exitErr, l.argv[1:], out)
+	}
+	if err != nil {
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("dwd did not log %q within %s: %q\n%s", startLine, startTimeout, l.argv[1:], out)
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		assert.NoError(t, err, "dwd stops cleanly on SIGTERM:\n%s", out)
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-exited
+		t.Fatalf("dwd did not stop within the grace period (%s) after SIGTERM:\n%s", grace, out)
+	}
+}
+
+func TestEveryContainerStartsWithItsCommandLine(t *testing.T) {
+	env.Require(t)
+	bin := dwdBinary(t)
+	for name, objs := range testBuilds(t) {
+		for _, w := range workloads(t, objs) {
+			for _, c := range w.template.Spec.Containers {
+				t.Run(name+"/"+w.meta.Name+"/"+c.Name, func(t *testing.T) {
+					t.Parallel()
+					l := prepare(t, objs, w, c, env.Namespace(t), bin)
+					runUntilStarted(t, l, time.Duration(*w.template.Spec.TerminationGracePeriodSeconds)*time.Second)
+				})
+			}
+		}
+	}
+}
+
+func TestEveryConfigValidatesWithDwd(t *testing.T) {
+	env.Require(t)
+	bin := dwdBinary(t)
+	for name, objs := range testBuilds(t) {
+		t.Run(name, func(t *testing.T) {
+			read := map[string]bool{}
+			for _, w := range workloads(t, objs) {
+				for _, c := range w.template.Spec.Containers {
+					for _, f := range prepare(t, objs, w, c, "default", bin).configs {
+						read[f.configMap+"/"+f.key] = true
+						assertValid(t, bin, f)
+					}
+				}
+			}
+			for _, cm := range configMaps(t, objs) {
+				for key := range cm.Data {
+					assert.True(t, read[cm.Name+"/"+key], "%s/%s is read by no container", cm.Name, key)
+				}
+			}
+		})
+	}
+}
+
+func TestDwdRejectsAConfigWithAnUnknownKey(t *testing.T) {
+	env.Require(t)
+	bin := dwdBinary(t)
+	objs := mustBuild(t, "overlays/sharded")
+	w := workloads(t, objs)[0]
+	for _, f := range prepare(t, objs, w, w.template.Spec.Containers[0], "default", bin).configs {
+		data, err := os.ReadFile(f.path)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(f.path, append(data, "probeIntervall: 5s\n"...), 0o600))
+		out, err := exec.Command(bin, "config", "validate", "--"+f.role+"-config="+f.path).CombinedOutput()
+		assert.Error(t, err, "a misspelt key fails validation, so the check above can fail")
+		assert.Contains(t, string(out), "probeIntervall")
+	}
+}
+
+// assertValid validates a config strictly with dwd.
+func assertValid(t *testing.T, bin string, f configFile) {
+	t.Helper()
+	require.True(t, slices.Contains([]string{"prober", "weeder"}, f.role), "role of %s/%s: %s", f.configMap, f.key, f.role)
+	out, err := exec.Command(bin, "config", "validate", "--"+f.role+"-config="+f.path).CombinedOutput()
+	assert.NoError(t, err, "%s/%s:\n%s", f.configMap, f.key, out)
+	assert.Equal(t, "valid\n", string(out), "%s/%s", f.configMap, f.key)
+}
+
+func TestMetricsAuthComponentGrantsTheReviews(t *testing.T) {
+	objs := buildWithComponent(t, "overlays/sharded", "components/metrics-auth")
+	w := workloads(t, objs)
+	require.Len(t, w, 1)
+	assert.Contains(t, commandLine(w[0].template.Spec.Containers[0]), "--metrics-secure")
+	got := grants(rules(t, objs)["ClusterRole/dwd-metrics-auth"])
+	assert.Equal(t, map[grant]bool{{"authentication.k8s.io", "tokenreviews", "create"}: true,
+		{"authorization.k8s.io", "subjectaccessreviews", "create"}: true}, got)
+}
