@@ -83,7 +83,7 @@ func (o Options) defaulted() Options {
 // the manager's cache, whose sync the manager waits for before it starts the prober, and the dependents
 // in their own caches, whose sync the schedulers wait for before the first probe. No probe ever waits
 // for a first sync while it holds shoot data whose age it measures.
-func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, coordinator *sharding.Coordinator, opts Options) (*Manager, error) {
+func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, coordinator sharding.Owner, opts Options) (*Manager, error) {
 	registerMetrics()
 	opts = opts.defaulted()
 	if err := IndexClusters(ctx, mgr.GetFieldIndexer(), opts.PartitionCount); err != nil {

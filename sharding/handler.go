@@ -29,6 +29,15 @@ type Ownership interface {
 	Guard(ctx context.Context, namespace string) (guarded context.Context, cancel context.CancelFunc, err error)
 }
 
+// Owner is what the prober and the weeder take from a replica's ownership: which namespaces it acts
+// on, and where the work that starts and stops with partitions registers. A Coordinator is one (the
+// sharded group), a Leader another (the original's single active replica).
+type Owner interface {
+	Ownership
+	// AddHandler registers h; call it before the manager starts.
+	AddHandler(h PartitionHandler)
+}
+
 // Errors of Guard.
 var (
 	// ErrNotOwner: this replica does not hold the namespace's partition (any more), or is leaving.

@@ -61,7 +61,7 @@ func trimSlice(obj any) (any, error) {
 
 // Setup adds the weeder to mgr, whose cache must have been built with CacheOptions, and registers it
 // with coordinator, which tells it what this replica owns.
-func Setup(ctx context.Context, mgr manager.Manager, cfg *config.WeederConfig, coordinator *sharding.Coordinator, maxWindows, partitionCount int) (*Manager, error) {
+func Setup(ctx context.Context, mgr manager.Manager, cfg *config.WeederConfig, coordinator sharding.Owner, maxWindows, partitionCount int) (*Manager, error) {
 	m, err := NewManager(cfg, maxWindows)
 	if err != nil {
 		return nil, err

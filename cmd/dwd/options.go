@@ -58,6 +58,8 @@ type options struct {
 	metricsBindAddress   string
 	healthBindAddress    string
 	pprofBindAddress     string
+	metricsSecure        bool
+	metricsCertDir       string
 	concurrentReconciles int
 	proberConfigPath     string
 	weederConfigPath     string
@@ -71,6 +73,9 @@ type options struct {
 	leaderElection       leaderElectionOptions
 	sharding             config.Sharding
 	zap                  zap.Options
+	// leaderOnly: `dwd prober` or `dwd weeder` with leader election and no sharding flag run as the
+	// original does, the leader owning every shoot, with no Leases but the leader lease.
+	leaderOnly bool
 
 	// Set by complete. restConfig counts its requests; baseRestConfig is the same without counting,
 	// for clients that count under their own name.
@@ -134,6 +139,9 @@ func (o *options) addCommonFlags(fs *pflag.FlagSet) {
 		fs.StringVar(&o.metricsBindAddress, "metrics-bind-addr", o.metricsBindAddress, "Address of the Prometheus metrics endpoint (0 disables it).")
 		fs.StringVar(&o.healthBindAddress, "health-bind-addr", o.healthBindAddress, "Address of the /healthz and /readyz endpoints (0 disables them).")
 		fs.StringVar(&o.pprofBindAddress, "pprof-bind-addr", o.pprofBindAddress, "Address of the pprof endpoint; off unless given.")
+		fs.BoolVar(&o.metricsSecure, "metrics-secure", o.metricsSecure, "Serve the metrics endpoint over HTTPS, and only to callers the seed authenticates (TokenReview) and authorizes "+
+			"(SubjectAccessReview for get on the /metrics path); needs create on tokenreviews and subjectaccessreviews. Off by default, as in the original.")
+		fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", o.metricsCertDir, "Folder with tls.crt and tls.key for --metrics-secure, reloaded when they change (default: a self-signed certificate made in memory).")
 	})
 	addSection(fs, sectionLogging, func(fs *pflag.FlagSet) {
 		zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/sharded-dwd/dependency-watchdog/access"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 	"github.com/sharded-dwd/dependency-watchdog/weeder"
@@ -82,14 +82,17 @@ func newRoleCommand(r role) *cobra.Command {
 		Long: roleShort[r] + `.
 
 Takes the command line of the original dependency-watchdog's ` + string(r) + ` command, so that dwd can
-replace it without changing a deployment. The sharding flags work here too: replicas of the same
---shard-group share the shoot namespaces.`,
+replace it without changing a deployment. With --enable-leader-election and no sharding flag it runs as
+the original does: the leader owns every shoot, and the only Lease it uses is the leader lease. With a
+sharding flag, replicas of the same --shard-group share the shoot namespaces (behind the leader lease
+too, if leader election is on).`,
 		Example: roleExample[r],
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.proberConfigPath == "" && o.weederConfigPath == "" {
 				return fmt.Errorf("--config-file is required")
 			}
+			o.leaderOnly = o.leaderElection.enabled && !shardingFlagGiven(cmd.Flags())
 			return o.completeValidateRun(cmd)
 		},
 	}
@@ -130,13 +133,32 @@ func (o *options) run(ctx context.Context) error {
 	ctrl.SetLogger(logger)
 	log := logger.WithName("dwd")
 	o.warnUnknownKeys(log)
-	mgr, err := o.newManager(ctx)
+	checker, err := o.accessChecker(logger.WithName("access"))
+	if err != nil {
+		return err
+	}
+	mgr, err := o.newManager(ctx, checker)
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	log.Info("Starting replica", "version", version, "roles", o.roles(), "group", o.sharding.GroupName,
+	mode := "sharded"
+	if o.leaderOnly {
+		mode = "leader owns every shoot"
+	}
+	log.Info("Starting replica", "version", version, "roles", o.roles(), "mode", mode, "group", o.sharding.GroupName,
 		"member", o.sharding.MemberName, "namespace", o.sharding.Namespace, "leaderElection", o.leaderElection.enabled)
-	if err := mgr.Start(ctx); err != nil {
+	// The checker runs beside the manager, not in it: the manager starts nothing else until its caches
+	// synced, and a cache that may not list never does; the checker is what says why.
+	checkCtx, stopChecks := context.WithCancel(ctx)
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		_ = checker.Start(checkCtx)
+	}()
+	err = mgr.Start(ctx)
+	stopChecks()
+	<-checked
+	if err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	log.Info("Stopped replica")
@@ -145,7 +167,7 @@ func (o *options) run(ctx context.Context) error {
 
 // newManager builds the controller-runtime manager with the metrics server, health endpoints and,
 // for the original's command lines, leader election.
-func (o *options) newManager(ctx context.Context) (manager.Manager, error) {
+func (o *options) newManager(ctx context.Context, checker *access.Checker) (manager.Manager, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -155,10 +177,17 @@ func (o *options) newManager(ctx context.Context) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	var lock *sharding.FencedLock
+	if o.leaderOnly {
+		if lock, err = o.leaderLock(); err != nil {
+			return nil, err
+		}
+	}
 	mgr, err := ctrl.NewManager(o.restConfig, manager.Options{
-		Scheme:                        scheme,
-		Cache:                         cacheOptions,
-		Metrics:                       metricsserver.Options{BindAddress: o.metricsBindAddress},
+		Scheme:                              scheme,
+		Cache:                               cacheOptions,
+		Metrics:                             o.metricsOptions(),
+		LeaderElectionResourceLockInterface: lockInterface(lock),
 		HealthProbeBindAddress:        o.healthBindAddress,
 		PprofBindAddress:              o.pprofBindAddress,
 		LeaderElection:                le.enabled,
@@ -178,14 +207,26 @@ func (o *options) newManager(ctx context.Context) (manager.Manager, error) {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
-	runner, err := o.newShardingRunner(mgr)
+	if err := addAccessChecks(mgr, checker); err != nil {
+		return nil, err
+	}
+	// Events go through recorders that drop them while the replica may not write them.
+	gated := eventGate{Manager: mgr, may: checker.MayRecord()}
+	if o.leaderOnly {
+		leader := sharding.NewLeader(o.sharding.GroupName, lock.Identity(), lock, ctrl.Log.WithName("leader"))
+		if err := mgr.Add(leader); err != nil {
+			return nil, err
+		}
+		return mgr, o.setupRoles(ctx, gated, leader, sharding.LeaderPartitions)
+	}
+	runner, err := o.newShardingRunner(gated)
 	if err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(runner); err != nil {
 		return nil, err
 	}
-	if err := o.setupRoles(ctx, mgr, runner.Coordinator()); err != nil {
+	if err := o.setupRoles(ctx, gated, runner.Coordinator(), o.sharding.PartitionCount); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddHealthzCheck("sharding", runner.HealthCheck); err != nil {
@@ -217,16 +258,18 @@ func (o *options) cacheOptions() (cache.Options, error) {
 	return cache.Options{ByObject: byObject}, nil
 }
 
-// setupRoles adds the prober and the weeder this replica runs; the coordinator starts and stops
-// their work as partitions come and go.
-func (o *options) setupRoles(ctx context.Context, mgr manager.Manager, coordinator *sharding.Coordinator) error {
+// setupRoles adds the prober and the weeder this replica runs; owner starts and stops their work as
+// its partitions (partitions of them) come and go.
+func (o *options) setupRoles(ctx context.Context, mgr manager.Manager, owner sharding.Owner, partitions int) error {
 	if o.proberConfig != nil {
-		if _, err := prober.Setup(ctx, mgr, o.proberConfig, coordinator, o.proberOptions()); err != nil {
+		opts := o.proberOptions()
+		opts.PartitionCount = partitions
+		if _, err := prober.Setup(ctx, mgr, o.proberConfig, owner, opts); err != nil {
 			return fmt.Errorf("setting up the prober: %w", err)
 		}
 	}
 	if o.weederConfig != nil {
-		if _, err := weeder.Setup(ctx, mgr, o.weederConfig, coordinator, o.maxWeedingWindows, o.sharding.PartitionCount); err != nil {
+		if _, err := weeder.Setup(ctx, mgr, o.weederConfig, owner, o.maxWeedingWindows, partitions); err != nil {
 			return fmt.Errorf("setting up the weeder: %w", err)
 		}
 	}

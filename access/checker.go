@@ -1,0 +1,150 @@
+package access
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authorizationclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	"k8s.io/utils/clock"
+)
+
+// DefaultInterval is how often Checker asks again.
+const DefaultInterval = 30 * time.Second
+
+// reviewTimeout bounds one SelfSubjectAccessReview.
+const reviewTimeout = 5 * time.Second
+
+// Checker asks the API server whether the replica has each of Permissions, at start and then every
+// Interval, and serves the answer as a readiness check. It is a manager.Runnable that every replica
+// runs, the leader election's standbys too: a standby that could not work once elected is not ready.
+type Checker struct {
+	Reviews     authorizationclient.SelfSubjectAccessReviewInterface
+	Permissions []Permission
+	Log         logr.Logger
+	Clock       clock.WithTicker
+	Interval    time.Duration
+
+	mu sync.Mutex
+	// allowed holds the last answer for each permission; a permission without one is unknown.
+	allowed map[Permission]bool
+}
+
+// Start checks until ctx ends.
+func (c *Checker) Start(ctx context.Context) error {
+	registerMetrics()
+	clk := c.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	interval := c.Interval
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	ticker := clk.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		c.CheckOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C():
+		}
+	}
+}
+
+// NeedLeaderElection is false: every replica checks, leader or not.
+func (c *Checker) NeedLeaderElection() bool { return false }
+
+// CheckOnce asks about every permission once and logs what changed: a permission found missing, or
+// found again.
+func (c *Checker) CheckOnce(ctx context.Context) {
+	for _, p := range c.Permissions {
+		allowed, err := c.review(ctx, p)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.Log.V(1).Info("Cannot check a permission", "permission", p.String(), "err", err)
+			}
+			continue
+		}
+		c.record(p, allowed)
+	}
+	missingRequired.Set(float64(len(c.missing(false))))
+}
+
+// record keeps an answer and logs it when it changed.
+func (c *Checker) record(p Permission, allowed bool) {
+	c.mu.Lock()
+	before, known := c.allowed[p]
+	if c.allowed == nil {
+		c.allowed = map[Permission]bool{}
+	}
+	c.allowed[p] = allowed
+	c.mu.Unlock()
+	switch {
+	case !allowed && (!known || before):
+		kind := "Missing permission"
+		if p.Optional {
+			kind = "Missing optional permission"
+		}
+		c.Log.Info(kind, "verb", p.Verb, "group", p.Group, "resource", p.Resource, "namespace", p.Namespace,
+			"name", p.Name, "neededFor", p.For)
+	case allowed && known && !before:
+		c.Log.Info("Permission granted", "permission", p.String(), "neededFor", p.For)
+	}
+}
+
+// review asks the API server whether this replica may do p.
+func (c *Checker) review(ctx context.Context, p Permission) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
+	defer cancel()
+	review, err := c.Reviews.Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: p.Verb, Group: p.Group, Resource: p.Resource, Namespace: p.Namespace, Name: p.Name,
+		}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return false, err
+	}
+	return review.Status.Allowed && !review.Status.Denied, nil
+}
+
+// Allowed reports whether the replica has p by the last answer, and whether there was one.
+func (c *Checker) Allowed(p Permission) (allowed, known bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	allowed, known = c.allowed[p]
+	return allowed, known
+}
+
+// missing returns the permissions denied or not yet answered; optional ones too when optional.
+func (c *Checker) missing(optional bool) []Permission {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Permission
+	for _, p := range c.Permissions {
+		if allowed := c.allowed[p]; !allowed && (optional || !p.Optional) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// ReadyCheck fails while a required permission is missing or not yet checked, naming them.
+func (c *Checker) ReadyCheck(*http.Request) error {
+	missing := c.missing(false)
+	if len(missing) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(missing))
+	for _, p := range missing {
+		names = append(names, p.String())
+	}
+	return fmt.Errorf("missing or unchecked permissions: %s", strings.Join(names, "; "))
+}

@@ -1,0 +1,152 @@
+package access
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sharded-dwd/dependency-watchdog/test"
+)
+
+var env *test.Environment
+
+func TestMain(m *testing.M) { os.Exit(test.Main(m, &env)) }
+
+// logLines collects the lines of a logger.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) add(prefix, args string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, prefix+" "+args)
+}
+
+func (l *logLines) matching(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// serviceAccountConfig returns env's admin config impersonating a new ServiceAccount of ns, allowed
+// list and watch on Leases in ns.
+func serviceAccountConfig(t *testing.T, ns string) *rest.Config {
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "dwd", Namespace: ns}}
+	require.NoError(t, env.Client.Create(ctx, sa))
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "dwd", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list", "watch"}},
+	}}
+	require.NoError(t, env.Client.Create(ctx, role))
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "dwd", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "dwd"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "dwd", Namespace: ns}}}
+	require.NoError(t, env.Client.Create(ctx, binding))
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":dwd"}
+	return cfg
+}
+
+func TestCheckerNamesMissingPermissionsUntilGranted(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	client, err := kubernetes.NewForConfig(serviceAccountConfig(t, ns))
+	require.NoError(t, err)
+	logs := &logLines{}
+	list := Permission{Verb: "list", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, For: "the leases"}
+	del := Permission{Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, For: "orphans"}
+	events := Permission{Verb: "create", Resource: "events", For: "Events", Optional: true}
+	c := &Checker{Reviews: client.AuthorizationV1().SelfSubjectAccessReviews(), Permissions: []Permission{list, del, events},
+		Log: funcr.New(logs.add, funcr.Options{})}
+
+	require.ErrorContains(t, c.ReadyCheck(nil), "unchecked", "not ready before the first answer")
+	c.CheckOnce(ctx)
+	err = c.ReadyCheck(nil)
+	require.Error(t, err, "a required permission is missing")
+	assert.Contains(t, err.Error(), "delete coordination.k8s.io/leases in "+ns)
+	assert.NotContains(t, err.Error(), "list coordination", "granted")
+	assert.NotContains(t, err.Error(), "events", "an optional permission does not block readiness")
+	assert.Len(t, logs.matching(`"Missing permission"`, `"verb"="delete"`, `"resource"="leases"`, `"namespace"="`+ns+`"`, `"neededFor"="orphans"`), 1)
+	assert.Len(t, logs.matching(`"Missing optional permission"`, `"resource"="events"`), 1)
+	assert.False(t, c.MayRecord()(), "Events are dropped while the replica may not create them")
+
+	c.CheckOnce(ctx)
+	assert.Len(t, logs.matching(`"Missing permission"`), 1, "logged once, not at every check")
+
+	role := &rbacv1.Role{}
+	require.NoError(t, env.Client.Get(ctx, keyOf(ns, "dwd"), role))
+	role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"delete"}})
+	require.NoError(t, env.Client.Update(ctx, role))
+	require.Eventually(t, func() bool { c.CheckOnce(ctx); return c.ReadyCheck(nil) == nil }, 10*time.Second, 100*time.Millisecond,
+		"ready once the permission is granted")
+	assert.Len(t, logs.matching(`"Permission granted"`, "delete coordination.k8s.io/leases"), 1)
+}
+
+func TestRecorderDropsEventsWhileNotAllowed(t *testing.T) {
+	fake := record.NewFakeRecorder(10)
+	may := false
+	r := Recorder(fake, func() bool { return may })
+	pod := &corev1.Pod{}
+	r.Event(pod, corev1.EventTypeNormal, "Dropped", "not sent")
+	r.Eventf(pod, corev1.EventTypeNormal, "Dropped", "not %s", "sent")
+	r.AnnotatedEventf(pod, nil, corev1.EventTypeNormal, "Dropped", "not %s", "sent")
+	assert.Empty(t, fake.Events)
+	may = true
+	r.Event(pod, corev1.EventTypeNormal, "Sent", "sent")
+	r.Eventf(pod, corev1.EventTypeNormal, "Sent", "%s", "sent")
+	r.AnnotatedEventf(pod, nil, corev1.EventTypeNormal, "Sent", "%s", "sent")
+	assert.Len(t, fake.Events, 3)
+}
+
+func TestRequiredSaysWhatEachModeNeeds(t *testing.T) {
+	names := func(n Needs) []string {
+		var out []string
+		for _, p := range Required(n) {
+			out = append(out, p.String())
+		}
+		return out
+	}
+	leader := names(Needs{Prober: true, LeaderNamespace: "garden", LeaderLease: "dwd-prober-leader-election"})
+	assert.Contains(t, leader, "patch apps/deployments in all namespaces")
+	assert.Contains(t, leader, "update coordination.k8s.io/leases dwd-prober-leader-election in garden")
+	for _, p := range leader {
+		assert.NotContains(t, p, "list coordination.k8s.io/leases", "the original's mode lists no Leases")
+		assert.NotContains(t, p, "pods", "a prober does not touch pods")
+	}
+	sharded := names(Needs{Weeder: true, ShardNamespace: "dwd", PodNamespace: "dwd"})
+	assert.Contains(t, sharded, "list coordination.k8s.io/leases in dwd")
+	assert.Contains(t, sharded, "delete pods in all namespaces")
+	assert.Contains(t, sharded, "get apps/statefulsets in dwd")
+	assert.NotContains(t, sharded, "patch apps/deployments in all namespaces", "a weeder scales nothing")
+}
+
+func keyOf(namespace, name string) client.ObjectKey {
+	return client.ObjectKey{Namespace: namespace, Name: name}
+}

@@ -1,0 +1,85 @@
+package access
+
+import "fmt"
+
+// Permission is one verb on one kind of object: in one namespace, or in all when Namespace is empty;
+// on one object when Name is set.
+type Permission struct {
+	Verb, Group, Resource, Namespace, Name string
+	// For names the code that needs the permission, for the log line.
+	For string
+	// Optional: without it a feature is off (Events, the leave mode's reads), and the replica works.
+	// Without a required one it does not work, and stays unready.
+	Optional bool
+}
+
+// String reads like an RBAC rule: "list coordination.k8s.io/leases in garden".
+func (p Permission) String() string {
+	resource := p.Resource
+	if p.Group != "" {
+		resource = p.Group + "/" + p.Resource
+	}
+	if p.Name != "" {
+		resource += " " + p.Name
+	}
+	where := "in all namespaces"
+	if p.Namespace != "" {
+		where = "in " + p.Namespace
+	}
+	return fmt.Sprintf("%s %s %s", p.Verb, resource, where)
+}
+
+// Needs says what a replica runs, from which Required derives its permissions.
+type Needs struct {
+	Prober, Weeder bool
+	// ShardNamespace is the namespace of the sharding group's Leases; empty when the replica runs as
+	// the original does, one leader owning every shoot.
+	ShardNamespace string
+	// PodNamespace is the namespace of the replica's Pod, read on a graceful stop with
+	// --leave-mode=auto; empty when the replica does not read it.
+	PodNamespace string
+	// LeaderNamespace and LeaderLease name the original's leader lease; empty without leader election.
+	LeaderNamespace, LeaderLease string
+	// MetricsAuth: the metrics endpoint authenticates and authorizes its callers.
+	MetricsAuth bool
+}
+
+// Required returns every permission a replica with needs uses on the seed, each once.
+func Required(n Needs) []Permission {
+	var out []Permission
+	add := func(group, resource, namespace, name, why string, optional bool, verbs ...string) {
+		for _, v := range verbs {
+			out = append(out, Permission{Verb: v, Group: group, Resource: resource, Namespace: namespace, Name: name, For: why, Optional: optional})
+		}
+	}
+	if n.Prober {
+		add("extensions.gardener.cloud", "clusters", "", "", "the prober's Cluster cache (prober.Setup)", false, "list", "watch")
+		add("", "secrets", "", "", "the prober's cache of shoot kubeconfig Secrets (prober.CacheOptions)", false, "list", "watch")
+		add("apps", "deployments", "", "", "the prober's dependent-resource caches (prober.NewDependentCache)", false, "list", "watch")
+		add("apps", "deployments", "", "", "the scaler's read after a conflict (scaler/request.go)", false, "get")
+		add("apps", "deployments", "", "", "the scaler's scale writes (scaler.Scaler)", false, "patch")
+		add("machine.sapcloud.io", "machines", "", "", "the prober's candidate-node rules (prober/candidates.go)", false, "list", "watch")
+	}
+	if n.Weeder {
+		add("discovery.k8s.io", "endpointslices", "", "", "the weeder's readiness of services (weeder.Setup)", false, "list", "watch")
+		add("", "pods", "", "", "the weeder's windows (weeder/window.go)", false, "list", "watch", "delete")
+	}
+	add("", "events", "", "", "Events on scaled Deployments, weeded Pods, broken Secrets and Clusters", true, "create", "patch")
+	if n.ShardNamespace != "" {
+		add("coordination.k8s.io", "leases", n.ShardNamespace, "", "the sharding group's member and partition Leases (sharding.Runner, leases.Store)", false,
+			"get", "list", "watch", "create", "update", "delete")
+	}
+	if n.PodNamespace != "" {
+		add("", "pods", n.PodNamespace, "", "--leave-mode=auto: whether a graceful stop restarts (cmd/dwd/pod.go)", true, "get")
+		add("apps", "statefulsets", n.PodNamespace, "", "--leave-mode=auto: whether a graceful stop scales down (cmd/dwd/pod.go)", true, "get")
+	}
+	if n.LeaderLease != "" {
+		add("coordination.k8s.io", "leases", n.LeaderNamespace, "", "the leader lease (leader election)", false, "create")
+		add("coordination.k8s.io", "leases", n.LeaderNamespace, n.LeaderLease, "the leader lease (leader election)", false, "get", "update")
+	}
+	if n.MetricsAuth {
+		add("authentication.k8s.io", "tokenreviews", "", "", "--metrics-secure: authenticating a metrics scrape", false, "create")
+		add("authorization.k8s.io", "subjectaccessreviews", "", "", "--metrics-secure: authorizing a metrics scrape", false, "create")
+	}
+	return out
+}
