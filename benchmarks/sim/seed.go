@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -244,4 +245,29 @@ func CreatePod(ctx context.Context, c client.Client, ns, name, role, waiting str
 // CreateNamespace creates a namespace, for example the one the replicas' Leases live in.
 func (s *Seed) CreateNamespace(ctx context.Context, name string) error {
 	return s.Env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+}
+
+// KubeconfigAs is the seed's kubeconfig with every user impersonating user (users[].user.as): the
+// administrator's credentials still authenticate, and the API server authorizes each request as user.
+// For a ServiceAccount, user is system:serviceaccount:<namespace>:<name>; the API server adds its
+// groups (system:serviceaccounts and system:serviceaccounts:<namespace>).
+func (s *Seed) KubeconfigAs(user string) ([]byte, error) {
+	cfg, err := clientcmd.Load(s.Env.KubeConfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading the seed's kubeconfig: %w", err)
+	}
+	for _, auth := range cfg.AuthInfos {
+		auth.Impersonate = user
+	}
+	return clientcmd.Write(*cfg)
+}
+
+// WriteKubeconfigAs writes KubeconfigAs(user) to file in Dir and returns its path.
+func (s *Seed) WriteKubeconfigAs(file, user string) (string, error) {
+	data, err := s.KubeconfigAs(user)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(s.Dir, file)
+	return path, os.WriteFile(path, data, 0o600)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -74,6 +75,8 @@ servicesAndDependantSelectors:
 type demoOptions struct {
 	shoots, nodes, replicas int
 	dwd, dir                string
+	// logLevel is the replicas' --zap-log-level.
+	logLevel string
 }
 
 func newDemoCommand() *cobra.Command {
@@ -83,13 +86,19 @@ func newDemoCommand() *cobra.Command {
 		Short: "Run three dwd replicas against simulated shoots through a scripted outage",
 		Long: `Starts a local seed with simulated shoots and three dwd replicas as separate processes, shows
 what each replica does, and plays a script: a meltdown in some shoots (scale-down in level order), their
-recovery (scale-up), one replica killed (its shoots handed over), its return, and an etcd endpoint that
-recovers (crash-looping pods weeded). It ends with a summary and exits 1 if a step did not do what it
-should.`,
+recovery (scale-up), one replica killed (its shoots taken over), its return, an etcd endpoint that
+recovers (crash-looping pods weeded), and one replica stopped gracefully (its shoots handed over at
+once). The replicas run with exactly the permissions of deploy/overlays/sharded: the seed applies its
+ServiceAccount, roles and bindings, and the replicas' kubeconfig impersonates that ServiceAccount. It
+ends with a summary and exits 1 if a step did not do what it should.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			quietLogs()
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), o)
+			g, err := overlayGrants(demoOverlay)
+			if err != nil {
+				return err
+			}
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), o, g)
 		},
 	}
 	cmd.Flags().IntVar(&o.shoots, "shoots", 300, "Number of simulated shoots.")
@@ -97,26 +106,36 @@ should.`,
 	cmd.Flags().IntVar(&o.replicas, "replicas", 3, "Number of dwd replicas.")
 	cmd.Flags().StringVar(&o.dwd, "dwd", "", "Path of the dwd binary (default: dwd next to this binary).")
 	cmd.Flags().StringVar(&o.dir, "dir", "", "Folder for configs and replica logs (default: a new temporary folder).")
+	cmd.Flags().StringVar(&o.logLevel, "replica-log-level", "info", "The replicas' --zap-log-level (debug, info, error).")
 	return cmd
 }
 
-// runDemo sets the stage, plays the script and prints the summary.
-func runDemo(ctx context.Context, out io.Writer, o demoOptions) error {
-	d, err := setUp(ctx, &lockedWriter{w: out}, o)
+// demoOverlay is the deploy/ overlay whose RBAC the demo's replicas run under.
+const demoOverlay = "overlays/sharded"
+
+// runDemo sets the stage, with the replicas running under the RBAC of g, plays the script and prints
+// the summary.
+func runDemo(ctx context.Context, out io.Writer, o demoOptions, g grants) error {
+	d, err := setUp(ctx, &lockedWriter{w: out}, o, g)
 	if d != nil {
 		defer d.tearDown()
 	}
 	if err != nil {
 		return err
 	}
+	return d.run(ctx)
+}
+
+// run plays the script with the live view and prints the summary.
+func (d *demo) run(ctx context.Context) error {
 	stop := d.watch(ctx)
 	d.play(ctx)
 	stop()
 	return d.summary()
 }
 
-// setUp starts the seed, creates the shoots and writes the replicas' configs.
-func setUp(ctx context.Context, out io.Writer, o demoOptions) (*demo, error) {
+// setUp starts the seed, applies the RBAC of g, creates the shoots and writes the replicas' configs.
+func setUp(ctx context.Context, out io.Writer, o demoOptions, g grants) (*demo, error) {
 	dwd, err := dwdPath(o.dwd)
 	if err != nil {
 		return nil, err
@@ -132,7 +151,7 @@ func setUp(ctx context.Context, out io.Writer, o demoOptions) (*demo, error) {
 		return nil, err
 	}
 	d := &demo{out: out, seed: seed, opts: o}
-	if err := seed.CreateNamespace(ctx, demoNamespace); err != nil {
+	if err := d.grant(ctx, g); err != nil {
 		return d, err
 	}
 	start := time.Now()
@@ -170,11 +189,14 @@ func (d *demo) replicaSet(dwd string) (*replicaSet, error) {
 	if err := os.WriteFile(weeder, []byte(demoWeederConfig), 0o644); err != nil {
 		return nil, err
 	}
+	// The replicas are no Pods of a StatefulSet, so a graceful stop is a leave for good: it hands the
+	// share over at once.
 	return &replicaSet{dwd: dwd, dir: d.opts.dir, baseArgs: []string{
-		"--kubeconfig=" + d.seed.KubeconfigPath(), "--prober-config=" + prober, "--weeder-config=" + weeder,
-		"--shard-namespace=" + demoNamespace, "--kube-api-qps=50", "--kube-api-burst=100",
+		"--kubeconfig=" + d.kubeconfig, "--prober-config=" + prober, "--weeder-config=" + weeder,
+		"--shard-namespace=" + d.namespace, "--kube-api-qps=50", "--kube-api-burst=100",
 		"--member-lease-duration=" + demoLeaseDuration.String(), "--member-renew-deadline=" + demoRenewDeadline.String(),
-		"--member-retry-period=" + demoRetryPeriod.String(), "--zap-log-level=info",
+		"--member-retry-period=" + demoRetryPeriod.String(), "--leave-mode=handover",
+		"--zap-log-level=" + cmp.Or(d.opts.logLevel, "info"),
 	}}, nil
 }
 

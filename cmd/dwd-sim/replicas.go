@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -40,6 +41,9 @@ type replicaSet struct {
 	// kubeconfigOf, when set, gives each replica its own --kubeconfig by its name, in place of the one
 	// in baseArgs.
 	kubeconfigOf func(name string) string
+	// command is the dwd command the replicas run: "run" when empty, which gets --member-name, or
+	// "prober" or "weeder", the original's command lines, which get none (it is a sharding flag).
+	command string
 }
 
 // start runs a replica named name, logging to a file in the folder.
@@ -53,8 +57,11 @@ func (rs *replicaSet) start(name string) (*replica, error) {
 		return nil, err
 	}
 	r := &replica{name: name, log: filepath.Join(rs.dir, name+".log"), metricsAddr: metrics, healthAddr: health}
-	r.args = append(append([]string{"run"}, rs.common(name)...), "--member-name="+name,
-		"--metrics-bind-addr="+metrics, "--health-bind-addr="+health)
+	r.args = append([]string{cmp.Or(rs.command, "run")}, rs.common(name)...)
+	if cmp.Or(rs.command, "run") == "run" {
+		r.args = append(r.args, "--member-name="+name)
+	}
+	r.args = append(r.args, "--metrics-bind-addr="+metrics, "--health-bind-addr="+health)
 	if rs.pprof {
 		addr, err := freePort()
 		if err != nil {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,6 +25,10 @@ type demo struct {
 	opts     demoOptions
 	rs       *replicaSet
 	replicas []*replica
+	// namespace is the replicas' own: their ServiceAccount's and their Leases'.
+	namespace string
+	// kubeconfig is the replicas' kubeconfig, which impersonates their ServiceAccount.
+	kubeconfig string
 
 	mu      sync.Mutex
 	results []stepResult
@@ -81,10 +87,22 @@ func (d *demo) play(ctx context.Context) {
 	d.step(ctx, "etcd of 3 shoots recovers → their crash-looping kube-apiservers are restarted", func(ctx context.Context) (string, error) {
 		return d.weed(ctx, []string{sim.ShootName(4), sim.ShootName(5), sim.ShootName(6)})
 	})
+	if len(d.replicas) > 1 {
+		leaver := d.replicas[len(d.replicas)-2]
+		d.step(ctx, "SIGTERM "+leaver.name+" → it hands its shoots over as it leaves, no shoot goes unprobed", func(ctx context.Context) (string, error) {
+			return d.handOver(ctx, leaver)
+		})
+	}
 }
 
 // startReplicas starts the replicas and waits until the partitions are shared and every shoot probed.
 func (d *demo) startReplicas(ctx context.Context) (string, error) {
+	return d.startReplicasWithin(ctx, 90*time.Second)
+}
+
+// startReplicasWithin starts the replicas and waits until the partitions are shared and every shoot
+// probed, for timeout at most.
+func (d *demo) startReplicasWithin(ctx context.Context, timeout time.Duration) (string, error) {
 	for i := range d.opts.replicas {
 		r, err := d.rs.start(fmt.Sprintf("dwd-%d", i))
 		if err != nil {
@@ -92,14 +110,75 @@ func (d *demo) startReplicas(ctx context.Context) (string, error) {
 		}
 		d.replicas = append(d.replicas, r)
 	}
-	err := d.until(ctx, 90*time.Second, func(ctx context.Context) bool {
+	err := d.until(ctx, timeout, func(ctx context.Context) bool {
 		held, probing := d.totals(ctx)
 		return held == partitions && probing == float64(d.opts.shoots)
 	})
 	if err != nil {
-		return "", fmt.Errorf("partitions and probes not shared in time: %w", err)
+		held, probing := d.totals(ctx)
+		return "", fmt.Errorf("partitions and probes not shared within %s (%.0f of %d partitions held, %.0f of %d shoots probed): %w",
+			timeout, held, partitions, probing, d.opts.shoots, err)
 	}
 	return d.shares(ctx), nil
+}
+
+// handoverLimit is how soon after a graceful stop the others must hold the leaver's share: a leave
+// releases its partitions at once, so this is seconds, not a member lease duration.
+const handoverLimit = 5 * time.Second
+
+// handOver stops a replica gracefully and checks that the others hold its whole share within
+// handoverLimit, that every shoot is probed again after it stopped, and that no shoot waited longer
+// than a probe interval plus handoverLimit between two probes.
+func (d *demo) handOver(ctx context.Context, leaver *replica) (string, error) {
+	d.seed.Shoots.MarkProbes()
+	start := time.Now()
+	if !leaver.terminate(10 * time.Second) {
+		return "", errors.New("it did not stop within 10s of SIGTERM, and was killed")
+	}
+	stopped := time.Now()
+	err := d.until(ctx, handoverLimit, func(ctx context.Context) bool {
+		held, probing := d.totals(ctx)
+		return held == partitions && probing == float64(d.opts.shoots)
+	})
+	if err != nil {
+		return "", fmt.Errorf("its share was not held by the others within %s of its exit: %w", handoverLimit, err)
+	}
+	held := time.Since(stopped)
+	if err := d.until(ctx, 2*demoProbeInterval+handoverLimit, func(context.Context) bool {
+		return len(unprobedSince(d.seed.Shoots.ProbeStats(), stopped)) == 0
+	}); err != nil {
+		return "", fmt.Errorf("shoots not probed since it stopped: %v", unprobedSince(d.seed.Shoots.ProbeStats(), stopped))
+	}
+	shoot, gap := longestGap(d.seed.Shoots.ProbeStats(), time.Now())
+	if limit := demoProbeInterval + handoverLimit; gap > limit {
+		return "", fmt.Errorf("%s went unprobed for %s, more than %s", shoot, gap.Round(10*time.Millisecond), limit)
+	}
+	return fmt.Sprintf("it stopped %s after SIGTERM, the others held its share %s later; longest gap between two probes of a shoot %s; %s",
+		stopped.Sub(start).Round(10*time.Millisecond), held.Round(10*time.Millisecond), gap.Round(10*time.Millisecond), d.shares(ctx)), nil
+}
+
+// unprobedSince returns the shoots whose last probe was before t, sorted.
+func unprobedSince(stats map[string]sim.ProbeStats, t time.Time) []string {
+	var names []string
+	for name, s := range stats {
+		if s.Last.Before(t) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// longestGap returns the shoot that waited longest between two probes since the mark, and how long.
+func longestGap(stats map[string]sim.ProbeStats, now time.Time) (string, time.Duration) {
+	var shoot string
+	var longest time.Duration
+	for name, s := range stats {
+		if gap := s.Gap(now); gap > longest || gap == longest && name < shoot {
+			shoot, longest = name, gap
+		}
+	}
+	return shoot, longest
 }
 
 // totals sums the partitions held and the shoots probed over the running replicas.
