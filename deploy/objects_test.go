@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -18,6 +19,12 @@ var overlayNamespaces = map[string]string{
 	"overlays/gardener": "garden",
 	"overlays/sharded":  "dwd-system",
 	"overlays/single":   "dwd-system",
+}
+
+// buildNamespace is the namespace of a test build: its overlay's.
+func buildNamespace(name string) string {
+	overlay, _, _ := strings.Cut(name, "+")
+	return overlayNamespaces[overlay]
 }
 
 // clusterScoped are the kinds of the tree that have no namespace.

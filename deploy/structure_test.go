@@ -29,12 +29,12 @@ const (
 	nonRootID   = 65532
 )
 
-// forEachContainer runs check on every container of every workload of every overlay.
+// forEachContainer runs check on every container of every workload of every test build.
 func forEachContainer(t *testing.T, check func(t *testing.T, w workload, c corev1.Container)) {
-	for _, overlay := range Overlays() {
-		for _, w := range workloads(t, mustBuild(t, overlay)) {
+	for name, objs := range testBuilds(t) {
+		for _, w := range workloads(t, objs) {
 			for _, c := range w.template.Spec.Containers {
-				t.Run(fmt.Sprintf("%s/%s/%s", overlay, w.meta.Name, c.Name), func(t *testing.T) { check(t, w, c) })
+				t.Run(fmt.Sprintf("%s/%s/%s", name, w.meta.Name, c.Name), func(t *testing.T) { check(t, w, c) })
 			}
 		}
 	}
@@ -63,6 +63,14 @@ func TestContainersAreLockedDown(t *testing.T) {
 		for _, m := range c.VolumeMounts {
 			assert.True(t, m.ReadOnly, "volume %s mounted read-only", m.Name)
 		}
+	})
+}
+
+func TestContainersRunTheReleasedImage(t *testing.T) {
+	forEachContainer(t, func(t *testing.T, w workload, c corev1.Container) {
+		name, tag, found := strings.Cut(c.Image, ":")
+		assert.Equal(t, "ghcr.io/sharded-dwd/dwd", name, "the base's images entry names the image")
+		assert.True(t, found && tag != "", "the image has a tag: %s", c.Image)
 	})
 }
 
@@ -135,9 +143,11 @@ func TestEachWorkloadHasItsOwnBudgetAndService(t *testing.T) {
 				require.NoError(t, err)
 				require.True(t, selector.Matches(labels.Set(w.template.Labels)), "the workload selects its pods")
 				var mine []*policyv1.PodDisruptionBudget
+				var names []string
 				for _, pdb := range budgets(t, objs) {
 					if selects(t, pdb.Spec.Selector, w) {
 						mine = append(mine, pdb)
+						names = append(names, pdb.Name)
 					}
 					for _, other := range all {
 						if other.meta.Name != w.meta.Name {
@@ -146,7 +156,7 @@ func TestEachWorkloadHasItsOwnBudgetAndService(t *testing.T) {
 						}
 					}
 				}
-				require.Len(t, mine, 1, "one budget selects the pods (the eviction API refuses a pod two select)")
+				require.Len(t, names, 1, "one budget selects the pods (the eviction API refuses a pod two select)")
 				assert.Equal(t, intstr.FromInt32(1), *mine[0].Spec.MaxUnavailable)
 				assert.Equal(t, policyv1.AlwaysAllow, *mine[0].Spec.UnhealthyPodEvictionPolicy)
 				if w.kind == "StatefulSet" {
@@ -175,9 +185,8 @@ func assertGoverningService(t *testing.T, objs []*unstructured.Unstructured, ove
 }
 
 func TestBindingsNameTheOverlaysAccounts(t *testing.T) {
-	for _, overlay := range Overlays() {
-		t.Run(overlay, func(t *testing.T) {
-			objs := mustBuild(t, overlay)
+	for name, objs := range testBuilds(t) {
+		t.Run(name, func(t *testing.T) {
 			accounts := map[string]bool{}
 			for _, sa := range typed[corev1.ServiceAccount](t, objs, "ServiceAccount") {
 				accounts[sa.Name] = true
@@ -194,7 +203,7 @@ func TestBindingsNameTheOverlaysAccounts(t *testing.T) {
 				for _, s := range b.Subjects {
 					assert.Equal(t, rbacv1.ServiceAccountKind, s.Kind, b.Name)
 					assert.True(t, used[s.Name], "%s binds %s, the account of a workload", b.Name, s.Name)
-					assert.Equal(t, overlayNamespaces[overlay], s.Namespace, "%s binds the account in the overlay's namespace", b.Name)
+					assert.Equal(t, buildNamespace(name), s.Namespace, "%s binds the account in the overlay's namespace", b.Name)
 				}
 			}
 		})
@@ -202,36 +211,16 @@ func TestBindingsNameTheOverlaysAccounts(t *testing.T) {
 }
 
 func TestNoRuleHasAWildcard(t *testing.T) {
-	for _, path := range append(Overlays(), "base") {
-		for name, rs := range rules(t, mustBuild(t, path)) {
+	builds := testBuilds(t)
+	builds["base"] = mustBuild(t, "base")
+	for path, objs := range builds {
+		for name, rs := range rules(t, objs) {
 			for _, r := range rs {
 				for _, v := range slices.Concat(r.APIGroups, r.Resources, r.Verbs, r.ResourceNames, r.NonResourceURLs) {
 					assert.NotContains(t, v, "*", "%s: %s", path, name)
 				}
 			}
 		}
-	}
-}
-
-func TestOverlaysGrantTheBasesRules(t *testing.T) {
-	base := rules(t, mustBuild(t, "base"))
-	for _, overlay := range Overlays() {
-		t.Run(overlay, func(t *testing.T) {
-			got := rules(t, mustBuild(t, overlay))
-			clusterWide, inNamespace := map[grant]bool{}, map[grant]bool{}
-			for name, rs := range got {
-				target := clusterWide
-				if strings.HasPrefix(name, "Role/") {
-					target = inNamespace
-					assert.Equal(t, base["Role/dwd"], rs, "%s: every role runs the sharding", name)
-				}
-				for g := range grants(rs) {
-					target[g] = true
-				}
-			}
-			assert.Equal(t, grants(base["ClusterRole/dwd"]), clusterWide, "the overlay's roles together grant the base's")
-			assert.Equal(t, grants(base["Role/dwd"]), inNamespace)
-		})
 	}
 }
 

@@ -1,0 +1,159 @@
+package deploy
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/sharded-dwd/dependency-watchdog/access"
+	"github.com/sharded-dwd/dependency-watchdog/config"
+)
+
+// permission is one verb on one kind of object, in one namespace or in all ("").
+type permission struct{ verb, group, resource, namespace, name string }
+
+func TestEachAccountHasExactlyThePermissionsDwdChecks(t *testing.T) {
+	for build, objs := range testBuilds(t) {
+		for _, w := range workloads(t, objs) {
+			for _, c := range w.template.Spec.Containers {
+				t.Run(build+"/"+w.meta.Name+"/"+c.Name, func(t *testing.T) {
+					ns := buildNamespace(build)
+					want := map[permission]bool{}
+					for _, p := range access.Required(needs(t, c, ns)) {
+						want[permission{p.Verb, p.Group, p.Resource, p.Namespace, p.Name}] = true
+					}
+					got := granted(t, objs, ns, w.template.Spec.ServiceAccountName)
+					assert.Empty(t, difference(want, got), "dwd needs these (access.Required) and no rule grants them")
+					assert.Empty(t, difference(got, want), "rules grant these and dwd needs none (access.Required)")
+				})
+			}
+		}
+	}
+}
+
+// difference returns what a has and b has not, readably.
+func difference(a, b map[permission]bool) []string {
+	var out []string
+	for p := range a {
+		if !b[p] {
+			where := "in all namespaces"
+			if p.namespace != "" {
+				where = "in " + p.namespace
+			}
+			object := p.group + "/" + p.resource
+			if p.name != "" {
+				object += " " + p.name
+			}
+			out = append(out, p.verb+" "+object+" "+where)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// needs reads from a container's command line what its dwd runs, as cmd/dwd does, for a pod in ns.
+func needs(t *testing.T, c corev1.Container, ns string) access.Needs {
+	t.Helper()
+	args := commandLine(c)
+	if len(c.Command) > 0 {
+		args = args[1:] // the binary; the image's entrypoint otherwise
+	}
+	require.NotEmpty(t, args)
+	n := access.Needs{MetricsAuth: boolFlag(t, args, "metrics-secure")}
+	switch args[0] {
+	case "run":
+		n.Prober, n.Weeder = len(flagValues(args, "prober-config")) > 0, len(flagValues(args, "weeder-config")) > 0
+	case "prober":
+		n.Prober = true
+	case "weeder":
+		n.Weeder = true
+	default:
+		t.Fatalf("dwd %s runs no replica", args[0])
+	}
+	require.False(t, boolFlag(t, args, "enable-leader-election"), "the test derives no leader election's needs; add them")
+	n.ShardNamespace = ns
+	if v := flagValues(args, "shard-namespace"); len(v) > 0 && v[len(v)-1] != "$(POD_NAMESPACE)" {
+		n.ShardNamespace = v[len(v)-1]
+	}
+	leave := config.LeaveAuto
+	if v := flagValues(args, "leave-mode"); len(v) > 0 {
+		leave = v[len(v)-1]
+	}
+	if leave == config.LeaveAuto {
+		n.PodNamespace = ns
+	}
+	return n
+}
+
+// boolFlag returns the value of a boolean flag in args: false when absent, true when given bare.
+func boolFlag(t *testing.T, args []string, name string) bool {
+	t.Helper()
+	value := false
+	for _, a := range args {
+		switch {
+		case a == "--"+name:
+			value = true
+		case strings.HasPrefix(a, "--"+name+"="):
+			v, err := strconv.ParseBool(strings.TrimPrefix(a, "--"+name+"="))
+			require.NoError(t, err, a)
+			value = v
+		}
+	}
+	return value
+}
+
+// granted returns what the RBAC of objs lets the ServiceAccount ns/account do: cluster-wide through
+// ClusterRoleBindings, in ns through RoleBindings.
+func granted(t *testing.T, objs []*unstructured.Unstructured, ns, account string) map[permission]bool {
+	t.Helper()
+	roles := rules(t, objs)
+	out := map[permission]bool{}
+	add := func(ref rbacv1.RoleRef, subjects []rbacv1.Subject, namespace string) {
+		if !slices.ContainsFunc(subjects, func(s rbacv1.Subject) bool {
+			return s.Kind == rbacv1.ServiceAccountKind && s.Name == account && s.Namespace == ns
+		}) {
+			return
+		}
+		rs, ok := roles[ref.Kind+"/"+ref.Name]
+		require.True(t, ok, "the binding's role %s/%s is in the build", ref.Kind, ref.Name)
+		for _, r := range rs {
+			for _, p := range rulePermissions(r, namespace) {
+				out[p] = true
+			}
+		}
+	}
+	for _, b := range typed[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding") {
+		add(b.RoleRef, b.Subjects, "")
+	}
+	for _, b := range typed[rbacv1.RoleBinding](t, objs, "RoleBinding") {
+		require.Equal(t, ns, b.Namespace)
+		add(b.RoleRef, b.Subjects, ns)
+	}
+	return out
+}
+
+// rulePermissions returns what a resource rule allows in namespace.
+func rulePermissions(r rbacv1.PolicyRule, namespace string) []permission {
+	names := r.ResourceNames
+	if len(names) == 0 {
+		names = []string{""}
+	}
+	var out []permission
+	for _, g := range r.APIGroups {
+		for _, res := range r.Resources {
+			for _, v := range r.Verbs {
+				for _, name := range names {
+					out = append(out, permission{v, g, res, namespace, name})
+				}
+			}
+		}
+	}
+	return out
+}
