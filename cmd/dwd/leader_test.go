@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// TestGardenerProberCommandLineLeadsAlone runs the original's command line as Gardener passes it: the
+// leader owns every shoot, and the only Lease it touches is the leader lease.
+func TestGardenerProberCommandLineLeadsAlone(t *testing.T) {
+	env.Require(t)
+	ns := env.Namespace(t)
+	r := startReplica(t, append(append([]string{}, gardenerProberArgs...),
+		"--config-file=testdata/prober.yaml", "--leader-election-namespace="+ns)...)
+
+	// The member label is the leader lease's identity, the host name and a UUID.
+	require.Eventually(t, func() bool {
+		n, ok := metricValue(r.metricsAddr, `dwd_sharding_partitions_held{group="dwd-prober",member="`+leaderIdentity(t, ns)+`"} `)
+		return ok && n == 1
+	}, 30*time.Second, 100*time.Millisecond, "the leader holds the one partition of everything")
+	require.Eventually(t, func() bool { return httpOK("http://" + r.healthAddr + "/readyz") }, 30*time.Second, 100*time.Millisecond,
+		"ready: every permission there, the caches synced")
+	list := &coordinationv1.LeaseList{}
+	require.NoError(t, env.Client.List(context.Background(), list, client.InNamespace(ns)))
+	var names []string
+	for _, l := range list.Items {
+		names = append(names, l.Name)
+	}
+	assert.Equal(t, []string{"dwd-prober-leader-election"}, names, "no member or partition Leases")
+	assert.Equal(t, 0, r.stop(t))
+}
+
+// leaderIdentity returns the holder of the prober's leader lease in ns, or "".
+func leaderIdentity(t *testing.T, ns string) string {
+	lease := &coordinationv1.Lease{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "dwd-prober-leader-election"}, lease); err != nil ||
+		lease.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *lease.Spec.HolderIdentity
+}
+
+func TestShardingFlagGiven(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{args: []string{"--enable-leader-election=true"}, want: false},
+		{args: []string{"--enable-leader-election=true", "--shard-namespace=garden"}, want: true},
+		{args: []string{"--shard-group=g"}, want: true},
+		{args: []string{"--kube-api-qps=20"}, want: false},
+	} {
+		cmd := newRoleCommand(roleProber)
+		require.NoError(t, cmd.ParseFlags(tc.args))
+		assert.Equal(t, tc.want, shardingFlagGiven(cmd.Flags()), "%v", tc.args)
+	}
+}
+
+// TestMetricsSecureServesOnlyAuthorizedCallers proves --metrics-secure: no token, 401; a token the seed
+// does not allow get on /metrics, 403; an allowed one, the metrics.
+func TestMetricsSecureServesOnlyAuthorizedCallers(t *testing.T) {
+	env.Require(t)
+	ns := env.Namespace(t)
+	r := startReplica(t, append(append([]string{}, gardenerProberArgs...),
+		"--config-file=testdata/prober.yaml", "--leader-election-namespace="+ns, "--metrics-secure")...)
+	allowed, denied := scraperToken(t, ns, "scraper", true), scraperToken(t, ns, "stranger", false)
+
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, Timeout: 5 * time.Second}
+	status := func(token string) int {
+		req, err := http.NewRequest(http.MethodGet, "https://"+r.metricsAddr+"/metrics", nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := insecure.Do(req)
+		if err != nil {
+			return 0
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Eventually(t, func() bool { return status(allowed) == http.StatusOK }, 30*time.Second, 100*time.Millisecond,
+		"an authorized scrape gets the metrics")
+	assert.Equal(t, http.StatusUnauthorized, status(""))
+	assert.Equal(t, http.StatusForbidden, status(denied))
+	assert.False(t, httpOK("http://"+r.metricsAddr+"/metrics"), "no plain HTTP")
+	assert.Equal(t, 0, r.stop(t))
+}
+
+// scraperToken returns a token of a new ServiceAccount of ns, allowed get on /metrics or not.
+func scraperToken(t *testing.T, ns, name string, allowed bool) string {
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}))
+	if allowed {
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+			Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}}
+		require.NoError(t, env.Client.Create(ctx, role))
+		binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}}}
+		require.NoError(t, env.Client.Create(ctx, binding))
+		t.Cleanup(func() { _ = env.Client.Delete(ctx, binding); _ = env.Client.Delete(ctx, role) })
+	}
+	clientset, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	token, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return token.Status.Token
+}
