@@ -30,7 +30,7 @@ func buildNamespace(name string) string {
 // clusterScoped are the kinds of the tree that have no namespace.
 var clusterScoped = map[string]bool{"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true}
 
-// build builds an overlay of the tree for a test.
+// mustBuild builds a kustomization of the tree for a test.
 func mustBuild(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
 	objs, err := Build(path)
