@@ -14,6 +14,9 @@
 //   - Runner: the coordinator against the API server — member lease loop, Lease cache, a reconcile
 //     loop triggered by every Lease event and requeued at the next moment a member lease can expire;
 //     a graceful stop that returns (a restart: the share stays reserved), hands over, or departs.
+//   - Leader: the Ownership of the original's mode (`dwd prober|weeder --enable-leader-election` with no
+//     sharding flag): one partition holding everything, owned while the process leads, with writes
+//     fenced by the leader lease's renewals (FencedLock). No member or partition Leases.
 //   - Settings, the checks (checks.go) and Guard: members that disagree change nothing, holders stop
 //     on foreign writes, orphaned member leases are deleted, and every write on a shoot is checked
 //     against ownership and the fence moment right before it is sent. docs/sharding.md says what each
