@@ -58,15 +58,15 @@ func newTestCA(t *testing.T, name string) *testCA {
 	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
 }
 
-// issue returns a certificate of the CA for cn, valid for usage and for names (DNS names or IPs), with
-// its key, in PEM.
+// issue returns a certificate of the CA for cn, valid for usage and for names (DNS names or IPs) as
+// long as the CA, with its key, in PEM.
 func (ca *testCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage, names ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	require.NoError(t, err)
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: ca.cert.NotBefore, NotAfter: ca.cert.NotAfter,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 	}
 	for _, n := range names {
@@ -250,15 +250,10 @@ func TestAShootOfAnotherCAIsNeverProbedNorScaled(t *testing.T) {
 	// "Probe failing" log line, and the ProbeFailing Event once the dependents are scaled down.
 	f := newCycleFixture(t, 5)
 	f.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now() })
-	seed := f.m.Reader.(machineReader).Client
-	s := &corev1.Secret{}
-	require.NoError(t, seed.Get(context.Background(), client.ObjectKey{Namespace: cycleNS, Name: f.m.Config.KubeConfigSecretName}, s))
-	raw, err := clientcmd.Load(s.Data[KubeconfigKey])
-	require.NoError(t, err)
-	server := raw.Clusters[raw.Contexts[raw.CurrentContext].Cluster].Server
+	server := cycleServer(t, f)
 	withCA := func(caPEM []byte) {
-		s.Data[KubeconfigKey] = tlsKubeconfig(server, map[string]any{"certificate-authority-data": caPEM}, map[string]any{"token": "t"})
-		require.NoError(t, seed.Update(context.Background(), s))
+		setSecretData(t, f, map[string][]byte{KubeconfigKey: tlsKubeconfig(server,
+			map[string]any{"certificate-authority-data": caPEM}, map[string]any{"token": "t"})})
 	}
 
 	withCA(newTestCA(t, "other-ca").pem)
@@ -277,4 +272,29 @@ func TestAShootOfAnotherCAIsNeverProbedNorScaled(t *testing.T) {
 	dir, started := f.flowStarted()
 	require.True(t, started, "%v", results)
 	assert.Equal(t, scaler.Down, dir)
+}
+
+// cycleServer returns the URL of the cycle fixture's shoot API server, from its kubeconfig Secret.
+func cycleServer(t *testing.T, f *cycleFixture) string {
+	t.Helper()
+	raw, err := clientcmd.Load(cycleSecret(t, f).Data[KubeconfigKey])
+	require.NoError(t, err)
+	return raw.Clusters[raw.Contexts[raw.CurrentContext].Cluster].Server
+}
+
+// cycleSecret reads the cycle fixture's kubeconfig Secret from its seed.
+func cycleSecret(t *testing.T, f *cycleFixture) *corev1.Secret {
+	t.Helper()
+	s := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: cycleNS, Name: f.m.Config.KubeConfigSecretName}
+	require.NoError(t, f.m.Reader.Get(context.Background(), key, s))
+	return s
+}
+
+// setSecretData replaces the data of the cycle fixture's kubeconfig Secret: a new version of it.
+func setSecretData(t *testing.T, f *cycleFixture, data map[string][]byte) {
+	t.Helper()
+	s := cycleSecret(t, f)
+	s.Data = data
+	require.NoError(t, f.m.Reader.(machineReader).Update(context.Background(), s))
 }
