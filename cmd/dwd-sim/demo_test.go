@@ -7,14 +7,15 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
 // TestDemo plays the demo's whole script with a small seed, so that `make demo` keeps working: three
 // `dwd run` replicas under exactly the RBAC of deploy/overlays/sharded (their kubeconfig impersonates
 // its ServiceAccount) probe every shoot, scale down and up, weed, hand over after a kill -9 and after
-// a graceful stop. They log at debug level, and no line of their logs may carry a token, key or
-// certificate of a kubeconfig of the seed.
+// a graceful stop. Their logs report no permission missing and no refusal twice; they log at debug
+// level, and no line may carry a token, key or certificate of a kubeconfig of the seed.
 func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a seed and three dwd processes")
@@ -37,6 +38,13 @@ func TestDemo(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, buf.String(), "All 7 steps did what they should.")
 	require.Contains(t, buf.String(), "with exactly the permissions of deploy/overlays/sharded")
+	for _, r := range d.replicas {
+		if r.running() {
+			assert.True(t, r.ready(ctx), "%s is ready", r.name)
+		}
+	}
+	lines := assertPermissionsSuffice(t, dir)
+	assert.Empty(t, permissionLines(lines, true), "the overlay grants the optional permissions too")
 	requireNoSecretsInLogs(t, ctx, d.seed, dir)
 }
 

@@ -137,20 +137,20 @@ func readManifests(path string) ([]*unstructured.Unstructured, error) {
 	}
 	decoder := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var objs []*unstructured.Unstructured
-	for {
+	for doc := 1; ; doc++ {
 		obj := &unstructured.Unstructured{}
 		err := decoder.Decode(&obj.Object)
 		if errors.Is(err, io.EOF) {
 			return objs, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: document %d: %w", path, len(objs)+1, err)
+			return nil, fmt.Errorf("%s: document %d: %w", path, doc, err)
 		}
 		if len(obj.Object) == 0 {
 			continue
 		}
 		if obj.GetKind() == "" || obj.GetName() == "" {
-			return nil, fmt.Errorf("%s: document %d has no kind or name", path, len(objs)+1)
+			return nil, fmt.Errorf("%s: document %d has no kind or name", path, doc)
 		}
 		objs = append(objs, obj)
 	}

@@ -232,13 +232,15 @@ func (d *demo) podGone(ctx context.Context, ns, name string) bool {
 	return apierrors.IsNotFound(err)
 }
 
-// tearDown stops the replicas and the seed.
+// tearDown stops the replicas, side by side, and the seed.
 func (d *demo) tearDown() {
+	var wg sync.WaitGroup
 	for _, r := range d.replicas {
 		if r.running() {
-			r.terminate(10 * time.Second)
+			wg.Go(func() { r.terminate(10 * time.Second) })
 		}
 	}
+	wg.Wait()
 	if err := d.seed.Stop(); err != nil {
 		fmt.Fprintln(d.out, "stopping the seed:", err)
 	}

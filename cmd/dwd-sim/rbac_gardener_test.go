@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
+)
+
+// The RBAC Gardener grants the original, and what it runs under it.
+const (
+	gardenerRBACFile = "testdata/gardener-rbac.yaml"
+	gardenNamespace  = "garden"
+	// The leader election's timings, shortened from the defaults (15s, 10s, 2s) so that a takeover
+	// after a kill -9 takes seconds.
+	gardenerLeaseDuration = 6 * time.Second
+	gardenerRenewDeadline = 4 * time.Second
+	gardenerRetryPeriod   = time.Second
+)
+
+// gardenerCommands are the command lines Gardener gives the original (gardener/gardener,
+// pkg/component/nodemanagement/dependencywatchdog/bootstrap.go, getContainerCommand), after
+// --config-file.
+var gardenerCommands = map[string][]string{
+	"prober": {"--kube-api-qps=20.0", "--kube-api-burst=100", "--zap-log-level=INFO", "--enable-leader-election=true"},
+	"weeder": {"--enable-leader-election=true"},
+}
+
+// gardenerLeases are the only Leases the original's command lines may have in garden: the leader
+// leases Gardener's Roles name.
+var gardenerLeases = []string{"dwd-prober-leader-election", "dwd-weeder-leader-election"}
+
+// gardenerStory runs `dwd prober` and `dwd weeder` with the original's command lines, two of each (an
+// active and a standby, as Gardener's high-availability webhook makes them), each as its Gardener
+// ServiceAccount by impersonation, against a seed with simulated shoots.
+type gardenerStory struct {
+	*demo
+	out              *bytes.Buffer
+	probers, weeders []*replica
+	sets             map[string]*replicaSet
+}
+
+// newGardenerStory starts a seed with 30 shoots, applies rbac into it and writes the configs and the
+// kubeconfigs of the two roles; the seed and the processes stop when the test ends.
+func newGardenerStory(t *testing.T, rbac []*unstructured.Unstructured) *gardenerStory {
+	t.Helper()
+	quietLogs()
+	dir := t.TempDir()
+	dwd := buildDWD(t, dir)
+	ctx := context.Background()
+	seed, err := sim.StartSeed(ctx, dir)
+	require.NoError(t, err)
+	g := &gardenerStory{out: &bytes.Buffer{}, sets: map[string]*replicaSet{}}
+	g.demo = &demo{out: &lockedWriter{w: g.out}, seed: seed, opts: demoOptions{shoots: 30, nodes: 2, dwd: dwd, dir: dir}}
+	t.Cleanup(func() {
+		g.tearDown()
+		t.Log(g.out.String())
+	})
+	require.NoError(t, applyRBAC(ctx, seed.Env.Client, rbac))
+	require.NoError(t, seed.CreateShoots(ctx, 0, g.opts.shoots, g.opts.nodes, nil))
+	configs := map[string]string{"prober": demoProberConfig, "weeder": demoWeederConfig}
+	for role, cfg := range configs {
+		path := filepath.Join(dir, role+".yaml")
+		require.NoError(t, os.WriteFile(path, []byte(cfg), 0o644))
+		kubeconfig, err := seed.WriteKubeconfigAs(role+".kubeconfig", serviceAccountName(gardenNamespace, "dependency-watchdog-"+role))
+		require.NoError(t, err)
+		args := append([]string{"--config-file=" + path}, gardenerCommands[role]...)
+		g.sets[role] = &replicaSet{dwd: dwd, dir: dir, command: role, baseArgs: append(args,
+			"--kubeconfig="+kubeconfig, "--leader-elect-lease-duration="+gardenerLeaseDuration.String(),
+			"--leader-elect-renew-deadline="+gardenerRenewDeadline.String(), "--leader-elect-retry-period="+gardenerRetryPeriod.String())}
+	}
+	return g
+}
+
+// start starts the two probers and the two weeders and waits, for timeout at most, until one prober
+// leads and probes every shoot and one weeder leads.
+func (g *gardenerStory) start(ctx context.Context, timeout time.Duration) (string, error) {
+	for _, name := range []string{"prober-0", "prober-1", "weeder-0", "weeder-1"} {
+		role := name[:len("prober")]
+		r, err := g.sets[role].start(name)
+		if err != nil {
+			return "", err
+		}
+		g.replicas = append(g.replicas, r)
+		if role == "prober" {
+			g.probers = append(g.probers, r)
+		} else {
+			g.weeders = append(g.weeders, r)
+		}
+	}
+	started := time.Now()
+	err := g.until(ctx, timeout, func(ctx context.Context) bool {
+		prober, probers := leaders(ctx, g.probers)
+		_, weeders := leaders(ctx, g.weeders)
+		return probers == 1 && weeders == 1 && sum(prober.metrics(ctx), "dwd_probes_active", "") == float64(g.opts.shoots) &&
+			len(unprobedSince(g.seed.Shoots.ProbeStats(), started)) == 0
+	})
+	if err != nil {
+		_, probers := leaders(ctx, g.probers)
+		_, weeders := leaders(ctx, g.weeders)
+		return "", fmt.Errorf("within %s: %d prober(s) and %d weeder(s) lead, %d of %d shoots probed: %w", timeout, probers, weeders,
+			g.opts.shoots-len(unprobedSince(g.seed.Shoots.ProbeStats(), started)), g.opts.shoots, err)
+	}
+	prober, _ := leaders(ctx, g.probers)
+	weeder, _ := leaders(ctx, g.weeders)
+	return fmt.Sprintf("%s leads and probes all %d shoots, %s leads the weeders", prober.name, g.opts.shoots, weeder.name), nil
+}
+
+// leaders returns a running replica among rs that holds its work (in leader mode, the one partition
+// that stands for every shoot), and how many do.
+func leaders(ctx context.Context, rs []*replica) (*replica, int) {
+	var leader *replica
+	n := 0
+	for _, r := range rs {
+		if sum(r.metrics(ctx), "dwd_sharding_partitions_held", "") > 0 {
+			leader, n = r, n+1
+		}
+	}
+	return leader, n
+}
+
+// killLeader kills the leading prober and checks that the standby takes the leader lease and probes
+// every shoot.
+func (g *gardenerStory) killLeader(ctx context.Context) (string, error) {
+	leader, n := leaders(ctx, g.probers)
+	if n != 1 {
+		return "", fmt.Errorf("%d probers lead, want 1", n)
+	}
+	g.seed.Shoots.MarkProbes()
+	leader.kill()
+	killed := time.Now()
+	timeout := gardenerLeaseDuration + 20*time.Second
+	err := g.until(ctx, timeout, func(ctx context.Context) bool {
+		next, n := leaders(ctx, g.probers)
+		return n == 1 && sum(next.metrics(ctx), "dwd_probes_active", "") == float64(g.opts.shoots) &&
+			len(unprobedSince(g.seed.Shoots.ProbeStats(), killed)) == 0
+	})
+	if err != nil {
+		return "", fmt.Errorf("the standby did not lead and probe every shoot within %s of the kill: %w", timeout, err)
+	}
+	next, _ := leaders(ctx, g.probers)
+	return fmt.Sprintf("%s leads and has probed every shoot %s after the kill (leader lease %s)",
+		next.name, time.Since(killed).Round(100*time.Millisecond), gardenerLeaseDuration), nil
+}
+
+// play runs the story: start, meltdown, recovery, weeding, the active prober killed.
+func (g *gardenerStory) play(ctx context.Context) {
+	if !g.step(ctx, "Start 2 probers and 2 weeders as Gardener's ServiceAccounts; a leader probes every shoot", func(ctx context.Context) (string, error) {
+		return g.start(ctx, 60*time.Second)
+	}) {
+		return
+	}
+	meltdown := []string{sim.ShootName(1), sim.ShootName(2), sim.ShootName(3)}
+	if g.step(ctx, "Meltdown of 3 shoots → scale-down in level order", func(ctx context.Context) (string, error) {
+		return g.meltdown(ctx, meltdown)
+	}) {
+		g.step(ctx, "Recovery → scale-up in level order", func(ctx context.Context) (string, error) {
+			return g.recover(ctx, meltdown)
+		})
+	}
+	g.step(ctx, "etcd of 3 shoots recovers → their crash-looping pods are deleted", func(ctx context.Context) (string, error) {
+		return g.weed(ctx, []string{sim.ShootName(4), sim.ShootName(5), sim.ShootName(6)})
+	})
+	g.step(ctx, "Kill -9 the leading prober → the standby leads and probes every shoot", g.killLeader)
+}
+
+// leases returns the names of the Leases in namespace.
+func (g *gardenerStory) leases(ctx context.Context, namespace string) ([]string, error) {
+	list := &coordinationv1.LeaseList{}
+	if err := g.seed.Env.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, l := range list.Items {
+		names = append(names, l.Name)
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+// TestRBACGardener runs the original's command lines under exactly the RBAC Gardener grants the
+// original, through a whole story, and checks that they need nothing more: no Lease beyond the two
+// leader leases, every process ready, no required permission missing, no refusal logged twice.
+func TestRBACGardener(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a seed and four dwd processes")
+	}
+	rbac, err := readManifests(gardenerRBACFile)
+	require.NoError(t, err)
+	g := newGardenerStory(t, rbac)
+	ctx := context.Background()
+
+	g.play(ctx)
+	require.NoError(t, g.summary())
+
+	leases, err := g.leases(ctx, gardenNamespace)
+	require.NoError(t, err)
+	assert.Equal(t, gardenerLeases, leases, "the only Leases in %s are the leader leases", gardenNamespace)
+	for _, r := range g.replicas {
+		if r.running() {
+			assert.True(t, r.ready(ctx), "%s is ready", r.name)
+		}
+	}
+	lines := assertPermissionsSuffice(t, g.opts.dir)
+	for _, l := range permissionLines(lines, true) {
+		t.Log("Optional permission missing, as expected under Gardener's RBAC:", l)
+	}
+}

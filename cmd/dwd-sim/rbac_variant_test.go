@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// variantTimeout bounds the first step of a story under RBAC with a rule taken out: long enough for
+// the whole story's RBAC to have started it (seconds, see TestDemo and TestRBACGardener), short
+// enough to keep the test quick.
+const variantTimeout = 15 * time.Second
+
+// TestRBACRuleRemovedFailsTheStory takes one rule out of the RBAC each story runs under and checks
+// that the story then fails at its first step, that a replica's log names the missing permission,
+// and that the replicas are not ready: the stories check RBAC, not only the code.
+func TestRBACRuleRemovedFailsTheStory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs seeds and dwd processes")
+	}
+	t.Run("dwd run under deploy/overlays/sharded less list and watch on leases", func(t *testing.T) {
+		g, err := overlayGrants(demoOverlay)
+		require.NoError(t, err)
+		g.objs, err = withoutVerbs(g.objs, "Role", "dwd", "coordination.k8s.io", "leases", "list", "watch")
+		require.NoError(t, err)
+		quietLogs()
+		dir := t.TempDir()
+		dwd := buildDWD(t, dir)
+		ctx := context.Background()
+		var buf bytes.Buffer
+		d, err := setUp(ctx, &lockedWriter{w: &buf}, demoOptions{shoots: 30, nodes: 2, replicas: 3, dwd: dwd, dir: dir}, g)
+		if d != nil {
+			defer d.tearDown()
+		}
+		require.NoError(t, err, buf.String())
+
+		ok := d.step(ctx, "Start 3 replicas; they share the partitions and probe every shoot", func(ctx context.Context) (string, error) {
+			return d.startReplicasWithin(ctx, variantTimeout)
+		})
+		t.Log(buf.String())
+		assert.False(t, ok, "the story's first step passed without list and watch on leases")
+		assert.Error(t, d.summary())
+		assertNamedAndUnready(t, ctx, d.replicas, dir, "list", "coordination.k8s.io", "leases", d.namespace)
+	})
+	t.Run("dwd prober under Gardener's RBAC less list and watch on secrets", func(t *testing.T) {
+		rbac, err := readManifests(gardenerRBACFile)
+		require.NoError(t, err)
+		rbac, err = withoutVerbs(rbac, "ClusterRole", "gardener.cloud:dependency-watchdog-prober", "", "secrets", "list", "watch")
+		require.NoError(t, err)
+		g := newGardenerStory(t, rbac)
+		ctx := context.Background()
+
+		ok := g.step(ctx, "Start 2 probers and 2 weeders; a leader probes every shoot", func(ctx context.Context) (string, error) {
+			return g.start(ctx, variantTimeout)
+		})
+		assert.False(t, ok, "the story's first step passed without list and watch on secrets")
+		assert.Error(t, g.summary())
+		assertNamedAndUnready(t, ctx, g.probers, g.opts.dir, "list", "", "secrets", "")
+	})
+}
+
+// assertNamedAndUnready checks that a log says "Missing permission" for verb on resource in group and
+// namespace, and that none of the replicas is ready.
+func assertNamedAndUnready(t *testing.T, ctx context.Context, rs []*replica, dir, verb, group, resource, namespace string) {
+	t.Helper()
+	missing := permissionLines(readLogs(t, dir), false)
+	named := false
+	for _, l := range missing {
+		named = named || names(l, verb, group, resource, namespace)
+	}
+	assert.True(t, named, "no log says that %s %s/%s in %q is missing; the missing permissions logged: %v",
+		verb, group, resource, namespace, missing)
+	for _, r := range rs {
+		assert.False(t, r.ready(ctx), "%s is ready without %s on %s", r.name, verb, resource)
+	}
+}
