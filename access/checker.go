@@ -62,9 +62,10 @@ func (c *Checker) Start(ctx context.Context) error {
 // NeedLeaderElection is false: every replica checks, leader or not.
 func (c *Checker) NeedLeaderElection() bool { return false }
 
-// CheckOnce asks about every permission once and logs what changed: a permission found missing, or
-// found again.
+// CheckOnce asks about every permission once and logs what changed: permissions found missing, or
+// found again, one line for the verbs of one resource that one piece of code needs.
 func (c *Checker) CheckOnce(ctx context.Context) {
+	var lost, granted []Permission
 	for _, p := range c.Permissions {
 		allowed, err := c.review(ctx, p)
 		if err != nil {
@@ -73,31 +74,82 @@ func (c *Checker) CheckOnce(ctx context.Context) {
 			}
 			continue
 		}
-		c.record(p, allowed)
+		switch c.record(p, allowed) {
+		case changedLost:
+			lost = append(lost, p)
+		case changedGranted:
+			granted = append(granted, p)
+		}
+	}
+	for _, g := range byNeed(lost) {
+		p := g[0]
+		kind, keys := "Missing permission", []any{}
+		if p.Optional {
+			kind, keys = "Missing optional permission", []any{"without", p.Without}
+		}
+		c.Log.Info(kind, append([]any{"verbs", verbs(g), "group", p.Group, "resource", p.Resource, "namespace", p.Namespace,
+			"name", p.Name, "neededFor", p.For}, keys...)...)
+	}
+	for _, g := range byNeed(granted) {
+		c.Log.Info("Permission granted", "verbs", verbs(g), "group", g[0].Group, "resource", g[0].Resource,
+			"namespace", g[0].Namespace, "name", g[0].Name, "neededFor", g[0].For)
 	}
 	missingRequired.Set(float64(len(c.missing(false))))
 }
 
-// record keeps an answer and logs it when it changed.
-func (c *Checker) record(p Permission, allowed bool) {
+// change is what an answer changed.
+type change int
+
+const (
+	unchanged change = iota
+	changedLost
+	changedGranted
+)
+
+// record keeps an answer and says what it changed: a permission missing at the first answer counts
+// as lost.
+func (c *Checker) record(p Permission, allowed bool) change {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	before, known := c.allowed[p]
 	if c.allowed == nil {
 		c.allowed = map[Permission]bool{}
 	}
 	c.allowed[p] = allowed
-	c.mu.Unlock()
 	switch {
 	case !allowed && (!known || before):
-		kind := "Missing permission"
-		if p.Optional {
-			kind = "Missing optional permission"
-		}
-		c.Log.Info(kind, "verb", p.Verb, "group", p.Group, "resource", p.Resource, "namespace", p.Namespace,
-			"name", p.Name, "neededFor", p.For)
+		return changedLost
 	case allowed && known && !before:
-		c.Log.Info("Permission granted", "permission", p.String(), "neededFor", p.For)
+		return changedGranted
 	}
+	return unchanged
+}
+
+// byNeed groups permissions that differ only in their verb, in their order.
+func byNeed(ps []Permission) [][]Permission {
+	var groups [][]Permission
+	index := map[Permission]int{}
+	for _, p := range ps {
+		key := p
+		key.Verb = ""
+		i, ok := index[key]
+		if !ok {
+			i = len(groups)
+			index[key] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], p)
+	}
+	return groups
+}
+
+// verbs returns the verbs of ps.
+func verbs(ps []Permission) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.Verb)
+	}
+	return out
 }
 
 // review asks the API server whether this replica may do p.

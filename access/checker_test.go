@@ -82,8 +82,10 @@ func TestCheckerNamesMissingPermissionsUntilGranted(t *testing.T) {
 	logs := &logLines{}
 	list := Permission{Verb: "list", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, For: "the leases"}
 	del := Permission{Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, For: "orphans"}
-	events := Permission{Verb: "create", Resource: "events", For: "Events", Optional: true}
-	c := &Checker{Reviews: client.AuthorizationV1().SelfSubjectAccessReviews(), Permissions: []Permission{list, del, events},
+	create := Permission{Verb: "create", Resource: "events", For: "Events", Optional: true, Without: "no Events"}
+	patch := create
+	patch.Verb = "patch"
+	c := &Checker{Reviews: client.AuthorizationV1().SelfSubjectAccessReviews(), Permissions: []Permission{list, del, create, patch},
 		Log: funcr.New(logs.add, funcr.Options{})}
 
 	require.ErrorContains(t, c.ReadyCheck(nil), "unchecked", "not ready before the first answer")
@@ -93,8 +95,9 @@ func TestCheckerNamesMissingPermissionsUntilGranted(t *testing.T) {
 	assert.Contains(t, err.Error(), "delete coordination.k8s.io/leases in "+ns)
 	assert.NotContains(t, err.Error(), "list coordination", "granted")
 	assert.NotContains(t, err.Error(), "events", "an optional permission does not block readiness")
-	assert.Len(t, logs.matching(`"Missing permission"`, `"verb"="delete"`, `"resource"="leases"`, `"namespace"="`+ns+`"`, `"neededFor"="orphans"`), 1)
-	assert.Len(t, logs.matching(`"Missing optional permission"`, `"resource"="events"`), 1)
+	assert.Len(t, logs.matching(`"Missing permission"`, `"verbs"=["delete"]`, `"resource"="leases"`, `"namespace"="`+ns+`"`, `"neededFor"="orphans"`), 1)
+	assert.Len(t, logs.matching(`"Missing optional permission"`, `"verbs"=["create" "patch"]`, `"resource"="events"`, `"without"="no Events"`), 1,
+		"one line for both verbs of Events, saying what the replica does without them")
 	assert.False(t, c.MayRecord()(), "Events are dropped while the replica may not create them")
 
 	c.CheckOnce(ctx)
@@ -106,7 +109,7 @@ func TestCheckerNamesMissingPermissionsUntilGranted(t *testing.T) {
 	require.NoError(t, env.Client.Update(ctx, role))
 	require.Eventually(t, func() bool { c.CheckOnce(ctx); return c.ReadyCheck(nil) == nil }, 10*time.Second, 100*time.Millisecond,
 		"ready once the permission is granted")
-	assert.Len(t, logs.matching(`"Permission granted"`, "delete coordination.k8s.io/leases"), 1)
+	assert.Len(t, logs.matching(`"Permission granted"`, `"verbs"=["delete"]`, `"resource"="leases"`), 1)
 }
 
 func TestRecorderDropsEventsWhileNotAllowed(t *testing.T) {

@@ -11,6 +11,8 @@ type Permission struct {
 	// Optional: without it a feature is off (Events, the leave mode's reads), and the replica works.
 	// Without a required one it does not work, and stays unready.
 	Optional bool
+	// Without says, for an optional permission, what the replica does without it.
+	Without string
 }
 
 // String reads like an RBAC rule: "list coordination.k8s.io/leases in garden".
@@ -44,42 +46,49 @@ type Needs struct {
 	MetricsAuth bool
 }
 
+// required is the Without of a required permission: none, the replica does not work without it.
+const required = ""
+
 // Required returns every permission a replica with needs uses on the seed, each once.
 func Required(n Needs) []Permission {
 	var out []Permission
-	add := func(group, resource, namespace, name, why string, optional bool, verbs ...string) {
+	add := func(group, resource, namespace, name, why string, without string, verbs ...string) {
 		for _, v := range verbs {
-			out = append(out, Permission{Verb: v, Group: group, Resource: resource, Namespace: namespace, Name: name, For: why, Optional: optional})
+			out = append(out, Permission{Verb: v, Group: group, Resource: resource, Namespace: namespace, Name: name, For: why,
+				Optional: without != "", Without: without})
 		}
 	}
 	if n.Prober {
-		add("extensions.gardener.cloud", "clusters", "", "", "the prober's Cluster cache (prober.Setup)", false, "list", "watch")
-		add("", "secrets", "", "", "the prober's cache of shoot kubeconfig Secrets (prober.CacheOptions)", false, "list", "watch")
-		add("apps", "deployments", "", "", "the prober's dependent-resource caches (prober.NewDependentCache)", false, "list", "watch")
-		add("apps", "deployments", "", "", "the scaler's read after a conflict (scaler/request.go)", false, "get")
-		add("apps", "deployments", "", "", "the scaler's scale writes (scaler.Scaler)", false, "patch")
-		add("machine.sapcloud.io", "machines", "", "", "the prober's candidate-node rules (prober/candidates.go)", false, "list", "watch")
+		add("extensions.gardener.cloud", "clusters", "", "", "the prober's Cluster cache (prober.Setup)", required, "list", "watch")
+		add("", "secrets", "", "", "the prober's cache of shoot kubeconfig Secrets (prober.CacheOptions)", required, "list", "watch")
+		add("apps", "deployments", "", "", "the prober's dependent-resource caches (prober.NewDependentCache)", required, "list", "watch")
+		add("apps", "deployments", "", "", "the scaler's read after a conflict (scaler/request.go)", required, "get")
+		add("apps", "deployments", "", "", "the scaler's scale writes (scaler.Scaler)", required, "patch")
+		add("machine.sapcloud.io", "machines", "", "", "the prober's candidate-node rules (prober/candidates.go)", required, "list", "watch")
 	}
 	if n.Weeder {
-		add("discovery.k8s.io", "endpointslices", "", "", "the weeder's readiness of services (weeder.Setup)", false, "list", "watch")
-		add("", "pods", "", "", "the weeder's windows (weeder/window.go)", false, "list", "watch", "delete")
+		add("discovery.k8s.io", "endpointslices", "", "", "the weeder's readiness of services (weeder.Setup)", required, "list", "watch")
+		add("", "pods", "", "", "the weeder's windows (weeder/window.go)", required, "list", "watch", "delete")
 	}
-	add("", "events", "", "", "Events on scaled Deployments, weeded Pods, broken Secrets and Clusters", true, "create", "patch")
+	add("", "events", "", "", "Events on scaled Deployments, weeded Pods, broken Secrets and Clusters",
+		"no Event is recorded (the original records none)", "create", "patch")
 	if n.ShardNamespace != "" {
-		add("coordination.k8s.io", "leases", n.ShardNamespace, "", "the sharding group's member and partition Leases (sharding.Runner, leases.Store)", false,
+		add("coordination.k8s.io", "leases", n.ShardNamespace, "", "the sharding group's member and partition Leases (sharding.Runner, leases.Store)", required,
 			"get", "list", "watch", "create", "update", "delete")
 	}
 	if n.PodNamespace != "" {
-		add("", "pods", n.PodNamespace, "", "--leave-mode=auto: whether a graceful stop restarts (cmd/dwd/pod.go)", true, "get")
-		add("apps", "statefulsets", n.PodNamespace, "", "--leave-mode=auto: whether a graceful stop scales down (cmd/dwd/pod.go)", true, "get")
+		add("", "pods", n.PodNamespace, "", "--leave-mode=auto: whether a graceful stop restarts (cmd/dwd/pod.go)",
+			"every graceful stop hands the share over", "get")
+		add("apps", "statefulsets", n.PodNamespace, "", "--leave-mode=auto: whether a graceful stop scales down (cmd/dwd/pod.go)",
+			"every graceful stop hands the share over", "get")
 	}
 	if n.LeaderLease != "" {
-		add("coordination.k8s.io", "leases", n.LeaderNamespace, "", "the leader lease (leader election)", false, "create")
-		add("coordination.k8s.io", "leases", n.LeaderNamespace, n.LeaderLease, "the leader lease (leader election)", false, "get", "update")
+		add("coordination.k8s.io", "leases", n.LeaderNamespace, "", "the leader lease (leader election)", required, "create")
+		add("coordination.k8s.io", "leases", n.LeaderNamespace, n.LeaderLease, "the leader lease (leader election)", required, "get", "update")
 	}
 	if n.MetricsAuth {
-		add("authentication.k8s.io", "tokenreviews", "", "", "--metrics-secure: authenticating a metrics scrape", false, "create")
-		add("authorization.k8s.io", "subjectaccessreviews", "", "", "--metrics-secure: authorizing a metrics scrape", false, "create")
+		add("authentication.k8s.io", "tokenreviews", "", "", "--metrics-secure: authenticating a metrics scrape", required, "create")
+		add("authorization.k8s.io", "subjectaccessreviews", "", "", "--metrics-secure: authorizing a metrics scrape", required, "create")
 	}
 	return out
 }
