@@ -83,12 +83,13 @@ func (c *Checker) CheckOnce(ctx context.Context) {
 	}
 	for _, g := range byNeed(lost) {
 		p := g[0]
-		kind, keys := "Missing permission", []any{}
+		keys := []any{"verbs", verbs(g), "group", p.Group, "resource", p.Resource, "namespace", p.Namespace, "name", p.Name, "neededFor", p.For}
 		if p.Optional {
-			kind, keys = "Missing optional permission", []any{"without", p.Without}
+			c.Log.Info("Missing optional permission", append(keys, "without", p.Without)...)
+			continue
 		}
-		c.Log.Info(kind, append([]any{"verbs", verbs(g), "group", p.Group, "resource", p.Resource, "namespace", p.Namespace,
-			"name", p.Name, "neededFor", p.For}, keys...)...)
+		// An error: the replica cannot do its work, and stays unready until this is granted.
+		c.Log.Error(nil, "Missing permission", keys...)
 	}
 	for _, g := range byNeed(granted) {
 		c.Log.Info("Permission granted", "verbs", verbs(g), "group", g[0].Group, "resource", g[0].Resource,

@@ -60,6 +60,11 @@ func TestRBACRuleRemovedFailsTheStory(t *testing.T) {
 		assert.False(t, ok, "the story's first step passed without list and watch on secrets")
 		assert.Error(t, g.summary())
 		assertNamedAndUnready(t, ctx, g.probers, g.opts.dir, "list", "", "secrets", "")
+		// A replica whose caches cannot sync has started no work: it stops at once on SIGTERM, where
+		// controller-runtime's manager alone would wait for the caches for ever.
+		for _, r := range g.probers {
+			assert.True(t, r.terminate(5*time.Second), "%s did not stop within 5 s of SIGTERM", r.name)
+		}
 	})
 }
 

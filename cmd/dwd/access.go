@@ -26,9 +26,6 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
-// cacheSyncWarning is how long the caches may take to sync before a replica says that it waits.
-const cacheSyncWarning = time.Minute
-
 // shardingFlagGiven reports whether a flag of the sharding section was given: then `dwd prober` and
 // `dwd weeder` shard even behind leader election.
 func shardingFlagGiven(fs *pflag.FlagSet) bool {
@@ -70,19 +67,19 @@ func (o *options) accessChecker(log logr.Logger) (*access.Checker, error) {
 
 // addAccessChecks makes readiness fail while a required permission is missing or the caches have not
 // synced: a replica that cannot read what it watches does nothing, and must not look healthy.
-func addAccessChecks(mgr manager.Manager, checker *access.Checker) error {
+func addAccessChecks(mgr manager.Manager, checker *access.Checker, synced *cacheSync) error {
 	if err := mgr.AddReadyzCheck("permissions", checker.ReadyCheck); err != nil {
 		return err
 	}
-	synced := &cacheSync{cache: mgr.GetCache(), log: mgr.GetLogger().WithName("caches")}
+	synced.cache, synced.log = mgr.GetCache(), mgr.GetLogger().WithName("caches")
 	if err := mgr.Add(synced); err != nil {
 		return err
 	}
 	return mgr.AddReadyzCheck("caches", synced.ReadyCheck)
 }
 
-// cacheSync tells whether the manager's caches have synced, and says so in the log when they have
-// not after cacheSyncWarning.
+// cacheSync tells whether the manager's caches have synced. The manager starts it only then, so it
+// marks the moment the manager went past its caches to start the work.
 type cacheSync struct {
 	cache interface {
 		WaitForCacheSync(ctx context.Context) bool
@@ -91,7 +88,7 @@ type cacheSync struct {
 	synced atomic.Bool
 }
 
-// Start waits for the caches; the manager starts it once they synced, so it mostly only records it.
+// Start records that the caches synced.
 func (c *cacheSync) Start(ctx context.Context) error {
 	c.synced.Store(c.cache.WaitForCacheSync(ctx))
 	return nil

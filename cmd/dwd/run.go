@@ -137,7 +137,8 @@ func (o *options) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := o.newManager(ctx, checker)
+	synced := &cacheSync{}
+	mgr, err := o.newManager(ctx, checker, synced)
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
@@ -155,7 +156,7 @@ func (o *options) run(ctx context.Context) error {
 		defer close(checked)
 		_ = checker.Start(checkCtx)
 	}()
-	err = mgr.Start(ctx)
+	err = runManager(ctx, mgr, synced)
 	stopChecks()
 	<-checked
 	if err != nil {
@@ -165,9 +166,28 @@ func (o *options) run(ctx context.Context) error {
 	return nil
 }
 
+// runManager runs mgr until ctx ends and it has stopped, or, when ctx ends before the seed caches
+// synced, returns at once: the manager then started nothing but its caches and servers (nothing holds
+// a lease or does work), and controller-runtime's manager does not return while a cache it waits for
+// cannot sync, as when a list is forbidden.
+func runManager(ctx context.Context, mgr manager.Manager, synced *cacheSync) error {
+	stopped := make(chan error, 1)
+	go func() { stopped <- mgr.Start(ctx) }()
+	select {
+	case err := <-stopped:
+		return err
+	case <-ctx.Done():
+	}
+	if !synced.synced.Load() {
+		synced.log.Info("Stopping before the seed caches synced: no work had started")
+		return nil
+	}
+	return <-stopped
+}
+
 // newManager builds the controller-runtime manager with the metrics server, health endpoints and,
 // for the original's command lines, leader election.
-func (o *options) newManager(ctx context.Context, checker *access.Checker) (manager.Manager, error) {
+func (o *options) newManager(ctx context.Context, checker *access.Checker, synced *cacheSync) (manager.Manager, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -207,7 +227,7 @@ func (o *options) newManager(ctx context.Context, checker *access.Checker) (mana
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
-	if err := addAccessChecks(mgr, checker); err != nil {
+	if err := addAccessChecks(mgr, checker, synced); err != nil {
 		return nil, err
 	}
 	// Events go through recorders that drop them while the replica may not write them.
