@@ -161,7 +161,8 @@ func restClientFor(base *rest.Config, httpClient *http.Client, apiPath string, g
 	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
 	c, err := rest.RESTClientForConfigAndClient(cfg, httpClient)
 	if err != nil {
-		return nil, fmt.Errorf("building the %s client: %w", gv, err)
+		// The error may quote the server URL, password and all; what else the config holds is secret.
+		return nil, KubeconfigError(fmt.Sprintf("building the %s client", gv), err, []byte(base.Host+" "+base.BearerToken+" "+base.Password))
 	}
 	return c, nil
 }
@@ -176,14 +177,14 @@ func restConfigFromSecret(secret *corev1.Secret) (*rest.Config, error) {
 	}
 	raw, err := clientcmd.Load(data)
 	if err != nil {
-		return nil, fmt.Errorf("invalid kubeconfig: %w", err)
+		return nil, KubeconfigError("invalid kubeconfig", err, data)
 	}
 	if err := refuseExternalCredentials(raw); err != nil {
 		return nil, err
 	}
 	cfg, err := clientcmd.NewDefaultClientConfig(*raw, nil).ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("invalid kubeconfig: %w", err)
+		return nil, KubeconfigError("invalid kubeconfig", err, data)
 	}
 	if cfg.Host == "" {
 		return nil, errors.New("kubeconfig names no server")

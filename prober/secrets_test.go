@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -290,8 +291,8 @@ func TestLeakCheckFindsQuotedMaterial(t *testing.T) {
 	assert.NotEmpty(t, m.leaked(string(m.other.keyPEM)), "the other credentials count too")
 }
 
-// leakingSecrets are broken kubeconfigs whose errors quote them today: the decoders under
-// restConfigFromSecret echo values in some of their errors.
+// leakingSecrets are broken kubeconfigs whose decoders' errors quote them: the decoders under
+// restConfigFromSecret echo values in some of their errors, which KubeconfigError withholds.
 func leakingSecrets() []secretCase {
 	yamlUser := func(server string, m secretMaterial, userLines string) map[string][]byte {
 		data := fmt.Sprintf("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters:\n- name: c\n  cluster: {server: %q}\n"+
@@ -313,7 +314,7 @@ func leakingSecrets() []secretCase {
 		{"a proxy URL with a password and an unsupported scheme", func(server string, m secretMaterial) map[string][]byte {
 			return map[string][]byte{KubeconfigKey: tlsKubeconfig(server,
 				map[string]any{"certificate-authority-data": m.ca.pem, "proxy-url": "ftp://dwd:" + m.token + "@127.0.0.1:1"}, map[string]any{"token": "t"})}
-		}, "proxy-url"},
+		}, "invalid kubeconfig"},
 		// url.Parse quotes a URL it cannot parse, password included.
 		{"a server URL with a password that does not parse", func(server string, m secretMaterial) map[string][]byte {
 			return map[string][]byte{KubeconfigKey: tlsKubeconfig("https://dwd:"+m.token+"@shoot api:443",
@@ -323,8 +324,6 @@ func leakingSecrets() []secretCase {
 }
 
 func TestBrokenKubeconfigSecretsThatQuoteThemselves(t *testing.T) {
-	t.Skip("records a leak: restConfigFromSecret (prober/clients.go) wraps decoder errors that quote the Secret, " +
-		"and they reach the log and the InvalidKubeconfig and ProbeFailing Events")
 	m := newSecretMaterial(t)
 	for _, tc := range leakingSecrets() {
 		t.Run(tc.name, func(t *testing.T) {
@@ -335,4 +334,26 @@ func TestBrokenKubeconfigSecretsThatQuoteThemselves(t *testing.T) {
 			assert.Empty(t, m.leaked(strings.Join(r.events, "\n")), "the Events: %q", r.events)
 		})
 	}
+}
+
+func TestKubeconfigErrorWithholdsOnlyQuotedValues(t *testing.T) {
+	kubeconfig := []byte("apiVersion: v1\nclusters:\n- cluster:\n    server: https://dwd:s3cr3t-pass@api.example:443\n" +
+		"users:\n- user:\n    token: eyJhbGciOiJSUzI1NiJ9.payload.signature\n")
+	cause := errors.New("yaml: line 3: mapping values are not allowed in this context")
+	assert.Equal(t, "invalid kubeconfig: "+cause.Error(), KubeconfigError("invalid kubeconfig", cause, kubeconfig).Error(),
+		"an error that quotes no value keeps its details")
+	assert.ErrorIs(t, KubeconfigError("invalid kubeconfig", cause, kubeconfig), cause)
+	for _, quoted := range []string{
+		"cannot unmarshal !!int `eyJhbGciOiJSUzI1NiJ9.payload.signature` into string",
+		`parse "https://dwd:s3cr3t-pass@api example": invalid character`,
+		"truncated: ...JSUzI1NiJ9.pay...",
+	} {
+		err := KubeconfigError("invalid kubeconfig", errors.New(quoted), kubeconfig)
+		assert.NotContains(t, err.Error(), "s3cr3t")
+		assert.NotContains(t, err.Error(), "JSUzI1Ni")
+		assert.Contains(t, err.Error(), "invalid kubeconfig (the details are withheld")
+	}
+	assert.Equal(t, "invalid kubeconfig: unknown field certificate-authority-data",
+		KubeconfigError("invalid kubeconfig", errors.New("unknown field certificate-authority-data"), kubeconfig).Error(),
+		"a field name is no value")
 }

@@ -357,3 +357,21 @@ func (b *lockedBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestBrokenSeedKubeconfigIsNotQuoted: a seed kubeconfig the decoder fails on is reported without its
+// credentials, which the decoder's own message would quote.
+func TestBrokenSeedKubeconfigIsNotQuoted(t *testing.T) {
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+users:
+- name: u
+  user:
+    token: !!int sEcReTtOkEnVaLuE0123456789
+`), 0o600))
+	code, _, stderr := run(context.Background(), "run", "--kubeconfig="+kubeconfig, "--prober-config=testdata/prober.yaml")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "--kubeconfig")
+	assert.Contains(t, stderr, "the details are withheld")
+	assert.NotContains(t, stderr, "sEcReTtOkEn")
+}

@@ -299,6 +299,11 @@ func (o *options) buildRestConfig() (*rest.Config, error) {
 	var err error
 	if o.kubeconfig != "" {
 		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+		if err != nil {
+			// A decoder's error may quote the file's credentials; it is printed, so it must not.
+			data, _ := os.ReadFile(o.kubeconfig)
+			return nil, prober.KubeconfigError("reading the kubeconfig", err, data)
+		}
 	} else {
 		cfg, err = ctrlconfig.GetConfig()
 	}
