@@ -148,6 +148,20 @@ func TestRequiredSaysWhatEachModeNeeds(t *testing.T) {
 	assert.Contains(t, sharded, "delete pods in all namespaces")
 	assert.Contains(t, sharded, "get apps/statefulsets in dwd")
 	assert.NotContains(t, sharded, "patch apps/deployments in all namespaces", "a weeder scales nothing")
+
+	kinds := names(Needs{Prober: true, ScaledKinds: []string{"Deployment", "StatefulSet"}})
+	assert.Contains(t, kinds, "list apps/statefulsets in all namespaces", "every kind the prober scales")
+	assert.Contains(t, kinds, "patch apps/statefulsets in all namespaces")
+	assert.Contains(t, kinds, "patch apps/deployments in all namespaces")
+
+	both := names(Needs{Prober: true, ShardNamespace: "garden", LeaderNamespace: "garden", LeaderLease: "dwd-prober-leader-election"})
+	creates := 0
+	for _, p := range both {
+		if p == "create coordination.k8s.io/leases in garden" {
+			creates++
+		}
+	}
+	assert.Equal(t, 1, creates, "sharding behind leader election lists creating Leases once")
 }
 
 func keyOf(namespace, name string) client.ObjectKey {

@@ -1,6 +1,9 @@
 package access
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Permission is one verb on one kind of object: in one namespace, or in all when Namespace is empty;
 // on one object when Name is set.
@@ -34,6 +37,9 @@ func (p Permission) String() string {
 // Needs says what a replica runs, from which Required derives its permissions.
 type Needs struct {
 	Prober, Weeder bool
+	// ScaledKinds are the kinds of the prober's dependent resources (apps/v1 Deployment, StatefulSet),
+	// once each; none means Deployment, the only kind Gardener configures.
+	ScaledKinds []string
 	// ShardNamespace is the namespace of the sharding group's Leases; empty when the replica runs as
 	// the original does, one leader owning every shoot.
 	ShardNamespace string
@@ -61,9 +67,16 @@ func Required(n Needs) []Permission {
 	if n.Prober {
 		add("extensions.gardener.cloud", "clusters", "", "", "the prober's Cluster cache (prober.Setup)", required, "list", "watch")
 		add("", "secrets", "", "", "the prober's cache of shoot kubeconfig Secrets (prober.CacheOptions)", required, "list", "watch")
-		add("apps", "deployments", "", "", "the prober's dependent-resource caches (prober.NewDependentCache)", required, "list", "watch")
-		add("apps", "deployments", "", "", "the scaler's read after a conflict (scaler/request.go)", required, "get")
-		add("apps", "deployments", "", "", "the scaler's scale writes (scaler.Scaler)", required, "patch")
+		kinds := n.ScaledKinds
+		if len(kinds) == 0 {
+			kinds = []string{"Deployment"}
+		}
+		for _, kind := range kinds {
+			resource := strings.ToLower(kind) + "s"
+			add("apps", resource, "", "", "the prober's dependent-resource caches (prober.NewDependentCache)", required, "list", "watch")
+			add("apps", resource, "", "", "the scaler's read after a conflict (scaler/request.go)", required, "get")
+			add("apps", resource, "", "", "the scaler's scale writes (scaler.Scaler)", required, "patch")
+		}
 		add("machine.sapcloud.io", "machines", "", "", "the prober's candidate-node rules (prober/candidates.go)", required, "list", "watch")
 	}
 	if n.Weeder {
@@ -89,6 +102,22 @@ func Required(n Needs) []Permission {
 	if n.MetricsAuth {
 		add("authentication.k8s.io", "tokenreviews", "", "", "--metrics-secure: authenticating a metrics scrape", required, "create")
 		add("authorization.k8s.io", "subjectaccessreviews", "", "", "--metrics-secure: authorizing a metrics scrape", required, "create")
+	}
+	return unique(out)
+}
+
+// unique drops the repeats of a permission that two needs share (creating Leases, for sharding
+// behind leader election), keeping the first.
+func unique(ps []Permission) []Permission {
+	type key struct{ verb, group, resource, namespace, name string }
+	seen := map[key]bool{}
+	out := ps[:0]
+	for _, p := range ps {
+		k := key{p.Verb, p.Group, p.Resource, p.Namespace, p.Name}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, p)
+		}
 	}
 	return out
 }

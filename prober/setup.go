@@ -2,7 +2,10 @@ package prober
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -116,11 +119,17 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 			Limiter: flowcontrol.NewTokenBucketRateLimiter(opts.ScaleQPS, opts.ScaleBurst),
 			Clock:   clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos, Guard: coordinator.Guard},
 	}
-	// The schedulers start once the dependents' caches (which the manager does not own) have synced.
-	for _, r := range []manager.Runnable{dependents, afterSync{dependents.WaitForCacheSync, m.Scheduler}, afterSync{dependents.WaitForCacheSync, m.Flows}} {
+	// The schedulers start once the dependents' caches (which the manager does not own) have synced;
+	// until then the replica is not ready, since it probes nothing (a forbidden list never syncs).
+	synced := &syncedFlag{elected: mgr.Elected()}
+	for _, r := range []manager.Runnable{dependents, afterSync{dependents.WaitForCacheSync, m.Scheduler},
+		afterSync{dependents.WaitForCacheSync, m.Flows}, afterSync{dependents.WaitForCacheSync, synced}} {
 		if err := mgr.Add(r); err != nil {
 			return nil, err
 		}
+	}
+	if err := mgr.AddReadyzCheck("prober-dependents", synced.check); err != nil {
+		return nil, err
 	}
 	err = ctrl.NewControllerManagedBy(mgr).Named("prober").For(newCluster()).
 		// A process runs one prober; tests run several, whose controllers would otherwise clash by name.
@@ -145,6 +154,31 @@ func (a afterSync) Start(ctx context.Context) error {
 		return nil
 	}
 	return a.run.Start(ctx)
+}
+
+// syncedFlag is a Runnable that records that it was started, for a readiness check that fails until
+// then once this process leads (the dependents' caches run on the leader only, so a standby waiting for
+// the leader lease is not held back by them).
+type syncedFlag struct {
+	elected <-chan struct{}
+	started atomic.Bool
+}
+
+func (f *syncedFlag) Start(context.Context) error {
+	f.started.Store(true)
+	return nil
+}
+
+func (f *syncedFlag) check(*http.Request) error {
+	select {
+	case <-f.elected:
+	default:
+		return nil
+	}
+	if !f.started.Load() {
+		return errors.New("the caches of the dependent resources have not synced")
+	}
+	return nil
 }
 
 // scaleClients builds the scale path's clients: they read the dependents from their cache, and send

@@ -70,9 +70,13 @@ func (l *Leader) Start(ctx context.Context) error {
 	return nil
 }
 
-// Owns reports whether this process leads and is before its fence.
+// Owns reports whether this process leads. Unlike a Coordinator's, it stays true past the fence
+// while the process still leads: a Leader takes nothing back at a fence and hands nothing out again
+// after a late renewal, so work stopped for a fence (a probe, a weeding window) would never restart.
+// Guard refuses the writes past the fence; leader election ends the process soon after if the lease
+// is not renewed.
 func (l *Leader) Owns(string) bool {
-	return l.leading.Load() && l.clock.Now().Before(l.lock.FenceAt())
+	return l.leading.Load()
 }
 
 // Partition is the one partition of a Leader.
@@ -124,23 +128,28 @@ func (l *FencedLock) Create(ctx context.Context, record resourcelock.LeaderElect
 
 // Update renews the lease, takes it over, or releases it.
 func (l *FencedLock) Update(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
+	if record.HolderIdentity != l.Identity() {
+		// A release: no write may go out from the moment it is sent, whatever its answer.
+		l.setFence(time.Time{})
+		return l.Interface.Update(ctx, record)
+	}
 	sent := l.clock.Now()
 	err := l.Interface.Update(ctx, record)
 	l.written(record, sent, err)
 	return err
 }
 
-// written moves the fence after a successful write that names this process the holder, and to now
-// after a release.
+// written moves the fence after a successful write that names this process the holder.
 func (l *FencedLock) written(record resourcelock.LeaderElectionRecord, sent time.Time, err error) {
+	if err == nil && record.HolderIdentity == l.Identity() {
+		l.setFence(sent.Add(l.renewDeadline))
+	}
+}
+
+func (l *FencedLock) setFence(at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case record.HolderIdentity != l.Identity():
-		l.fenceAt = time.Time{}
-	case err == nil:
-		l.fenceAt = sent.Add(l.renewDeadline)
-	}
+	l.fenceAt = at
 }
 
 // FenceAt returns the moment this process must stop writing; zero when it never held the lease.

@@ -74,9 +74,8 @@ func TestFencedLockFenceFollowsSuccessfulRenewals(t *testing.T) {
 	require.Error(t, lock.Update(ctx, mine))
 	assert.Equal(t, time.Unix(1014, 0), lock.FenceAt(), "a failed renewal does not move the fence")
 
-	inner.failing = false
-	require.NoError(t, lock.Update(ctx, resourcelock.LeaderElectionRecord{}))
-	assert.True(t, lock.FenceAt().IsZero(), "a release ends the right to write")
+	require.Error(t, lock.Update(ctx, resourcelock.LeaderElectionRecord{}))
+	assert.True(t, lock.FenceAt().IsZero(), "a release ends the right to write when it is sent, whatever its answer")
 }
 
 func TestLeaderOwnsEverythingWhileLeadingAndBeforeItsFence(t *testing.T) {
@@ -106,9 +105,14 @@ func TestLeaderOwnsEverythingWhileLeadingAndBeforeItsFence(t *testing.T) {
 	cancel()
 
 	clk.SetTime(time.Unix(1010, 0))
-	assert.False(t, leader.Owns("shoot--a"), "at the fence moment")
 	_, _, err = leader.Guard(context.Background(), "shoot--a")
-	require.ErrorIs(t, err, ErrFenced)
+	require.ErrorIs(t, err, ErrFenced, "no write at the fence moment")
+	assert.True(t, leader.Owns("shoot--a"), "the work goes on while the process leads: a late renewal resumes the writes")
+	clk.SetTime(time.Unix(1011, 0))
+	require.NoError(t, lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}))
+	_, cancel, err = leader.Guard(context.Background(), "shoot--a")
+	require.NoError(t, err, "a late renewal moves the fence on")
+	cancel()
 
 	stop()
 	require.NoError(t, <-done)

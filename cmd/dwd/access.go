@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,13 @@ func shardingFlagGiven(fs *pflag.FlagSet) bool {
 // needs says what this replica runs, for the permissions it checks.
 func (o *options) needs() access.Needs {
 	n := access.Needs{Prober: o.proberConfig != nil, Weeder: o.weederConfig != nil, MetricsAuth: o.metricsSecure}
+	if o.proberConfig != nil {
+		for _, info := range o.proberConfig.DependentResourceInfos {
+			if !slices.Contains(n.ScaledKinds, info.Ref.Kind) {
+				n.ScaledKinds = append(n.ScaledKinds, info.Ref.Kind)
+			}
+		}
+	}
 	if o.leaderElection.enabled {
 		n.LeaderNamespace, n.LeaderLease = o.leaderElection.namespace, o.leaderElection.id
 	}

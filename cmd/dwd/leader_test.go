@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"io"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -119,4 +123,75 @@ func scraperToken(t *testing.T, ns, name string, allowed bool) string {
 	token, err := clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return token.Status.Token
+}
+
+// TestProberMissingItsScaleTargetsIsNotReady: a prober that may not read a kind it scales (a
+// StatefulSet, beside Gardener's Deployments) names the permission and stays unready, instead of
+// idling while it waits for a cache that never syncs.
+func TestProberMissingItsScaleTargetsIsNotReady(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	user := ns + "-prober"
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"extensions.gardener.cloud"}, Resources: []string{"clusters"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		{APIGroups: []string{"machine.sapcloud.io"}, Resources: []string{"machines"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
+	}}
+	require.NoError(t, env.Client.Create(ctx, role))
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}
+	require.NoError(t, env.Client.Create(ctx, binding))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, binding); _ = env.Client.Delete(ctx, role) })
+
+	r := startReplica(t, "prober", "--config-file=testdata/prober-statefulset.yaml", "--enable-leader-election",
+		"--leader-election-namespace="+ns, "--kubeconfig="+impersonatingKubeconfig(t, user))
+	require.Eventually(t, func() bool {
+		n, ok := metricValue(r.metricsAddr, "dwd_access_missing_permissions ")
+		return ok && n == 4
+	}, 30*time.Second, 100*time.Millisecond, "list, watch, get and patch on statefulsets are missing")
+	require.Eventually(t, func() bool { return leaderIdentity(t, ns) != "" }, 30*time.Second, 100*time.Millisecond,
+		"it leads: the manager's caches synced")
+	assert.False(t, httpOK("http://"+r.healthAddr+"/readyz"), "not ready without its scale targets")
+	resp, err := http.Get("http://" + r.healthAddr + "/readyz?verbose")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Contains(t, string(body), "[-]permissions")
+	assert.Contains(t, string(body), "[-]prober-dependents", "the leader's dependent caches cannot sync")
+	assert.Contains(t, string(body), "[+]caches", "the manager's caches synced")
+	assert.Equal(t, 0, r.stop(t))
+	assert.Contains(t, r.stderr, `"msg":"Missing permission","verbs":["list","watch"],"group":"apps","resource":"statefulsets"`)
+}
+
+// impersonatingKubeconfig writes the test API server's kubeconfig, acting as user.
+func impersonatingKubeconfig(t *testing.T, user string) string {
+	cfg, err := clientcmd.Load(env.KubeConfig)
+	require.NoError(t, err)
+	for _, auth := range cfg.AuthInfos {
+		auth.Impersonate = user
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*cfg, path))
+	return path
+}
+
+func TestLeaderElectionTimingsCountWholeSeconds(t *testing.T) {
+	for _, tc := range []struct {
+		lease, renew string
+		ok           bool
+	}{
+		{lease: "15s", renew: "10s", ok: true},
+		{lease: "10.9s", renew: "10.5s", ok: false}, // the lease says 10 s: the others would not wait for the fence
+		{lease: "11.5s", renew: "10.5s", ok: true},
+	} {
+		code, _, stderr := run(context.Background(), "prober", "--config-file=testdata/prober.yaml", "--enable-leader-election",
+			"--leader-elect-lease-duration="+tc.lease, "--leader-elect-renew-deadline="+tc.renew, "--kubeconfig=/nonexistent")
+		assert.Equal(t, !tc.ok, strings.Contains(stderr, "--leader-elect-renew-deadline"), "%s/%s: %s", tc.lease, tc.renew, stderr)
+		assert.Equal(t, 1, code, "the kubeconfig is missing either way")
+	}
 }

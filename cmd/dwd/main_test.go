@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -257,12 +258,15 @@ type runningReplica struct {
 	stderr      string // set before done is sent
 }
 
-// startReplica runs dwd with args, the test API server's kubeconfig and loopback server addresses.
+// startReplica runs dwd with args, the test API server's kubeconfig unless args give one, and loopback
+// server addresses.
 func startReplica(t *testing.T, args ...string) *runningReplica {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &runningReplica{ctx: ctx, cancel: cancel, healthAddr: freeLoopbackAddr(t), metricsAddr: freeLoopbackAddr(t), done: make(chan int, 1)}
-	args = append(args, "--kubeconfig="+env.KubeconfigFile(t), "--metrics-bind-addr="+r.metricsAddr,
-		"--health-bind-addr="+r.healthAddr)
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--kubeconfig=") }) {
+		args = append(args, "--kubeconfig="+env.KubeconfigFile(t))
+	}
+	args = append(args, "--metrics-bind-addr="+r.metricsAddr, "--health-bind-addr="+r.healthAddr)
 	go func() {
 		code, _, stderr := run(ctx, args...)
 		if code != 0 {
@@ -373,5 +377,11 @@ users:
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "--kubeconfig")
 	assert.Contains(t, stderr, "the details are withheld")
+	assert.NotContains(t, stderr, "sEcReTtOkEn")
+
+	t.Setenv("KUBECONFIG", kubeconfig)
+	code, _, stderr = run(context.Background(), "run", "--prober-config=testdata/prober.yaml")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "finding the seed's kubeconfig (the details are withheld", "found through $KUBECONFIG")
 	assert.NotContains(t, stderr, "sEcReTtOkEn")
 }

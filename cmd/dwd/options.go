@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -306,14 +307,30 @@ func (o *options) buildRestConfig() (*rest.Config, error) {
 		}
 	} else {
 		cfg, err = ctrlconfig.GetConfig()
-	}
-	if err != nil {
-		return nil, err
+		if err != nil {
+			return nil, prober.KubeconfigError("finding the seed's kubeconfig", err, defaultKubeconfigs())
+		}
 	}
 	cfg.QPS = float32(o.kubeAPIQPS)
 	cfg.Burst = o.kubeAPIBurst
 	cfg.UserAgent = "dwd/" + version
 	return cfg, nil
+}
+
+// defaultKubeconfigs returns the contents of the kubeconfig files controller-runtime reads without
+// --kubeconfig ($KUBECONFIG, ~/.kube/config), to keep their values out of its errors.
+func defaultKubeconfigs() []byte {
+	paths := filepath.SplitList(os.Getenv(clientcmd.RecommendedConfigPathEnvVar))
+	if home, err := os.UserHomeDir(); err == nil {
+		paths = append(paths, filepath.Join(home, clientcmd.RecommendedHomeDir, clientcmd.RecommendedFileName))
+	}
+	var all []byte
+	for _, path := range paths {
+		if data, err := os.ReadFile(path); err == nil {
+			all = append(append(all, data...), '\n')
+		}
+	}
+	return all
 }
 
 // validate checks the flags of a command that runs the given roles, after complete.
@@ -372,9 +389,11 @@ func (le *leaderElectionOptions) validate() field.ErrorList {
 	if le.namespace == "" {
 		errs = append(errs, field.Required(field.NewPath("--leader-election-namespace"), ""))
 	}
-	if le.retryPeriod <= 0 || le.renewDeadline <= le.retryPeriod || le.leaseDuration <= le.renewDeadline {
+	// The lease records its duration in whole seconds, and the others wait that long: the renew
+	// deadline, where the leader stops writing, must be shorter than the duration they read.
+	if le.retryPeriod <= 0 || le.renewDeadline <= le.retryPeriod || le.leaseDuration.Truncate(time.Second) <= le.renewDeadline {
 		errs = append(errs, field.Invalid(field.NewPath("--leader-elect-renew-deadline"), le.renewDeadline.String(),
-			"need 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration"))
+			"need 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration in whole seconds"))
 	}
 	return errs
 }
