@@ -64,7 +64,7 @@ func TestEveryObjectAppliesToTheAPIServer(t *testing.T) {
 	c, warned := warningClient(t)
 	for name, objs := range testBuilds(t) {
 		t.Run(name, func(t *testing.T) {
-			createNamespace(t, objs)
+			createNamespaces(t, objs)
 			createPriorityClasses(t, objs)
 			warned.take()
 			for _, o := range objs {
@@ -78,7 +78,7 @@ func TestEveryObjectAppliesToTheAPIServer(t *testing.T) {
 func TestTheAPIServerWarnsOfAPodOutsideTheRestrictedStandard(t *testing.T) {
 	env.Require(t)
 	objs := mustBuild(t, "overlays/sharded")
-	createNamespace(t, objs)
+	createNamespaces(t, objs)
 	c, warned := warningClient(t)
 	for _, o := range objs {
 		if o.GetKind() != "StatefulSet" {
@@ -100,26 +100,35 @@ func TestTheAPIServerWarnsOfAPodOutsideTheRestrictedStandard(t *testing.T) {
 	}
 }
 
-// createNamespace creates the namespace the objects go to: from the build's Namespace when it has
-// one, else one that warns of pods outside the restricted Pod Security Standard, as the overlays'
-// own do. It keeps a namespace that exists: the test API server never finishes deleting one.
-func createNamespace(t *testing.T, objs []*unstructured.Unstructured) {
+// createNamespaces creates the namespaces the objects go to (the pods', and the Leases' when it is
+// another): each from the build's Namespace when it has one, so that what is applied into it meets
+// that Namespace's labels, else one that warns of pods outside the restricted Pod Security Standard,
+// as the overlays' own do. It keeps a namespace that exists: the test API server never finishes
+// deleting one.
+func createNamespaces(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
-	var name string
+	fromBuild := map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" {
+			fromBuild[o.GetName()] = o
+		}
+	}
+	names := map[string]bool{}
 	for _, o := range objs {
 		if !clusterScoped[o.GetKind()] {
-			name = o.GetNamespace()
+			names[o.GetNamespace()] = true
 		}
 	}
-	require.NotEmpty(t, name, "the build has namespaced objects")
-	var ns client.Object = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Labels: map[string]string{"pod-security.kubernetes.io/warn": "restricted"}}}
-	for _, o := range objs {
-		if o.GetKind() == "Namespace" && o.GetName() == name {
+	require.NotEmpty(t, names, "the build has namespaced objects")
+	for name := range names {
+		require.NotEmpty(t, name, "every namespaced object has its namespace")
+		var ns client.Object = &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Labels: map[string]string{"pod-security.kubernetes.io/warn": "restricted"}}}
+		if o, ok := fromBuild[name]; ok {
 			ns = o.DeepCopy()
 		}
+		createIfAbsent(t, ns)
 	}
-	createIfAbsent(t, ns)
 }
 
 // createPriorityClasses creates the PriorityClasses the workloads' pods name, which a real seed has.

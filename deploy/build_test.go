@@ -11,20 +11,34 @@ func TestOverlays(t *testing.T) {
 	assert.Equal(t, []string{"overlays/gardener", "overlays/sharded", "overlays/single"}, Overlays())
 }
 
-func TestEveryOverlayBuildsIntoItsNamespace(t *testing.T) {
+func TestEveryOverlayBuildsIntoItsNamespaces(t *testing.T) {
 	for _, overlay := range Overlays() {
 		t.Run(overlay, func(t *testing.T) {
 			objs := mustBuild(t, overlay)
 			ns, ok := overlayNamespaces[overlay]
-			require.True(t, ok, "give the overlay's namespace in overlayNamespaces")
+			require.True(t, ok, "give the overlay's namespaces in overlayNamespaces")
 			require.NotEmpty(t, workloads(t, objs), "the overlay runs dwd")
+			created := map[string]bool{}
 			for _, o := range objs {
-				if clusterScoped[o.GetKind()] {
+				switch {
+				case clusterScoped[o.GetKind()]:
 					assert.Empty(t, o.GetNamespace(), "%s %s", o.GetKind(), o.GetName())
-				} else {
-					assert.Equal(t, ns, o.GetNamespace(), "%s %s", o.GetKind(), o.GetName())
+					if o.GetKind() == "Namespace" {
+						created[o.GetName()] = true
+					}
+				case o.GetNamespace() == ns.shards && (o.GetKind() == "Role" || o.GetKind() == "RoleBinding"):
+					// The Leases' RBAC, in the shard namespace (TestLeasesAreGrantedOnlyInTheShardNamespace).
+				default:
+					assert.Equal(t, ns.pods, o.GetNamespace(), "%s %s", o.GetKind(), o.GetName())
 				}
 			}
+			want := map[string]bool{}
+			for _, name := range []string{ns.pods, ns.shards} {
+				if !preexisting[name] {
+					want[name] = true
+				}
+			}
+			assert.Equal(t, want, created, "the overlay creates the namespaces it uses, but for a seed's own")
 		})
 	}
 }
@@ -34,6 +48,22 @@ func TestBuildOrdersNamespacesAndRBACFirst(t *testing.T) {
 	assert.Equal(t, "Namespace", objs[0].GetKind(), "a Namespace is applied before what it holds")
 	assert.Equal(t, "StatefulSet", objs[len(objs)-2].GetKind())
 	assert.Equal(t, "PodDisruptionBudget", objs[len(objs)-1].GetKind())
+}
+
+func TestEveryNamespaceComesBeforeWhatItHolds(t *testing.T) {
+	for _, overlay := range Overlays() {
+		t.Run(overlay, func(t *testing.T) {
+			seen := map[string]bool{}
+			for _, o := range mustBuild(t, overlay) {
+				if o.GetKind() == "Namespace" {
+					seen[o.GetName()] = true
+				}
+				if ns := o.GetNamespace(); ns != "" && !preexisting[ns] {
+					assert.True(t, seen[ns], "%s %s/%s comes after its Namespace, for `kubectl apply -k`", o.GetKind(), ns, o.GetName())
+				}
+			}
+		})
+	}
 }
 
 func TestBuildRefusesWhatIsNoKustomizationOfTheTree(t *testing.T) {

@@ -11,14 +11,25 @@
 //   - overlays/gardener: dwd in place of the original in a Gardener seed, in the shape Gardener gives
 //     the original (the prober and the weeder as StatefulSets of their own in garden, with the
 //     original's names, command lines, ConfigMap key and labels), built from the base in
-//     overlays/gardener/prober and overlays/gardener/weeder. Its kustomization.yaml says what to stop
-//     first and why no name clashes with Gardener's objects.
+//     overlays/gardener/prober and overlays/gardener/weeder. The sharding Leases of both roles are in
+//     the namespace dwd-shards (overlays/gardener/shards, which creates it and holds the Lease Roles),
+//     so that nothing grants anything on a Lease of garden; in garden each account may only get its
+//     own Pod and StatefulSet. Its kustomization.yaml says what to stop first and why no name clashes
+//     with Gardener's objects.
 //   - components/metrics-auth: a component that serves /metrics behind authentication and
-//     authorization (--metrics-secure) and adds the RBAC that needs.
+//     authorization (--metrics-secure). It works with every overlay above: list it under `components:`
+//     of a kustomization that holds the overlay. It appends the flag to the args of dwd's containers
+//     and adds the reviews it sends to the ClusterRole of each replica's account (labelled
+//     dwd.gardener.cloud/replica-rules), so that it names no account and follows the overlay's.
+//
+// The base's images entry is a placeholder: no image of dwd is published, so a user builds one with
+// `make image`, pushes it, and sets the entry to it.
 //
 // Build builds any of them with the kustomize API from the copy embedded in the binary, so that Go
 // tests can apply exactly what `kubectl apply -k` applies. The tests of this package build every
 // overlay, dry-run apply it into a real API server, run the real dwd with every container's command
 // line and validate every config, and check what an operator relies on (security context, probes,
-// the downward API, the budget's selector, the RBAC subjects, no wildcard).
+// the downward API, the budget's selector, the RBAC subjects, no wildcard, each account's permissions
+// exactly what dwd checks, Leases granted only in the shard namespace). They test every overlay alone
+// and with components/metrics-auth.
 package deploy

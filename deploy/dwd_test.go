@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -62,18 +63,23 @@ func removeDwd() {
 	}
 }
 
-// testBuilds are what the integration tests apply and run: every overlay, and the sharded one with
-// the metrics-auth component.
+// metricsAuth is the component every overlay is also tested with.
+const metricsAuth = "components/metrics-auth"
+
+// testBuilds are what the integration tests apply and run: every overlay, alone and with the
+// metrics-auth component ("overlays/sharded+components/metrics-auth").
 func testBuilds(t *testing.T) map[string][]*unstructured.Unstructured {
 	builds := map[string][]*unstructured.Unstructured{}
 	for _, overlay := range Overlays() {
 		builds[overlay] = mustBuild(t, overlay)
+		builds[overlay+"+"+metricsAuth] = buildWithComponent(t, overlay, metricsAuth)
 	}
-	builds["overlays/sharded+components/metrics-auth"] = buildWithComponent(t, "overlays/sharded", "components/metrics-auth")
 	return builds
 }
 
-// buildWithComponent builds an overlay of the tree with a component of the tree added.
+// buildWithComponent builds an overlay of the tree with a component of the tree added, as a user
+// adds it: a kustomization of their own that holds the overlay and lists the component. It lives in
+// the test's in-memory copy of the tree only.
 func buildWithComponent(t *testing.T, overlay, component string) []*unstructured.Unstructured {
 	t.Helper()
 	mem, err := inMemory()
@@ -99,9 +105,10 @@ type configFile struct {
 	role, configMap, key, path string
 }
 
-// prepare turns a container of a build into a launch of the binary bin in namespace, against the
-// test API server.
-func prepare(t *testing.T, objs []*unstructured.Unstructured, w workload, c corev1.Container, namespace, bin string) launch {
+// prepare turns a container of a build into a launch of the binary bin against the test API server,
+// for a pod in namespace whose Leases go to shards when its command line names their namespace
+// (overlays/gardener's dwd-shards), so that no two tests share a group.
+func prepare(t *testing.T, objs []*unstructured.Unstructured, w workload, c corev1.Container, namespace, shards, bin string) launch {
 	t.Helper()
 	argv := commandLine(c)
 	if len(c.Command) == 0 {
@@ -112,6 +119,9 @@ func prepare(t *testing.T, objs []*unstructured.Unstructured, w workload, c core
 	vars := containerEnv(t, w, c, namespace)
 	for i := range argv {
 		argv[i] = expand(argv[i], vars)
+		if strings.HasPrefix(argv[i], "--shard-namespace=") && argv[i] != "--shard-namespace="+namespace {
+			argv[i] = "--shard-namespace=" + shards
+		}
 	}
 	mounts := writeMounts(t, objs, w, c)
 	for i := range argv {
@@ -303,7 +313,7 @@ func TestEveryContainerStartsWithItsCommandLine(t *testing.T) {
 			for _, c := range w.template.Spec.Containers {
 				t.Run(name+"/"+w.meta.Name+"/"+c.Name, func(t *testing.T) {
 					t.Parallel()
-					l := prepare(t, objs, w, c, env.Namespace(t), bin)
+					l := prepare(t, objs, w, c, env.Namespace(t), env.Namespace(t), bin)
 					runUntilStarted(t, l, time.Duration(*w.template.Spec.TerminationGracePeriodSeconds)*time.Second)
 				})
 			}
@@ -319,7 +329,7 @@ func TestEveryConfigValidatesWithDwd(t *testing.T) {
 			read := map[string]bool{}
 			for _, w := range workloads(t, objs) {
 				for _, c := range w.template.Spec.Containers {
-					for _, f := range prepare(t, objs, w, c, "default", bin).configs {
+					for _, f := range prepare(t, objs, w, c, "default", "default", bin).configs {
 						read[f.configMap+"/"+f.key] = true
 						assertValid(t, bin, f)
 					}
@@ -339,7 +349,7 @@ func TestDwdRejectsAConfigWithAnUnknownKey(t *testing.T) {
 	bin := dwdBinary(t)
 	objs := mustBuild(t, "overlays/sharded")
 	w := workloads(t, objs)[0]
-	for _, f := range prepare(t, objs, w, w.template.Spec.Containers[0], "default", bin).configs {
+	for _, f := range prepare(t, objs, w, w.template.Spec.Containers[0], "default", "default", bin).configs {
 		data, err := os.ReadFile(f.path)
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(f.path, append(data, "probeIntervall: 5s\n"...), 0o600))
@@ -358,12 +368,28 @@ func assertValid(t *testing.T, bin string, f configFile) {
 	assert.Equal(t, "valid\n", string(out), "%s/%s", f.configMap, f.key)
 }
 
-func TestMetricsAuthComponentGrantsTheReviews(t *testing.T) {
-	objs := buildWithComponent(t, "overlays/sharded", "components/metrics-auth")
-	w := workloads(t, objs)
-	require.Len(t, w, 1)
-	assert.Contains(t, commandLine(w[0].template.Spec.Containers[0]), "--metrics-secure")
-	got := grants(rules(t, objs)["ClusterRole/dwd-metrics-auth"])
-	assert.Equal(t, map[grant]bool{{"authentication.k8s.io", "tokenreviews", "create"}: true,
-		{"authorization.k8s.io", "subjectaccessreviews", "create"}: true}, got)
+func TestMetricsAuthComponentWorksWithEveryOverlay(t *testing.T) {
+	reviews := []permission{{"create", "authentication.k8s.io", "tokenreviews", "", ""},
+		{"create", "authorization.k8s.io", "subjectaccessreviews", "", ""}}
+	for _, overlay := range Overlays() {
+		t.Run(overlay, func(t *testing.T) {
+			objs := buildWithComponent(t, overlay, metricsAuth)
+			ws := workloads(t, objs)
+			require.Len(t, ws, len(workloads(t, mustBuild(t, overlay))), "the component adds no workload")
+			for _, w := range ws {
+				for _, c := range w.template.Spec.Containers {
+					assert.Equal(t, []string{"--metrics-secure"}, slices.DeleteFunc(commandLine(c), func(a string) bool {
+						return !strings.HasPrefix(a, "--metrics-secure")
+					}), "%s/%s serves /metrics behind authentication, once", w.meta.Name, c.Name)
+				}
+				got := granted(t, objs, buildNamespace(overlay), w.template.Spec.ServiceAccountName)
+				for _, p := range reviews {
+					assert.True(t, got[p], "%s's account %s may %s %s/%s", w.meta.Name, w.template.Spec.ServiceAccountName, p.verb, p.group, p.resource)
+				}
+			}
+			reader := rules(t, objs)[roleKey("ClusterRole", "", "dwd-metrics-reader")]
+			assert.Equal(t, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}, reader,
+				"a role for the scraper")
+		})
+	}
 }

@@ -78,14 +78,18 @@ func TestGardenerOverlayTakesTheOriginalsShape(t *testing.T) {
 			require.Len(t, w.template.Spec.Containers, 1)
 			c := w.template.Spec.Containers[0]
 			assert.Equal(t, "dependency-watchdog", c.Name)
-			assert.Empty(t, c.Args)
-			require.GreaterOrEqual(t, len(c.Command), 2)
-			assert.Equal(t, []string{gardenerBinary, role}, c.Command[:2])
+			// The binary as the command and the rest as its arguments, as in the base: a component
+			// adds flags to the arguments (components/metrics-auth).
+			assert.Equal(t, []string{gardenerBinary}, c.Command)
+			require.NotEmpty(t, c.Args)
+			assert.Equal(t, role, c.Args[0])
 			for _, f := range want.flags {
-				assert.Contains(t, c.Command, f)
+				assert.Contains(t, c.Args, f)
 			}
-			assert.Empty(t, flagValues(c.Command, "enable-leader-election"), "sharded, not leader-elected")
-			assert.Equal(t, []string{"dwd-" + role}, flagValues(c.Command, "shard-group"))
+			assert.Empty(t, flagValues(c.Args, "enable-leader-election"), "sharded, not leader-elected")
+			assert.Equal(t, []string{"dwd-" + role}, flagValues(c.Args, "shard-group"))
+			assert.Equal(t, []string{overlayNamespaces["overlays/gardener"].shards}, flagValues(c.Args, "shard-namespace"),
+				"the Leases in a namespace of their own, not in garden")
 			assertGardenerConfigMount(t, objs, w, c, role)
 		})
 	}

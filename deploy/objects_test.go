@@ -14,17 +14,30 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// overlayNamespaces is the namespace each overlay deploys into.
-var overlayNamespaces = map[string]string{
-	"overlays/gardener": "garden",
-	"overlays/sharded":  "dwd-system",
-	"overlays/single":   "dwd-system",
+// namespaces are where an overlay deploys: the namespace of its pods and everything else, and the
+// namespace of its sharding Leases, which holds only the Roles and RoleBindings for them when it is
+// another.
+type namespaces struct{ pods, shards string }
+
+// overlayNamespaces are the namespaces of each overlay.
+var overlayNamespaces = map[string]namespaces{
+	"overlays/gardener": {pods: "garden", shards: "dwd-shards"},
+	"overlays/sharded":  {pods: "dwd-system", shards: "dwd-system"},
+	"overlays/single":   {pods: "dwd-system", shards: "dwd-system"},
 }
 
-// buildNamespace is the namespace of a test build: its overlay's.
-func buildNamespace(name string) string {
+// preexisting are the namespaces an overlay may use without creating them: garden is Gardener's.
+var preexisting = map[string]bool{"garden": true}
+
+// buildNamespaces are the namespaces of a test build: its overlay's.
+func buildNamespaces(name string) namespaces {
 	overlay, _, _ := strings.Cut(name, "+")
 	return overlayNamespaces[overlay]
+}
+
+// buildNamespace is the namespace of a test build's pods.
+func buildNamespace(name string) string {
+	return buildNamespaces(name).pods
 }
 
 // clusterScoped are the kinds of the tree that have no namespace.
@@ -88,34 +101,30 @@ func budgets(t *testing.T, objs []*unstructured.Unstructured) []*policyv1.PodDis
 	return typed[policyv1.PodDisruptionBudget](t, objs, "PodDisruptionBudget")
 }
 
-// rules returns the rules of every Role and ClusterRole of objs, by "Kind/name".
+// rules returns the rules of every Role and ClusterRole of objs, by roleKey.
 func rules(t *testing.T, objs []*unstructured.Unstructured) map[string][]rbacv1.PolicyRule {
 	out := map[string][]rbacv1.PolicyRule{}
 	for _, r := range typed[rbacv1.Role](t, objs, "Role") {
-		out["Role/"+r.Name] = r.Rules
+		out[roleKey("Role", r.Namespace, r.Name)] = r.Rules
 	}
 	for _, r := range typed[rbacv1.ClusterRole](t, objs, "ClusterRole") {
-		out["ClusterRole/"+r.Name] = r.Rules
+		out[roleKey("ClusterRole", "", r.Name)] = r.Rules
 	}
 	return out
 }
 
-// grant is one verb on one resource that a rule allows.
-type grant struct{ group, resource, verb string }
-
-// grants flattens rules into what they allow (resource rules only).
-func grants(rules []rbacv1.PolicyRule) map[grant]bool {
-	out := map[grant]bool{}
-	for _, r := range rules {
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					out[grant{g, res, v}] = true
-				}
-			}
-		}
+// roleKey names a role in what rules returns: "ClusterRole/dwd", "Role/garden/dwd-prober". Roles of
+// the same name in two namespaces are two roles.
+func roleKey(kind, namespace, name string) string {
+	if kind == "Role" {
+		return kind + "/" + namespace + "/" + name
 	}
-	return out
+	return kind + "/" + name
+}
+
+// refKey is the roleKey of the role a binding in namespace refers to.
+func refKey(ref rbacv1.RoleRef, namespace string) string {
+	return roleKey(ref.Kind, namespace, ref.Name)
 }
 
 // containerNamed returns the container of a pod template with the given name.

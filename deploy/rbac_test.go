@@ -38,6 +38,42 @@ func TestEachAccountHasExactlyThePermissionsDwdChecks(t *testing.T) {
 	}
 }
 
+func TestLeasesAreGrantedOnlyInTheShardNamespace(t *testing.T) {
+	for build, objs := range testBuilds(t) {
+		t.Run(build, func(t *testing.T) {
+			shards := buildNamespaces(build).shards
+			// Every container keeps its Leases there: no overlay runs leader election (needs refuses
+			// it), whose lease would be another.
+			for _, w := range workloads(t, objs) {
+				for _, c := range w.template.Spec.Containers {
+					assert.Equal(t, shards, needs(t, c, buildNamespace(build)).ShardNamespace, "%s/%s: --shard-namespace", w.meta.Name, c.Name)
+				}
+			}
+			// A ClusterRole applies in every namespace a ClusterRoleBinding, or a RoleBinding anywhere,
+			// gives it: none may grant on Leases.
+			for _, r := range typed[rbacv1.ClusterRole](t, objs, "ClusterRole") {
+				assert.False(t, grantsOnLeases(r.Rules), "ClusterRole %s grants on leases", r.Name)
+			}
+			for _, r := range typed[rbacv1.Role](t, objs, "Role") {
+				assert.False(t, grantsOnLeases(r.Rules) && r.Namespace != shards,
+					"Role %s/%s grants on leases outside the shard namespace %s", r.Namespace, r.Name, shards)
+			}
+		})
+	}
+}
+
+// grantsOnLeases reports whether a rule of rules allows any verb on coordination.k8s.io leases.
+func grantsOnLeases(rules []rbacv1.PolicyRule) bool {
+	for _, r := range rules {
+		group := slices.Contains(r.APIGroups, "coordination.k8s.io") || slices.Contains(r.APIGroups, rbacv1.APIGroupAll)
+		resource := slices.Contains(r.Resources, "leases") || slices.Contains(r.Resources, rbacv1.ResourceAll)
+		if group && resource && len(r.Verbs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // difference returns what a has and b has not, readably.
 func difference(a, b map[permission]bool) []string {
 	var out []string
@@ -110,7 +146,8 @@ func boolFlag(t *testing.T, args []string, name string) bool {
 }
 
 // granted returns what the RBAC of objs lets the ServiceAccount ns/account do: cluster-wide through
-// ClusterRoleBindings, in ns through RoleBindings.
+// ClusterRoleBindings, in a RoleBinding's namespace through it (the account's own, or another such as
+// the shard namespace).
 func granted(t *testing.T, objs []*unstructured.Unstructured, ns, account string) map[permission]bool {
 	t.Helper()
 	roles := rules(t, objs)
@@ -121,8 +158,8 @@ func granted(t *testing.T, objs []*unstructured.Unstructured, ns, account string
 		}) {
 			return
 		}
-		rs, ok := roles[ref.Kind+"/"+ref.Name]
-		require.True(t, ok, "the binding's role %s/%s is in the build", ref.Kind, ref.Name)
+		rs, ok := roles[refKey(ref, namespace)]
+		require.True(t, ok, "the binding's role %s is in the build", refKey(ref, namespace))
 		for _, r := range rs {
 			for _, p := range rulePermissions(r, namespace) {
 				out[p] = true
@@ -133,8 +170,8 @@ func granted(t *testing.T, objs []*unstructured.Unstructured, ns, account string
 		add(b.RoleRef, b.Subjects, "")
 	}
 	for _, b := range typed[rbacv1.RoleBinding](t, objs, "RoleBinding") {
-		require.Equal(t, ns, b.Namespace)
-		add(b.RoleRef, b.Subjects, ns)
+		require.NotEmpty(t, b.Namespace, "RoleBinding %s", b.Name)
+		add(b.RoleRef, b.Subjects, b.Namespace)
 	}
 	return out
 }

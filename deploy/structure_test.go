@@ -18,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/yaml"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 )
@@ -66,12 +68,26 @@ func TestContainersAreLockedDown(t *testing.T) {
 	})
 }
 
-func TestContainersRunTheReleasedImage(t *testing.T) {
+func TestContainersRunTheImageTheKustomizationSets(t *testing.T) {
+	want := baseImage(t)
 	forEachContainer(t, func(t *testing.T, w workload, c corev1.Container) {
-		name, tag, found := strings.Cut(c.Image, ":")
-		assert.Equal(t, "ghcr.io/sharded-dwd/dwd", name, "the base's images entry names the image")
-		assert.True(t, found && tag != "", "the image has a tag: %s", c.Image)
+		assert.Equal(t, want, c.Image, "the base's images entry sets every container's image")
 	})
+}
+
+// baseImage returns the image the images entry of the base's kustomization.yaml sets, name:tag.
+func baseImage(t *testing.T) string {
+	t.Helper()
+	data, err := tree.ReadFile("base/kustomization.yaml")
+	require.NoError(t, err)
+	var k types.Kustomization
+	require.NoError(t, yaml.UnmarshalStrict(data, &k))
+	require.Len(t, k.Images, 1)
+	img := k.Images[0]
+	require.Equal(t, "dwd", img.Name, "the entry replaces the image the StatefulSet names")
+	require.NotEmpty(t, img.NewName)
+	require.NotEmpty(t, img.NewTag, "a tag, not latest by default")
+	return img.NewName + ":" + img.NewTag
 }
 
 func TestProbesAskTheHealthEndpoints(t *testing.T) {
@@ -198,7 +214,7 @@ func TestBindingsNameTheOverlaysAccounts(t *testing.T) {
 			}
 			roles := rules(t, objs)
 			for _, b := range bindings(t, objs) {
-				assert.Contains(t, roles, b.RoleRef.Kind+"/"+b.RoleRef.Name, "%s binds a role of the overlay", b.Name)
+				assert.Contains(t, roles, refKey(b.RoleRef, b.Namespace), "%s binds a role of the overlay", b.Name)
 				require.NotEmpty(t, b.Subjects, b.Name)
 				for _, s := range b.Subjects {
 					assert.Equal(t, rbacv1.ServiceAccountKind, s.Kind, b.Name)
@@ -325,20 +341,21 @@ func selects(t *testing.T, sel *metav1.LabelSelector, w workload) bool {
 	return !s.Empty() && s.Matches(labels.Set(w.template.Labels))
 }
 
-// binding is a RoleBinding or a ClusterRoleBinding.
+// binding is a RoleBinding or a ClusterRoleBinding (whose Namespace is empty).
 type binding struct {
-	Name     string
-	RoleRef  rbacv1.RoleRef
-	Subjects []rbacv1.Subject
+	Name      string
+	Namespace string
+	RoleRef   rbacv1.RoleRef
+	Subjects  []rbacv1.Subject
 }
 
 func bindings(t *testing.T, objs []*unstructured.Unstructured) []binding {
 	var out []binding
 	for _, b := range typed[rbacv1.RoleBinding](t, objs, "RoleBinding") {
-		out = append(out, binding{b.Kind + "/" + b.Name, b.RoleRef, b.Subjects})
+		out = append(out, binding{b.Kind + "/" + b.Namespace + "/" + b.Name, b.Namespace, b.RoleRef, b.Subjects})
 	}
 	for _, b := range typed[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding") {
-		out = append(out, binding{b.Kind + "/" + b.Name, b.RoleRef, b.Subjects})
+		out = append(out, binding{b.Kind + "/" + b.Name, "", b.RoleRef, b.Subjects})
 	}
 	return out
 }
