@@ -155,7 +155,8 @@ func (g *gardenerStory) killLeader(ctx context.Context) (string, error) {
 		next.name, time.Since(killed).Round(100*time.Millisecond), gardenerLeaseDuration), nil
 }
 
-// play runs the story: start, meltdown, recovery, weeding, the active prober killed.
+// play runs the story: start, meltdown, recovery, weeding, the active weeder killed, the active
+// prober killed, then a new standby prober and the active one stopped gracefully.
 func (g *gardenerStory) play(ctx context.Context) {
 	if !g.step(ctx, "Start 2 probers and 2 weeders as Gardener's ServiceAccounts; a leader probes every shoot", func(ctx context.Context) (string, error) {
 		return g.start(ctx, 60*time.Second)
@@ -173,7 +174,16 @@ func (g *gardenerStory) play(ctx context.Context) {
 	g.step(ctx, "etcd of 3 shoots recovers → their crash-looping pods are deleted", func(ctx context.Context) (string, error) {
 		return g.weed(ctx, []string{sim.ShootName(4), sim.ShootName(5), sim.ShootName(6)})
 	})
+	g.step(ctx, "Kill -9 the leading weeder → the standby leads and weeds 3 more shoots when their etcd recovers", func(ctx context.Context) (string, error) {
+		return g.failOverWeeder(ctx, []string{sim.ShootName(7), sim.ShootName(8), sim.ShootName(9)})
+	})
 	g.step(ctx, "Kill -9 the leading prober → the standby leads and probes every shoot", g.killLeader)
+	// The kill left one prober: a new one stands by for the graceful handover.
+	if g.step(ctx, "Start prober-2 → it waits as the standby", func(ctx context.Context) (string, error) {
+		return g.startStandby(ctx, "prober-2")
+	}) {
+		g.step(ctx, "SIGTERM the leading prober → it exits, releasing the leader lease; the standby leads at once", g.handOver)
+	}
 }
 
 // leases returns the names of the Leases in namespace.
@@ -191,8 +201,13 @@ func (g *gardenerStory) leases(ctx context.Context, namespace string) ([]string,
 }
 
 // TestRBACGardener runs the original's command lines under exactly the RBAC Gardener grants the
-// original, through a whole story, and checks that they need nothing more: no Lease beyond the two
-// leader leases, every process ready, no required permission missing, no refusal logged twice.
+// original, through a whole story (every shoot probed, scale-down, scale-up, weeding, a kill -9 of the
+// leading weeder taken over by the standby, which then weeds, a kill -9 of the leading prober taken
+// over by the standby, and a graceful handover: the leading prober exits within Gardener's 5 s grace
+// period of SIGTERM, releasing the leader lease, and a new standby leads within a few retry periods,
+// not a lease duration, and probes every shoot), and checks that they need nothing more: no Lease
+// beyond the two leader leases, every process ready, no required permission missing, no refusal
+// logged twice.
 func TestRBACGardener(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a seed and four dwd processes")
