@@ -210,7 +210,7 @@ func (g *gardenerStory) leases(ctx context.Context, namespace string) ([]string,
 // logged twice.
 func TestRBACGardener(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs a seed and four dwd processes")
+		t.Skip("runs a seed and five dwd processes")
 	}
 	rbac, err := readManifests(gardenerRBACFile)
 	require.NoError(t, err)
