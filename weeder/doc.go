@@ -12,7 +12,12 @@
 // is sent under the guard's context, which ends at the moment the member lease would fence the
 // replica. It carries the UID and resourceVersion of the pod as seen in CrashLoopBackOff, so a
 // replacement pod, or a pod that changed (recovered) since, is never hit; such a Conflict is counted
-// apart from failures and raises no Event.
+// apart from failures and raises no Event. Deletes go out on a client with a rate limit of its own, so
+// that the pod lists and watches of many windows opening at once (a takeover opens one per ready
+// service) cannot hold a delete until its fence moment; a delete that fails for a reason that may pass
+// (429, 5xx, a timeout, the rate limiter) is tried again, guarded anew, after 1, 2 and 4 s while the
+// window is open, since a pod in CrashLoopBackOff may not change, and come through the watch again,
+// for minutes.
 //
 // At most a configured number of windows run at once; more wait in a queue. Real windows go first:
 // one that finds every slot taken takes the slot of a running synthetic window (which waits again at

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
@@ -28,8 +29,11 @@ const HandoverKey = leases.HandoverAnnotationPrefix + "weeder"
 type Manager struct {
 	Config    *config.WeederConfig
 	Ownership sharding.Ownership
-	// Client watches and deletes pods.
-	Client   kubernetes.Interface
+	// Client lists and watches pods, and deletes them when Deletes is nil.
+	Client kubernetes.Interface
+	// Deletes deletes pods on a rate limit of its own, so that the lists and watches of many windows
+	// opening at once (a takeover opens one per ready service) cannot hold a delete past its fence.
+	Deletes  corev1client.PodsGetter
 	Recorder record.EventRecorder
 	Clock    clock.WithTicker
 	Log      logr.Logger

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -70,6 +72,14 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.WeederConfig, c
 	if err != nil {
 		return nil, fmt.Errorf("creating the pod client: %w", err)
 	}
+	// The deletes get a budget of their own, as large as the seed client's.
+	deleteConfig := rest.CopyConfig(mgr.GetConfig())
+	deleteConfig.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(max(deleteConfig.QPS, rest.DefaultQPS), max(deleteConfig.Burst, rest.DefaultBurst))
+	deletes, err := kubernetes.NewForConfig(deleteConfig)
+	if err != nil {
+		return nil, fmt.Errorf("creating the pod delete client: %w", err)
+	}
+	m.Deletes = deletes.CoreV1()
 	m.Ownership, m.Clock, m.Log = coordinator, clock.RealClock{}, ctrl.Log.WithName("weeder")
 	m.Recorder = mgr.GetEventRecorderFor("dependency-watchdog-weeder")
 	key := func(p int) string { return strconv.Itoa(p) }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
@@ -137,19 +138,62 @@ func (m *Manager) weedWatched(ctx context.Context, key ServiceKey, events <-chan
 // weed deletes pod if it is stuck in CrashLoopBackOff, only if this replica may act on its namespace
 // right now (Ownership.Guard) and only if the pod is still the one observed: its UID and its
 // resourceVersion, so that a pod that recovered, or changed in any way, since is left alone.
+//
+// A delete that fails for a reason that may pass (the client's rate limiter could not send it before
+// the fence moment, a 429, a 5xx, a timeout) is tried again after deleteRetryDelays, each time guarded
+// anew, while the window is open: the watch reports the pod again only when it changes, which a pod in
+// CrashLoopBackOff may not do for minutes.
 func (m *Manager) weed(ctx context.Context, key ServiceKey, pod *corev1.Pod) {
 	if !ShouldWeed(pod) {
 		return
 	}
+	for attempt := 0; ; attempt++ {
+		retry := m.tryDelete(ctx, key, pod, attempt == len(deleteRetryDelays))
+		if !retry {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.Clock.After(deleteRetryDelays[attempt]):
+		}
+	}
+}
+
+// deleteRetryDelays are the waits before the second and later attempts of a pod delete.
+var deleteRetryDelays = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}
+
+// tryDelete sends pod's delete once, guarded; it reports whether to try again, unless last.
+func (m *Manager) tryDelete(ctx context.Context, key ServiceKey, pod *corev1.Pod, last bool) (retry bool) {
 	guarded, cancel, err := m.Ownership.Guard(ctx, pod.Namespace)
 	if err != nil {
 		m.Log.Info("Not deleting pod stuck in CrashLoopBackOff: this replica may not act on its namespace now",
 			"pod", klog.KObj(pod), "service", key.Service, "reason", err.Error())
-		return
+		return false
 	}
 	defer cancel()
-	err = m.Client.CoreV1().Pods(pod.Namespace).Delete(guarded, pod.Name, metav1.DeleteOptions{Preconditions: observed(pod)})
+	err = m.pods(pod.Namespace).Delete(guarded, pod.Name, metav1.DeleteOptions{Preconditions: observed(pod)})
+	if !last && err != nil && ctx.Err() == nil && mayPass(err) {
+		m.Log.V(1).Info("Pod delete failed; trying again", "pod", klog.KObj(pod), "service", key.Service, "error", err.Error())
+		return true
+	}
 	m.deleted(ctx, guarded, key, pod, err)
+	return false
+}
+
+// mayPass reports whether a failed delete may succeed when sent again: not when the pod changed or is
+// gone, nor when the API server refuses it for what it is.
+func mayPass(err error) bool {
+	return !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) &&
+		!apierrors.IsUnauthorized(err) && !apierrors.IsBadRequest(err) && !apierrors.IsInvalid(err) && !apierrors.IsMethodNotSupported(err)
+}
+
+// pods returns the pods of namespace on the delete client, else the watch client.
+func (m *Manager) pods(namespace string) corev1client.PodInterface {
+	if m.Deletes != nil {
+		return m.Deletes.Pods(namespace)
+	}
+	return m.Client.CoreV1().Pods(namespace)
 }
 
 // observed returns the preconditions that let a delete hit pod only as it was observed.

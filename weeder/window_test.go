@@ -229,3 +229,67 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	require.NoError(t, c.Write(&m))
 	return m.GetCounter().GetValue()
 }
+
+// TestWeedTriesAFailedDeleteAgain: a delete refused for a reason that may pass (here a 503; in the
+// Gardener story the client's rate limiter, which could not send it before the fence) is sent again,
+// guarded anew, while the window is open; a pod in CrashLoopBackOff may not change for minutes, so the
+// watch would not report it again.
+func TestWeedTriesAFailedDeleteAgain(t *testing.T) {
+	f := newPodWatchFixture()
+	var calls atomic.Int32
+	f.deleteErr = func(name string) error {
+		if calls.Add(1) == 1 {
+			return apierrors.NewServiceUnavailable("etcd is busy")
+		}
+		return nil
+	}
+	deleted := counterValue(t, podsDeleted.WithLabelValues("etcd-main-client"))
+	failures := counterValue(t, deleteFailures.WithLabelValues("etcd-main-client"))
+	f.start(t)
+	f.nextWatch(t).Add(crashLoopingPod("flaky", "2"))
+	f.requireDeleted(t, "flaky")
+
+	require.Eventually(t, f.clock.HasWaiters, 10*time.Second, time.Millisecond, "waits before the second attempt")
+	f.clock.Step(deleteRetryDelays[0])
+	f.requireDeleted(t, "flaky")
+	require.Eventually(t, func() bool {
+		return counterValue(t, podsDeleted.WithLabelValues("etcd-main-client")) == deleted+1
+	}, 10*time.Second, time.Millisecond)
+	assert.Equal(t, failures, counterValue(t, deleteFailures.WithLabelValues("etcd-main-client")), "no failure: the second attempt passed")
+	assert.Equal(t, 2, f.own.guardCalls(), "each attempt is guarded")
+}
+
+func TestWeedGivesUpAfterItsAttemptsAndNeverRetriesARefusal(t *testing.T) {
+	t.Run("always unavailable: every attempt, then one failure", func(t *testing.T) {
+		f := newPodWatchFixture()
+		f.deleteErr = func(string) error { return apierrors.NewServiceUnavailable("down") }
+		failures := counterValue(t, deleteFailures.WithLabelValues("etcd-main-client"))
+		f.start(t)
+		f.nextWatch(t).Add(crashLoopingPod("down", "2"))
+		for _, delay := range deleteRetryDelays {
+			f.requireDeleted(t, "down")
+			require.Eventually(t, f.clock.HasWaiters, 10*time.Second, time.Millisecond)
+			f.clock.Step(delay)
+		}
+		f.requireDeleted(t, "down")
+		require.Eventually(t, func() bool {
+			return counterValue(t, deleteFailures.WithLabelValues("etcd-main-client")) == failures+1
+		}, 10*time.Second, time.Millisecond)
+		assert.Equal(t, len(deleteRetryDelays)+1, f.own.guardCalls())
+	})
+	t.Run("forbidden: one attempt", func(t *testing.T) {
+		f := newPodWatchFixture()
+		f.deleteErr = func(name string) error { return apierrors.NewForbidden(corev1.Resource("pods"), name, errors.New("no")) }
+		failures := counterValue(t, deleteFailures.WithLabelValues("etcd-main-client"))
+		f.start(t)
+		w := f.nextWatch(t)
+		w.Add(crashLoopingPod("refused", "2"))
+		f.requireDeleted(t, "refused")
+		require.Eventually(t, func() bool {
+			return counterValue(t, deleteFailures.WithLabelValues("etcd-main-client")) == failures+1
+		}, 10*time.Second, time.Millisecond)
+		w.Add(crashLoopingPod("next", "3"))
+		f.requireDeleted(t, "next") // not the refused pod again
+		assert.False(t, f.clock.HasWaiters(), "no retry is waiting")
+	})
+}
