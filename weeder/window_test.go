@@ -279,7 +279,9 @@ func TestWeedGivesUpAfterItsAttemptsAndNeverRetriesARefusal(t *testing.T) {
 	})
 	t.Run("forbidden: one attempt", func(t *testing.T) {
 		f := newPodWatchFixture()
-		f.deleteErr = func(name string) error { return apierrors.NewForbidden(corev1.Resource("pods"), name, errors.New("no")) }
+		f.deleteErr = func(name string) error {
+			return apierrors.NewForbidden(corev1.Resource("pods"), name, errors.New("no"))
+		}
 		failures := counterValue(t, deleteFailures.WithLabelValues("etcd-main-client"))
 		f.start(t)
 		w := f.nextWatch(t)
