@@ -63,13 +63,14 @@ var (
 	}, []string{"kind"})
 )
 
+// collectors are the prober's metrics, all registered by registerMetrics.
+var collectors = []prometheus.Collector{probesTotal, probeDuration, probeLag, missedCycles, probesActive,
+	expiredFraction, apiRequests, apiThrottled, shootsInvalid, inconclusiveTotal, clockOffset}
+
 var registerOnce sync.Once
 
 func registerMetrics() {
-	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(probesTotal, probeDuration, probeLag, missedCycles, probesActive, expiredFraction,
-			apiRequests, apiThrottled, shootsInvalid, inconclusiveTotal, clockOffset)
-	})
+	registerOnce.Do(func() { metrics.Registry.MustRegister(collectors...) })
 }
 
 // CountRequests wraps a transport so that every request is counted in dwd_api_requests_total under

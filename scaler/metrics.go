@@ -26,6 +26,9 @@ var (
 	}, []string{"direction"})
 )
 
+// collectors are the scale metrics, all registered at init.
+var collectors = []prometheus.Collector{scaleOperations, scaleDuration}
+
 func init() {
-	metrics.Registry.MustRegister(scaleOperations, scaleDuration)
+	metrics.Registry.MustRegister(collectors...)
 }

@@ -67,6 +67,11 @@ var (
 	}, []string{"group", "member", "reason"})
 )
 
+// collectors are the sharding metrics, all registered by newMemberMetrics.
+var collectors = []prometheus.Collector{partitionsHeld, shootsOwned, liveMembers, rebalances, handoverSeconds,
+	partitionWrites, renewFailures, selfFencings, guardRefusals, settingsMismatch, viewStale, foreignWrites,
+	orphansDeleted, fenceSeconds, fenceOverruns, stepDowns}
+
 var registerOnce sync.Once
 
 // memberMetrics are the metrics of one member, with its labels bound.
@@ -91,9 +96,7 @@ type memberMetrics struct {
 
 func newMemberMetrics(group, member string) *memberMetrics {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(partitionsHeld, shootsOwned, liveMembers, rebalances, handoverSeconds,
-			partitionWrites, renewFailures, selfFencings, guardRefusals, settingsMismatch, viewStale, foreignWrites,
-			orphansDeleted, fenceSeconds, fenceOverruns, stepDowns)
+		metrics.Registry.MustRegister(collectors...)
 	})
 	return &memberMetrics{
 		group: group, member: member,

@@ -29,10 +29,12 @@ var (
 	}, []string{"service"})
 )
 
+// collectors are the weeder's metrics, all registered by registerMetrics.
+var collectors = []prometheus.Collector{windowsOpen, windowsQueued, windowsOpened, podsDeleted, deleteFailures,
+	deleteConflicts}
+
 var registerOnce sync.Once
 
 func registerMetrics() {
-	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(windowsOpen, windowsQueued, windowsOpened, podsDeleted, deleteFailures, deleteConflicts)
-	})
+	registerOnce.Do(func() { metrics.Registry.MustRegister(collectors...) })
 }
