@@ -133,6 +133,7 @@ func (o *options) run(ctx context.Context) error {
 	ctrl.SetLogger(logger)
 	log := logger.WithName("dwd")
 	o.warnUnknownKeys(log)
+	setBuildInfo()
 	checker, err := o.accessChecker(logger.WithName("access"))
 	if err != nil {
 		return err
