@@ -30,7 +30,7 @@ and accepts its command lines (dwd prober, dwd weeder).`,
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SetUsageTemplate(usageTemplate)
 	root.AddCommand(newRunCommand(), newRoleCommand(roleProber), newRoleCommand(roleWeeder),
-		newConfigCommand(), newVersionCommand())
+		newConfigCommand(), newShardsCommand(), newVersionCommand())
 	return root
 }
 
