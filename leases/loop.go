@@ -12,6 +12,9 @@ type Hooks struct {
 	OnFence func()
 	// OnRenewFailure is called with every failed renewal.
 	OnRenewFailure func(error)
+	// OnRenew, when set, is called after every successful renewal with the time it was sent, the time
+	// the lease's renewTime shows.
+	OnRenew func(sentAt time.Time)
 	// OnStepDown is called when the member gives up its lease after fencing too often, until the
 	// time it will try again.
 	OnStepDown func(until time.Time)
@@ -66,7 +69,10 @@ func (m *Member) Step(ctx context.Context, hooks Hooks) time.Duration {
 		return m.sitOut(ctx, start)
 	}
 	if hooks.Healthy == nil || hooks.Healthy() {
-		if err := m.renewBefore(ctx, start); err != nil && ctx.Err() == nil && hooks.OnRenewFailure != nil {
+		switch err := m.renewBefore(ctx, start); {
+		case err == nil && hooks.OnRenew != nil:
+			hooks.OnRenew(start)
+		case err != nil && ctx.Err() == nil && hooks.OnRenewFailure != nil:
 			hooks.OnRenewFailure(err)
 		}
 	}

@@ -362,3 +362,24 @@ func TestMemberStopsRenewingWhileItsWorkLoopIsWedged(t *testing.T) {
 	assert.True(t, m.Fenced(clk.Now()))
 	assert.Equal(t, 1, fences)
 }
+
+func TestMemberStepReportsRenewals(t *testing.T) {
+	ctx := context.Background()
+	store := &flakyStore{Store: leasestest.NewStore()}
+	clk := clocktesting.NewFakeClock(t0)
+	m := newMember(store, clk)
+	var renewedAt []time.Time
+	failures := 0
+	hooks := leases.Hooks{OnFence: func() {}, OnRenewFailure: func(error) { failures++ },
+		OnRenew: func(at time.Time) { renewedAt = append(renewedAt, at) }}
+
+	m.Step(ctx, hooks)
+	clk.Step(2 * time.Second)
+	m.Step(ctx, hooks)
+	store.down.Store(true)
+	clk.Step(2 * time.Second)
+	m.Step(ctx, hooks)
+
+	assert.Equal(t, []time.Time{t0, t0.Add(2 * time.Second)}, renewedAt, "each successful renewal, at the time it was sent")
+	assert.Equal(t, 1, failures, "a failed renewal is no renewal")
+}

@@ -126,9 +126,11 @@ func NewCoordinator(workCtx context.Context, cfg Config, store leases.Store, lis
 	if cfg.WriteConcurrency < 1 {
 		cfg.WriteConcurrency = 1
 	}
+	m := newMemberMetrics(cfg.Group, cfg.Member)
+	m.setSettings(cfg.Ring.PartitionCount, cfg.Settings)
 	return &Coordinator{
 		cfg: cfg, store: store, lister: lister, liveness: liveness, clock: clk, log: log, handlers: handlers,
-		metrics:    newMemberMetrics(cfg.Group, cfg.Member),
+		metrics:    m,
 		workCtx:    workCtx,
 		observer:   leases.NewObserver(cfg.LeaseDuration),
 		partitions: make([]sync.Mutex, cfg.Ring.PartitionCount),
@@ -207,6 +209,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	snap := c.snapshot()
 	c.stopForeignWrites(snap)
 	c.observe(snap, now)
+	c.updateUnheld(snap, now)
 	if c.liveness.Fenced(now) {
 		if len(c.Held()) > 0 {
 			c.Fence()

@@ -6,7 +6,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/sharded-dwd/dependency-watchdog/leases"
 )
 
 // The sharding metrics, each labelled with group and member so that a dashboard shows every shard.
@@ -61,6 +64,19 @@ var (
 	stepDowns = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_sharding_step_downs_total", Help: "Times this member gave up its lease after fencing too often (a flapping renewal).",
 	}, []string{"group", "member"})
+	partitions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_sharding_partitions", Help: "The partition count this member is configured with; the partitions held by the members of a group sum to it.",
+	}, []string{"group", "member"})
+	settingsInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_sharding_settings_info",
+		Help: "Always 1, labelled with the group settings this member advertises in its member lease; members of a group whose labels differ do not agree.",
+	}, []string{"group", "member", "partitions", "replication_factor", "load_bound", "partition_function", "roles"})
+	partitionsUnheld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_sharding_partitions_unheld", Help: "Partitions whose lease names no live member, as this member's Lease cache shows them at its last reconcile.",
+	}, []string{"group", "member"})
+	lastRenew = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_sharding_member_lease_last_renew_timestamp_seconds", Help: "Unix time of the last successful renewal of this member's lease.",
+	}, []string{"group", "member"})
 	guardRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_sharding_write_refusals_total",
 		Help: "Writes on a shoot (scale, pod delete) refused right before they were sent, because this member no longer held the shoot's partition (reason=not_owner) or was past its renew deadline (reason=fenced).",
@@ -70,7 +86,7 @@ var (
 // collectors are the sharding metrics, all registered by newMemberMetrics.
 var collectors = []prometheus.Collector{partitionsHeld, shootsOwned, liveMembers, rebalances, handoverSeconds,
 	partitionWrites, renewFailures, selfFencings, guardRefusals, settingsMismatch, viewStale, foreignWrites,
-	orphansDeleted, fenceSeconds, fenceOverruns, stepDowns}
+	orphansDeleted, fenceSeconds, fenceOverruns, stepDowns, partitions, settingsInfo, partitionsUnheld, lastRenew}
 
 var registerOnce sync.Once
 
@@ -78,6 +94,8 @@ var registerOnce sync.Once
 type memberMetrics struct {
 	group, member  string
 	partitionsHeld prometheus.Gauge
+	unheld         prometheus.Gauge
+	lastRenew      prometheus.Gauge
 	shootsOwned    prometheus.Gauge
 	liveMembers    prometheus.Gauge
 	rebalances     prometheus.Counter
@@ -101,6 +119,8 @@ func newMemberMetrics(group, member string) *memberMetrics {
 	return &memberMetrics{
 		group: group, member: member,
 		partitionsHeld: partitionsHeld.WithLabelValues(group, member),
+		unheld:         partitionsUnheld.WithLabelValues(group, member),
+		lastRenew:      lastRenew.WithLabelValues(group, member),
 		shootsOwned:    shootsOwned.WithLabelValues(group, member),
 		liveMembers:    liveMembers.WithLabelValues(group, member),
 		rebalances:     rebalances.WithLabelValues(group, member),
@@ -116,6 +136,15 @@ func newMemberMetrics(group, member string) *memberMetrics {
 		fenceOverruns:  fenceOverruns.WithLabelValues(group, member),
 		stepDowns:      stepDowns.WithLabelValues(group, member),
 	}
+}
+
+// setSettings exports the partition count and the settings fingerprint (see Settings) this member
+// advertises.
+func (m *memberMetrics) setSettings(partitionCount int, settings string) {
+	partitions.WithLabelValues(m.group, m.member).Set(float64(partitionCount))
+	fields := settingsFields(settings)
+	settingsInfo.WithLabelValues(m.group, m.member, fields["partitions"], fields["replication-factor"],
+		fields["load-bound"], fields["partition-function"], fields["roles"]).Set(1)
 }
 
 // write counts a partition lease write.
@@ -134,6 +163,26 @@ func (m *memberMetrics) write(operation string, err error) {
 // updateMetrics sets the partitions gauge.
 func (c *Coordinator) updateMetrics() {
 	c.metrics.partitionsHeld.Set(float64(len(c.Held())))
+}
+
+// updateUnheld sets the unheld-partitions gauge from snap: this member counts as live while it is not
+// fenced (its own lease may lag in the cache), the others as the observer sees them.
+func (c *Coordinator) updateUnheld(snap snapshot, now time.Time) {
+	fenced := c.liveness.Fenced(now)
+	live := func(m string) bool { return (m == c.cfg.Member && !fenced) || c.observer.Live(m, now) }
+	c.metrics.unheld.Set(float64(unheldPartitions(snap.parts, live)))
+}
+
+// unheldPartitions counts the partitions whose lease, nil when the cache has none, names no holder
+// that live reports live.
+func unheldPartitions(parts []*coordinationv1.Lease, live func(member string) bool) int {
+	n := 0
+	for _, l := range parts {
+		if h := leases.Holder(l); h == "" || !live(h) {
+			n++
+		}
+	}
+	return n
 }
 
 // shootsOwnedPeriod bounds how long the shoots-owned gauge may miss shoots added or deleted while

@@ -151,7 +151,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		r.member.Run(memberCtx, leases.Hooks{OnFence: r.onFence, OnRenewFailure: r.onRenewFailure,
-			OnStepDown: r.onStepDown, Healthy: r.loopHealthy})
+			OnRenew: r.onRenew, OnStepDown: r.onStepDown, Healthy: r.loopHealthy})
 	})
 	go func() { <-ctx.Done(); queue.ShutDown() }()
 	queue.Add(r.settings.GroupName)
@@ -316,6 +316,12 @@ func (r *Runner) onRenewFailure(err error) {
 	r.waiting.Store(false)
 	r.coordinator.metrics.renewFailures.Inc()
 	r.log.Error(err, "Renewing the member lease failed", "fenceAt", r.member.FenceAt())
+}
+
+// onRenew exports the time of the member lease's last successful renewal, so that an alert sees a
+// member failing to renew before it fences.
+func (r *Runner) onRenew(sentAt time.Time) {
+	r.coordinator.metrics.lastRenew.Set(float64(sentAt.UnixNano()) / 1e9)
 }
 
 func (r *Runner) onStepDown(until time.Time) {

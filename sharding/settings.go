@@ -20,3 +20,14 @@ func Settings(ring RingConfig, roles []string) string {
 		ring.PartitionCount, ring.ReplicationFactor, strconv.FormatFloat(ring.LoadBound, 'g', -1, 64),
 		PartitionFunction, strings.Join(roles, "+"))
 }
+
+// settingsFields splits settings as Settings writes them into its fields; a field it lacks is absent.
+func settingsFields(settings string) map[string]string {
+	fields := map[string]string{}
+	for _, kv := range strings.Split(settings, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			fields[k] = v
+		}
+	}
+	return fields
+}
