@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,11 +17,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
+	"github.com/sharded-dwd/dependency-watchdog/test"
 )
 
 // The unit tests' group has 4 partitions, so that a case lists every partition lease.
@@ -306,11 +309,20 @@ func TestShardsHelpDocumentsTheJSONFields(t *testing.T) {
 // shardsJSON runs `dwd shards -o json` and decodes its report.
 func shardsJSON(t *testing.T, args ...string) shardsReport {
 	t.Helper()
-	code, stdout, stderr := run(context.Background(), append([]string{"shards", "-o", "json"}, args...)...)
-	require.Equal(t, 0, code, stderr)
-	var r shardsReport
-	require.NoError(t, json.Unmarshal([]byte(stdout), &r), stdout)
+	r, out, ok := tryShardsJSON(args...)
+	require.True(t, ok, out)
 	return r
+}
+
+// tryShardsJSON runs `dwd shards -o json` and decodes its report; ok is false, with what it printed,
+// when it failed. For conditions polled in another goroutine, where require must not be called.
+func tryShardsJSON(args ...string) (r shardsReport, out string, ok bool) {
+	code, stdout, stderr := run(context.Background(), append([]string{"shards", "-o", "json"}, args...)...)
+	if code != 0 {
+		return r, stderr, false
+	}
+	err := json.Unmarshal([]byte(stdout), &r)
+	return r, stdout, err == nil
 }
 
 // createClusters creates n Cluster objects named after namespaces of ns and deletes them at the end.
@@ -333,39 +345,95 @@ func clusterCount(t *testing.T) int {
 	return len(list.Items)
 }
 
-// TestShardsOfThreeReplicasOneStopped runs three replicas, checks that dwd shards sees all partitions
-// held, stops one to restart (--leave-mode=return: its partitions stay reserved and unheld for its
-// return grace, as a crashed member's stay unheld for its lease duration) and checks the report again.
-func TestShardsOfThreeReplicasOneStopped(t *testing.T) {
+// kubeconfigThroughProxy writes a kubeconfig for the test API server that reaches it through a proxy
+// the test can cut, to play a replica whose process stops without a word (a crash, a partition).
+func kubeconfigThroughProxy(t *testing.T) (string, *test.Proxy) {
+	cfg, proxy := test.ConfigThrough(t, env.Config)
+	kc, err := clientcmd.Load(env.KubeConfig)
+	require.NoError(t, err)
+	for _, c := range kc.Clusters {
+		c.Server = cfg.Host
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig-proxied")
+	require.NoError(t, clientcmd.WriteToFile(*kc, path))
+	return path, proxy
+}
+
+// startShardsReplica starts member of group in ns with short member lease timings, so that a lost
+// member expires within seconds; extra are further arguments.
+func startShardsReplica(t *testing.T, ns, group, member string, extra ...string) *runningReplica {
+	return startReplica(t, append([]string{"run", "--prober-config=testdata/prober.yaml", "--member-name=" + member,
+		"--shard-namespace=" + ns, "--shard-group=" + group, "--leave-mode=return", "--return-grace=10m",
+		"--member-lease-duration=5s", "--member-renew-deadline=3s", "--member-retry-period=1s"}, extra...)...)
+}
+
+// TestShardsOfThreeReplicas runs three replicas and checks what dwd shards reports: all partitions
+// held; then, with one replica cut off from the API server (as a crash looks to the others), that
+// member expired and its partitions unheld until the others take them over; then, with a second
+// replica stopped to restart, its partitions reserved for it and unheld.
+func TestShardsOfThreeReplicas(t *testing.T) {
 	env.Require(t)
 	ns := env.Namespace(t)
 	createClusters(t, ns, 12)
 	group := "s-" + ns[len(ns)-5:]
 	members := []string{"dwd-0", "dwd-1", "dwd-2"}
-	replicas := map[string]*runningReplica{}
-	for _, m := range members {
-		replicas[m] = startReplica(t, "run", "--prober-config=testdata/prober.yaml", "--member-name="+m,
-			"--shard-namespace="+ns, "--shard-group="+group, "--leave-mode=return", "--return-grace=10m",
-			"--member-lease-duration=5s", "--member-renew-deadline=3s", "--member-retry-period=1s")
+	proxied, proxy := kubeconfigThroughProxy(t)
+	replicas := map[string]*runningReplica{
+		"dwd-0": startShardsReplica(t, ns, group, "dwd-0"),
+		"dwd-1": startShardsReplica(t, ns, group, "dwd-1"),
+		"dwd-2": startShardsReplica(t, ns, group, "dwd-2", "--kubeconfig="+proxied),
+	}
+	args := []string{"--kubeconfig=" + env.KubeconfigFile(t), "--shard-namespace=" + ns, "--shard-group=" + group}
+	var r shardsReport
+	require.Eventually(t, func() bool {
+		r, _, ok := tryShardsJSON(args...)
+		return ok && len(r.Members) == 3 && len(r.Unheld) == 0 && r.Members[0].PartitionsHeld > 0 &&
+			r.Members[1].PartitionsHeld > 0 && r.Members[2].PartitionsHeld > 0
+	}, 30*time.Second, 200*time.Millisecond, "the three replicas share every partition")
+	r = shardsJSON(t, args...)
+	checkAllHeld(t, r, group, ns, members)
+
+	proxy.Cut()
+	require.Eventually(t, func() bool {
+		var ok bool
+		r, _, ok = tryShardsJSON(args...)
+		return ok && len(r.Members) == 3 && r.Members[2].State == memberExpired
+	}, 20*time.Second, 100*time.Millisecond, "the cut-off member expires 5 s after its last renewal")
+	assert.Equal(t, memberLive, r.Members[0].State)
+	assert.Equal(t, memberLive, r.Members[1].State)
+	assert.GreaterOrEqual(t, len(r.Unheld), r.Members[2].PartitionsHeld, "what the expired member still names is unheld")
+	assert.Equal(t, config.DefaultPartitionCount, r.Members[0].PartitionsHeld+r.Members[1].PartitionsHeld+r.Members[2].PartitionsHeld)
+	if len(r.Unheld) > 0 {
+		code, table, stderr := run(context.Background(), append([]string{"shards"}, args...)...)
+		require.Equal(t, 0, code, stderr)
+		t.Log("\n" + table)
+		assert.Regexp(t, `dwd-2\s+expired\s+\d+s ago\s+5s\s+\d+`, table)
+		assert.Contains(t, table, "Partitions without a live holder: ")
 	}
 	require.Eventually(t, func() bool {
-		held := 0
-		for _, m := range members {
-			n := heldPartitions(t, ns, group, m)
-			if n == 0 {
-				return false
-			}
-			held += n
-		}
-		return held == config.DefaultPartitionCount
-	}, 30*time.Second, 200*time.Millisecond, "the three replicas share every partition")
+		var ok bool
+		r, _, ok = tryShardsJSON(args...)
+		return ok && len(r.Unheld) == 0
+	}, 20*time.Second, 200*time.Millisecond, "the live members take the expired member's partitions over")
+	assert.Equal(t, memberExpired, r.Members[2].State)
+	assert.Zero(t, r.Members[2].PartitionsHeld)
+	assert.Equal(t, config.DefaultPartitionCount, r.Members[0].PartitionsHeld+r.Members[1].PartitionsHeld)
+	assert.Equal(t, r.Shoots, r.Members[0].Shoots+r.Members[1].Shoots)
 
-	args := []string{"--kubeconfig=" + env.KubeconfigFile(t), "--shard-namespace=" + ns, "--shard-group=" + group}
-	r := shardsJSON(t, args...)
+	require.Equal(t, 0, replicas["dwd-1"].stop(t))
+	r = shardsJSON(t, args...)
+	checkReturning(t, r, args)
+
+	assert.Equal(t, 0, replicas["dwd-0"].stop(t))
+	proxy.Heal() // so that the cut-off replica can stop (and leave) in time
+	replicas["dwd-2"].stop(t)
+}
+
+// checkAllHeld checks a report of three live members that hold every partition.
+func checkAllHeld(t *testing.T, r shardsReport, group, ns string, members []string) {
 	assert.Equal(t, group, r.Group)
 	assert.Equal(t, ns, r.Namespace)
 	assert.Equal(t, config.DefaultPartitionCount, r.Partitions)
-	require.Len(t, r.Members, 3)
 	held, shoots := 0, 0
 	for i, m := range r.Members {
 		assert.Equal(t, members[i], m.Name)
@@ -378,31 +446,36 @@ func TestShardsOfThreeReplicasOneStopped(t *testing.T) {
 	}
 	assert.Equal(t, config.DefaultPartitionCount, held)
 	assert.Equal(t, r.Shoots, shoots, "every shoot is in a held partition")
+	assert.Equal(t, clusterCount(t), r.Shoots)
 	assert.GreaterOrEqual(t, r.Shoots, 12)
-	assert.Empty(t, r.Unheld)
+	assert.Zero(t, r.ShootsUnheld)
 	assert.Empty(t, r.Mismatches.Members)
 	assert.Empty(t, r.Mismatches.PartitionLeases)
+}
 
-	require.Equal(t, 0, replicas["dwd-2"].stop(t))
-	r = shardsJSON(t, args...)
+// checkReturning checks the report after dwd-1 stopped to restart, dwd-2 expired: dwd-1's partitions
+// are reserved for it and unheld, dwd-0 holds the rest. It checks the table as well.
+func checkReturning(t *testing.T, r shardsReport, args []string) {
 	require.Len(t, r.Members, 3)
-	lost := r.Members[2]
-	assert.Equal(t, memberReturning, lost.State)
-	assert.Zero(t, lost.PartitionsHeld)
-	assert.Positive(t, lost.PartitionsReserved)
-	assert.Equal(t, config.DefaultPartitionCount, r.Members[0].PartitionsHeld+r.Members[1].PartitionsHeld+lost.PartitionsReserved)
-	assert.Len(t, r.Unheld, lost.PartitionsReserved, "its partitions wait for it, unheld")
+	returning := r.Members[1]
+	assert.Equal(t, memberReturning, returning.State)
+	assert.Equal(t, int64(600), returning.ReturningSeconds)
+	assert.Zero(t, returning.PartitionsHeld)
+	assert.Positive(t, returning.PartitionsReserved)
+	assert.Equal(t, config.DefaultPartitionCount, r.Members[0].PartitionsHeld+returning.PartitionsReserved)
+	assert.Len(t, r.Unheld, returning.PartitionsReserved, "its partitions wait for it, unheld")
 	assert.Equal(t, clusterCount(t), r.Shoots)
-	assert.Equal(t, r.Shoots, r.Members[0].Shoots+r.Members[1].Shoots+r.ShootsUnheld)
+	assert.Equal(t, r.Shoots, r.Members[0].Shoots+r.ShootsUnheld)
 
 	code, table, stderr := run(context.Background(), append([]string{"shards"}, args...)...)
 	require.Equal(t, 0, code, stderr)
 	t.Log("\n" + table)
 	assert.Regexp(t, `dwd-0\s+live\s+\d+s ago\s+5s\s+\d+`, table)
-	assert.Regexp(t, `dwd-2\s+returning\s+\d+s ago\s+5s \(returning 10m0s\)\s+0\s+`+strconv.Itoa(lost.PartitionsReserved), table)
+	assert.Regexp(t, `dwd-1\s+returning\s+\d+s ago\s+5s \(returning 10m0s\)\s+0\s+`+strconv.Itoa(returning.PartitionsReserved), table)
+	assert.Regexp(t, `dwd-2\s+expired\s+\d+s ago\s+5s\s+0\s+0\s+0\s`, table)
 	assert.Contains(t, table, fmt.Sprintf("Partitions without a live holder: %d (", len(r.Unheld)))
 	assert.Contains(t, table, "Members with other settings: none")
-	assert.True(t, strings.HasPrefix(table, "Group "+group+" in namespace "+ns), table)
+	assert.True(t, strings.HasPrefix(table, "Group "+r.Group+" in namespace "+r.Namespace), table)
 }
 
 func TestShardsExplainsAnEmptyGroup(t *testing.T) {
