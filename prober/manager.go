@@ -75,6 +75,9 @@ type Manager struct {
 	flowMu sync.Mutex
 	flows  map[string]*scaler.Flow
 
+	// scaledDown holds the probed shoots whose dependents are scaled down, for dwd_shoots_scaled_down.
+	scaledDown shootSet
+
 	reportMu sync.Mutex
 	reported map[string]string // broken Secret or Cluster → the version already reported
 }
@@ -271,6 +274,8 @@ func (m *Manager) stopLocked(ns string) {
 	m.Clients.Forget(ns)
 	expiredFraction.DeleteLabelValues(ns)
 	clockOffset.DeleteLabelValues(ns)
+	lastSuccess.DeleteLabelValues(ns)
+	m.scaledDown.set(ns, false, shootsScaledDown)
 	probesActive.Set(float64(len(m.probes)))
 	m.Log.Info("Stopped probe", "namespace", ns)
 }

@@ -46,6 +46,13 @@ var (
 	expiredFraction = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dwd_shoot_expired_lease_fraction", Help: "Fraction of candidate node leases found expired by the last probe of a shoot.",
 	}, []string{"namespace"})
+	lastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_shoot_last_successful_probe_timestamp_seconds",
+		Help: "Unix time of the start of the last probe cycle of a shoot that read its API server and node leases and decided.",
+	}, []string{"namespace"})
+	shootsScaledDown = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dwd_shoots_scaled_down", Help: "Shoots this replica probes whose dependents carry the meltdown-protection annotation (scaled down by dwd, no scale-up since), as the last probe cycle of each found them.",
+	})
 	apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_api_requests_total", Help: "Requests to the seed and shoot API servers by client and answer (HTTP code, or error).",
 	}, []string{"api", "client", "code"})
@@ -65,12 +72,35 @@ var (
 
 // collectors are the prober's metrics, all registered by registerMetrics.
 var collectors = []prometheus.Collector{probesTotal, probeDuration, probeLag, missedCycles, probesActive,
-	expiredFraction, apiRequests, apiThrottled, shootsInvalid, inconclusiveTotal, clockOffset}
+	expiredFraction, apiRequests, apiThrottled, shootsInvalid, inconclusiveTotal, clockOffset, lastSuccess,
+	shootsScaledDown}
 
 var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() { metrics.Registry.MustRegister(collectors...) })
+}
+
+// shootSet is a set of shoot namespaces whose size a gauge shows. It has a lock of its own, as probe
+// runs change it and must not take Manager.mu (stopping a probe waits for its run under that lock).
+type shootSet struct {
+	mu     sync.Mutex
+	shoots map[string]struct{}
+}
+
+// set puts ns in the set or takes it out, and sets gauge to the size.
+func (s *shootSet) set(ns string, in bool, gauge prometheus.Gauge) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if in {
+		if s.shoots == nil {
+			s.shoots = map[string]struct{}{}
+		}
+		s.shoots[ns] = struct{}{}
+	} else {
+		delete(s.shoots, ns)
+	}
+	gauge.Set(float64(len(s.shoots)))
 }
 
 // CountRequests wraps a transport so that every request is counted in dwd_api_requests_total under

@@ -1,52 +1,42 @@
 package prober
 
 import (
+	"context"
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-func TestLagObserverCountsWholeMissedCycles(t *testing.T) {
-	observe := lagObserver(10 * time.Second)
-	for _, tc := range []struct {
-		lag    time.Duration
-		missed float64
-	}{
-		{lag: -time.Second, missed: 0}, // a clock step backwards is no lag
-		{lag: 0, missed: 0},
-		{lag: 9999 * time.Millisecond, missed: 0},
-		{lag: 10 * time.Second, missed: 1},
-		{lag: 25 * time.Second, missed: 2},
-	} {
-		before := counterValue(t)
-		observe(tc.lag)
-		assert.Equal(t, tc.missed, counterValue(t)-before, "lag %s", tc.lag)
-	}
-}
+func TestScaledDownShootsAndLastSuccessfulProbe(t *testing.T) {
+	ctx := context.Background()
+	f := newCycleFixture(t, 3)
+	f.m.Scheduler = NewScheduler(f.clk, 1, nil)
+	f.m.probes = map[string]*shootProbe{cycleNS: f.p}
+	unix := func(at time.Time) float64 { return float64(at.UnixNano()) / 1e9 }
 
-func counterValue(t *testing.T) float64 {
-	t.Helper()
-	m := &dto.Metric{}
-	require.NoError(t, missedCycles.Write(m))
-	return m.GetCounter().GetValue()
-}
-
-func TestJitterAroundCentresOnTheInterval(t *testing.T) {
-	for _, tc := range []struct {
-		factor, r float64
-		want      time.Duration
-	}{
-		{factor: 0.2, r: 0, want: 9 * time.Second},
-		{factor: 0.2, r: 0.5, want: 10 * time.Second},
-		{factor: 0.2, r: 0.999999, want: 10999998 * time.Microsecond},
-		{factor: 0, r: 0.7, want: 10 * time.Second},
-		{factor: 3, r: 0, want: time.Second}, // never below a tenth of the interval
-		{factor: 3, r: 0.999999, want: 24999976 * time.Microsecond},
-	} {
-		got := jitterAround(10*time.Second, tc.factor, tc.r)
-		assert.InDelta(t, tc.want, got, float64(time.Microsecond), "factor %v, r %v", tc.factor, tc.r)
+	succeeded := func() float64 {
+		return testutil.ToFloat64(probesTotal.WithLabelValues(resultNoDecision)) + testutil.ToFloat64(probesTotal.WithLabelValues(resultHealthy))
 	}
+	before := succeeded()
+	start := f.clk.Now()
+	f.p.run(ctx)
+	require.InDelta(t, before+1, succeeded(), 0, "precondition: the first cycle succeeds")
+	assert.InDelta(t, unix(start), testutil.ToFloat64(lastSuccess.WithLabelValues(cycleNS)), 1e-3)
+	assert.Zero(t, testutil.ToFloat64(shootsScaledDown))
+
+	f.scaledDown(t)
+	f.shoot.set(func(s *lyingShoot) { s.retryAfter = "1" })
+	f.clk.Step(10 * time.Second)
+	f.p.run(ctx)
+	assert.InDelta(t, 1, testutil.ToFloat64(shootsScaledDown), 0, "dependents scaled down, counted though the probe fails")
+	assert.InDelta(t, unix(start), testutil.ToFloat64(lastSuccess.WithLabelValues(cycleNS)), 1e-3, "a failed cycle is no success")
+
+	f.m.mu.Lock()
+	f.m.stopLocked(cycleNS)
+	f.m.mu.Unlock()
+	assert.Zero(t, testutil.ToFloat64(shootsScaledDown), "the shoot left the replica")
+	assert.False(t, lastSuccess.DeleteLabelValues(cycleNS), "the shoot's series is gone")
 }

@@ -72,14 +72,26 @@ func (p *shootProbe) run(ctx context.Context) time.Duration {
 	next := p.m.period()
 	result, err := p.cycle(ctx)
 	probesTotal.WithLabelValues(result).Inc()
+	if err == nil {
+		lastSuccess.WithLabelValues(p.namespace).Set(float64(p.st.lastRun.UnixNano()) / 1e9)
+	}
 	if ctx.Err() != nil && err != nil {
 		return next
 	}
 	p.track(ctx, result, err)
+	p.noteScaledDown(ctx)
 	if result == resultThrottled {
 		return max(next, p.m.interval(), throttleBackoff, retryAfter(err, p.m.interval()))
 	}
 	return next
+}
+
+// noteScaledDown records whether the shoot's dependents are scaled down, whatever the cycle found: a
+// shoot whose probe fails keeps its dependents down. A failed read keeps what was known.
+func (p *shootProbe) noteScaledDown(ctx context.Context) {
+	if down, err := p.m.Scaler.MeltdownProtected(ctx, p.namespace); err == nil {
+		p.m.scaledDown.set(p.namespace, down, shootsScaledDown)
+	}
 }
 
 // retryAfter is the Retry-After of a 429 answer, 0 when none was given, and at most maxRetryAfter (a
