@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"slices"
 	"sync"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -301,29 +301,42 @@ func index(t *testing.T, writes []write, name string) int {
 	return i
 }
 
-// metricValue returns the value of a counter, or the sample count of a histogram, with the given labels
-// in the controller-runtime registry; 0 when it has no sample yet.
+// metricValue returns the sum of a counter's values, or of a histogram's sample counts, over the series
+// in the controller-runtime registry that carry the given labels (and any others); 0 when none has a
+// sample yet.
 func metricValue(t *testing.T, name string, labels map[string]string) float64 {
 	t.Helper()
 	families, err := metrics.Registry.Gather()
 	require.NoError(t, err)
+	total := 0.0
 	for _, fam := range families {
 		if fam.GetName() != name {
 			continue
 		}
 		for _, m := range fam.GetMetric() {
-			got := map[string]string{}
-			for _, l := range m.GetLabel() {
-				got[l.GetName()] = l.GetValue()
-			}
-			if !maps.Equal(got, labels) {
+			if !hasLabels(m.GetLabel(), labels) {
 				continue
 			}
 			if h := m.GetHistogram(); h != nil {
-				return float64(h.GetSampleCount())
+				total += float64(h.GetSampleCount())
+				continue
 			}
-			return m.GetCounter().GetValue()
+			total += m.GetCounter().GetValue()
 		}
 	}
-	return 0
+	return total
+}
+
+// hasLabels tells whether pairs hold every one of labels.
+func hasLabels(pairs []*dto.LabelPair, labels map[string]string) bool {
+	got := map[string]string{}
+	for _, l := range pairs {
+		got[l.GetName()] = l.GetValue()
+	}
+	for k, v := range labels {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
 }

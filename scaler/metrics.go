@@ -17,8 +17,8 @@ const (
 var (
 	scaleOperations = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_scale_operations_total",
-		Help: "Scale operations on single resources by direction and result (success, skipped, failed).",
-	}, []string{"direction", "result"})
+		Help: "Scale operations on single resources by direction, resource (the dependent's name in the config) and result (success, skipped, failed).",
+	}, []string{"direction", "resource", "result"})
 	scaleDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "dwd_scale_duration_seconds",
 		Help:    "Duration of whole scale flows (all levels), by direction.",

@@ -27,13 +27,13 @@ func (s *Scaler) report(j job, out outcome, err error) {
 		s.warn(j, out.obj, w)
 	}
 	if err != nil {
-		scaleOperations.WithLabelValues(j.dir.String(), resultFailed).Inc()
+		scaleOperations.WithLabelValues(j.dir.String(), j.name(), resultFailed).Inc()
 		j.log.Error(err, "Scaling failed")
 		s.event(s.eventTarget(j, out), corev1.EventTypeWarning, EventScaleFailed,
 			"Scale-%s failed: %v. Flow reason: %s", j.dir, err, j.why)
 		return
 	}
-	scaleOperations.WithLabelValues(j.dir.String(), out.result()).Inc()
+	scaleOperations.WithLabelValues(j.dir.String(), j.name(), out.result()).Inc()
 	switch {
 	case out.action == scaled && j.dir == Down:
 		j.log.Info("Scaled down", "from", out.from)

@@ -44,6 +44,10 @@ func TestScaleDownInLevelOrder(t *testing.T) {
 		f.create(t, name, n, map[string]string{"other": "kept"})
 	}
 	success := metricValue(t, opsMetric, ops(scaler.Down, "success"))
+	perResource := map[string]float64{}
+	for name := range before {
+		perResource[name] = metricValue(t, opsMetric, map[string]string{"direction": "down", "resource": name, "result": "success"})
+	}
 	flows := metricValue(t, durationMetric, map[string]string{"direction": "down"})
 
 	require.NoError(t, f.scaler.Scale(context.Background(), f.ns, scaler.Down, meltdown))
@@ -64,6 +68,9 @@ func TestScaleDownInLevelOrder(t *testing.T) {
 		"Normal ScaledDown Scaled down from 3 to 0 replicas: node leases expired (expired fraction 0.75)",
 	}, f.recorded())
 	assert.Equal(t, success+3, metricValue(t, opsMetric, ops(scaler.Down, "success")))
+	for name := range before {
+		assert.Equal(t, perResource[name]+1, metricValue(t, opsMetric, map[string]string{"direction": "down", "resource": name, "result": "success"}), name)
+	}
 	assert.Equal(t, flows+1, metricValue(t, durationMetric, map[string]string{"direction": "down"}))
 }
 
