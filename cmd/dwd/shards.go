@@ -50,7 +50,8 @@ type shardsReport struct {
 	Group     string    `json:"group"`
 	Namespace string    `json:"namespace"`
 	Time      time.Time `json:"time"`
-	// Partitions is the partition count the report maps shoots with: the majority's, else the default.
+	// Partitions is the partition count the report maps shoots with: the majority's settings', else the
+	// count most partition leases are labelled with, else the default.
 	Partitions int `json:"partitions"`
 	// Settings are the settings most live members advertise (all members when none is live).
 	Settings *advertisedSettings `json:"settings,omitempty"`
@@ -237,12 +238,13 @@ func buildShardsReport(group string, list []coordinationv1.Lease, clusters []str
 		}
 	}
 	r.Settings = majoritySettings(members)
-	r.Partitions = config.DefaultPartitionCount
+	r.Partitions = labelledCount(list)
 	if r.Settings != nil && r.Settings.Partitions > 0 {
 		r.Partitions = r.Settings.Partitions
 	}
 	holders := r.partitionHolders(group, list, members)
 	r.countShoots(clusters, holders, members)
+	r.Members = make([]memberReport, 0, len(members))
 	for _, m := range members {
 		if m.Settings != nil && r.Settings != nil && m.Settings.Raw != r.Settings.Raw {
 			r.Mismatches.Members = append(r.Mismatches.Members, m.Name)
@@ -295,6 +297,24 @@ func majoritySettings(members map[string]*memberReport) *advertisedSettings {
 		return best
 	}
 	return cmp.Or(count(true), count(false))
+}
+
+// labelledCount is the partition count most partition leases are labelled with (the smaller on a
+// tie), for a group whose members advertise none; the default count when none is labelled.
+func labelledCount(list []coordinationv1.Lease) int {
+	votes := map[int]int{}
+	best := 0
+	for i := range list {
+		n, ok := leases.PartitionCount(&list[i])
+		if !ok || n < 1 || list[i].Labels[leases.KindLabel] != leases.KindPartition {
+			continue
+		}
+		votes[n]++
+		if best == 0 || votes[n] > votes[best] || (votes[n] == votes[best] && n < best) {
+			best = n
+		}
+	}
+	return cmp.Or(best, config.DefaultPartitionCount)
 }
 
 // partitionHolders returns the holder of every partition (index = partition, "" for none), counts the

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -246,6 +247,15 @@ func TestShardsReport(t *testing.T) {
 	}
 }
 
+func TestShardsReportOfNoMembersIsEmptyNotNull(t *testing.T) {
+	r := buildShardsReport("g", []coordinationv1.Lease{partitionLease(0, "", 4)}, nil, shardsNow)
+	raw, err := json.Marshal(r)
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"members":[]`)
+	assert.Contains(t, string(raw), `"mismatches":{"members":[],"partitionLeases":[]}`)
+	assert.Equal(t, []int{0, 1, 2, 3}, r.Unheld, "no settings advertised: the count the partition leases are labelled with")
+}
+
 func TestShardsReportParsesSettings(t *testing.T) {
 	s := parseSettings(shardsSettings)
 	assert.Equal(t, &advertisedSettings{Raw: shardsSettings, Partitions: 4, ReplicationFactor: 400, LoadBound: 1.02,
@@ -422,7 +432,7 @@ func TestShardsOfThreeReplicas(t *testing.T) {
 
 	require.Equal(t, 0, replicas["dwd-1"].stop(t))
 	r = shardsJSON(t, args...)
-	checkReturning(t, r, args)
+	checkReturning(t, r, args, replicas["dwd-1"].stderr)
 
 	assert.Equal(t, 0, replicas["dwd-0"].stop(t))
 	proxy.Heal() // so that the cut-off replica can stop (and leave) in time
@@ -454,11 +464,14 @@ func checkAllHeld(t *testing.T, r shardsReport, group, ns string, members []stri
 }
 
 // checkReturning checks the report after dwd-1 stopped to restart, dwd-2 expired: dwd-1's partitions
-// are reserved for it and unheld, dwd-0 holds the rest. It checks the table as well.
-func checkReturning(t *testing.T, r shardsReport, args []string) {
+// are reserved for it and unheld, dwd-0 holds the rest. It checks the table as well. stderr is what
+// dwd-1 logged, shown when its lease does not say it is returning.
+func checkReturning(t *testing.T, r shardsReport, args []string, stderr string) {
 	require.Len(t, r.Members, 3)
 	returning := r.Members[1]
-	assert.Equal(t, memberReturning, returning.State)
+	if !assert.Equal(t, memberReturning, returning.State) {
+		t.Log("dwd-1's errors and last lines:\n" + errorLines(stderr, 20))
+	}
 	assert.Equal(t, int64(600), returning.ReturningSeconds)
 	assert.Zero(t, returning.PartitionsHeld)
 	assert.Positive(t, returning.PartitionsReserved)
@@ -467,8 +480,8 @@ func checkReturning(t *testing.T, r shardsReport, args []string) {
 	assert.Equal(t, clusterCount(t), r.Shoots)
 	assert.Equal(t, r.Shoots, r.Members[0].Shoots+r.ShootsUnheld)
 
-	code, table, stderr := run(context.Background(), append([]string{"shards"}, args...)...)
-	require.Equal(t, 0, code, stderr)
+	code, table, shardsErr := run(context.Background(), append([]string{"shards"}, args...)...)
+	require.Equal(t, 0, code, shardsErr)
 	t.Log("\n" + table)
 	assert.Regexp(t, `dwd-0\s+live\s+\d+s ago\s+5s\s+\d+`, table)
 	assert.Regexp(t, `dwd-1\s+returning\s+\d+s ago\s+5s \(returning 10m0s\)\s+0\s+`+strconv.Itoa(returning.PartitionsReserved), table)
@@ -489,4 +502,52 @@ func TestShardsExplainsAnEmptyGroup(t *testing.T) {
 	code, _, stderr = run(context.Background(), "shards", kubeconfig, "--shard-namespace="+ns, "--shard-group=nobody")
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, `no Leases of group "nobody" in namespace "`+ns+`"`)
+}
+
+// errorLines returns the error lines of a replica's log and its last n lines.
+func errorLines(log string, n int) string {
+	lines := strings.Split(strings.TrimSpace(log), "\n")
+	var out []string
+	for _, l := range lines {
+		if strings.Contains(l, `"level":"error"`) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(append(out, lines[max(0, len(lines)-n):]...), "\n")
+}
+
+// kubeconfigAs writes a kubeconfig for the test API server that impersonates user.
+func kubeconfigAs(t *testing.T, user string) string {
+	kc, err := clientcmd.Load(env.KubeConfig)
+	require.NoError(t, err)
+	for _, a := range kc.AuthInfos {
+		a.Impersonate = user
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig-"+user)
+	require.NoError(t, clientcmd.WriteToFile(*kc, path))
+	return path
+}
+
+func TestShardsSaysWhichListIsForbidden(t *testing.T) {
+	env.Require(t)
+	ns := env.Namespace(t)
+	user := "shards-viewer-" + ns
+	args := []string{"shards", "--kubeconfig=" + kubeconfigAs(t, user), "--shard-namespace=" + ns, "--shard-group=g"}
+
+	code, stdout, stderr := run(context.Background(), args...)
+	assert.Equal(t, 1, code)
+	assert.Empty(t, stdout)
+	assert.Contains(t, stderr, `listing the Leases of group "g" in namespace "`+ns+`": forbidden; dwd shards needs list on leases.coordination.k8s.io in `+ns)
+
+	userWithRole(t, ns, user, []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list"}}})
+	code, _, stderr = run(context.Background(), args...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, `no Leases of group "g" in namespace "`+ns+`"`, "without get on namespaces it cannot say more")
+
+	lease := memberLease("dwd-0", 0)
+	lease.Namespace = ns
+	require.NoError(t, env.Client.Create(context.Background(), &lease))
+	code, _, stderr = run(context.Background(), args...)
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "listing the Clusters (extensions.gardener.cloud/v1alpha1): forbidden; dwd shards needs list on clusters.extensions.gardener.cloud")
 }
