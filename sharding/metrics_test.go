@@ -72,3 +72,14 @@ func TestReconcileCountsUnheldPartitions(t *testing.T) {
 	held = len(c.Held())
 	assert.InDelta(t, 7-held, unheld(), 0, "partition 3's holder expired")
 }
+
+func TestRunnerExportsTheLastRenewal(t *testing.T) {
+	c := NewCoordinator(context.Background(), Config{Group: "renew-g", Member: "m"}, nil, nil, nil,
+		clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	r := &Runner{coordinator: c}
+	at := time.Date(2026, 11, 23, 0, 0, 1, 500_000_000, time.UTC)
+
+	r.onRenew(at)
+
+	assert.InDelta(t, float64(at.Unix())+0.5, testutil.ToFloat64(lastRenew.WithLabelValues("renew-g", "m")), 1e-6)
+}
