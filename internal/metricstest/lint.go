@@ -1,4 +1,3 @@
-// Package metricstest checks dwd's metrics against Prometheus' naming rules in tests.
 package metricstest
 
 import (
