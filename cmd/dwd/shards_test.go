@@ -396,11 +396,11 @@ func TestShardsOfThreeReplicas(t *testing.T) {
 	args := []string{"--kubeconfig=" + env.KubeconfigFile(t), "--shard-namespace=" + ns, "--shard-group=" + group}
 	var r shardsReport
 	require.Eventually(t, func() bool {
-		r, _, ok := tryShardsJSON(args...)
+		var ok bool
+		r, _, ok = tryShardsJSON(args...)
 		return ok && len(r.Members) == 3 && len(r.Unheld) == 0 && r.Members[0].PartitionsHeld > 0 &&
 			r.Members[1].PartitionsHeld > 0 && r.Members[2].PartitionsHeld > 0
 	}, 30*time.Second, 200*time.Millisecond, "the three replicas share every partition")
-	r = shardsJSON(t, args...)
 	checkAllHeld(t, r, group, ns, members)
 
 	proxy.Cut()
@@ -412,7 +412,9 @@ func TestShardsOfThreeReplicas(t *testing.T) {
 	assert.Equal(t, memberLive, r.Members[0].State)
 	assert.Equal(t, memberLive, r.Members[1].State)
 	assert.GreaterOrEqual(t, len(r.Unheld), r.Members[2].PartitionsHeld, "what the expired member still names is unheld")
-	assert.Equal(t, config.DefaultPartitionCount, r.Members[0].PartitionsHeld+r.Members[1].PartitionsHeld+r.Members[2].PartitionsHeld)
+	// Unheld: what the expired member names, and what the live ones are moving between them (released
+	// to nobody for a moment).
+	assert.Equal(t, config.DefaultPartitionCount, r.Members[0].PartitionsHeld+r.Members[1].PartitionsHeld+len(r.Unheld))
 	if len(r.Unheld) > 0 {
 		code, table, stderr := run(context.Background(), append([]string{"shards"}, args...)...)
 		require.Equal(t, 0, code, stderr)
@@ -475,8 +477,8 @@ func checkReturning(t *testing.T, r shardsReport, args []string, stderr string) 
 	assert.Equal(t, int64(600), returning.ReturningSeconds)
 	assert.Zero(t, returning.PartitionsHeld)
 	assert.Positive(t, returning.PartitionsReserved)
-	assert.Equal(t, config.DefaultPartitionCount, r.Members[0].PartitionsHeld+returning.PartitionsReserved)
-	assert.Len(t, r.Unheld, returning.PartitionsReserved, "its partitions wait for it, unheld")
+	assert.LessOrEqual(t, returning.PartitionsReserved, len(r.Unheld), "its partitions wait for it, unheld")
+	assert.Equal(t, config.DefaultPartitionCount, r.Members[0].PartitionsHeld+len(r.Unheld))
 	assert.Equal(t, clusterCount(t), r.Shoots)
 	assert.Equal(t, r.Shoots, r.Members[0].Shoots+r.ShootsUnheld)
 
@@ -484,9 +486,9 @@ func checkReturning(t *testing.T, r shardsReport, args []string, stderr string) 
 	require.Equal(t, 0, code, shardsErr)
 	t.Log("\n" + table)
 	assert.Regexp(t, `dwd-0\s+live\s+\d+s ago\s+5s\s+\d+`, table)
-	assert.Regexp(t, `dwd-1\s+returning\s+\d+s ago\s+5s \(returning 10m0s\)\s+0\s+`+strconv.Itoa(returning.PartitionsReserved), table)
+	assert.Regexp(t, `dwd-1\s+returning\s+\d+s ago\s+5s \(returning 10m0s\)\s+0\s+[1-9]\d*\s`, table)
 	assert.Regexp(t, `dwd-2\s+expired\s+\d+s ago\s+5s\s+0\s+0\s+0\s`, table)
-	assert.Contains(t, table, fmt.Sprintf("Partitions without a live holder: %d (", len(r.Unheld)))
+	assert.Regexp(t, `Partitions without a live holder: [1-9]\d* \(\d+, `, table)
 	assert.Contains(t, table, "Members with other settings: none")
 	assert.True(t, strings.HasPrefix(table, "Group "+r.Group+" in namespace "+r.Namespace), table)
 }
