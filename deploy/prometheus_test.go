@@ -1,0 +1,295 @@
+package deploy
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	rulesFile          = "prometheus/rules.yaml"
+	prometheusRuleFile = "prometheus/prometheusrule.yaml"
+	podMonitorFile     = "prometheus/podmonitor.yaml"
+	rulesTestFile      = "prometheus/rules_test.yaml"
+	monitoringDoc      = "../docs/monitoring.md"
+	runbookBase        = "https://github.com/sharded-dwd/dependency-watchdog/blob/main/docs/monitoring.md#"
+)
+
+// metricPackages are the folders whose Go files define dwd's metrics.
+var metricPackages = []string{"../prober", "../sharding", "../scaler", "../weeder", "../access", "../cmd/dwd"}
+
+type ruleFile struct {
+	Groups []ruleGroup `json:"groups"`
+}
+
+type ruleGroup struct {
+	Name  string `json:"name"`
+	Rules []rule `json:"rules"`
+}
+
+type rule struct {
+	Alert       string            `json:"alert"`
+	Expr        string            `json:"expr"`
+	For         string            `json:"for,omitempty"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+func readYAML(t *testing.T, path string, into any) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, yaml.UnmarshalStrict(data, into), path)
+}
+
+func alertRules(t *testing.T) []rule {
+	t.Helper()
+	var f ruleFile
+	readYAML(t, rulesFile, &f)
+	require.Len(t, f.Groups, 1)
+	require.Equal(t, "dwd", f.Groups[0].Name)
+	require.NotEmpty(t, f.Groups[0].Rules)
+	return f.Groups[0].Rules
+}
+
+func TestPrometheusRuleHoldsTheRulesOfTheRuleFile(t *testing.T) {
+	var f ruleFile
+	readYAML(t, rulesFile, &f)
+	var pr struct {
+		APIVersion string `json:"apiVersion"`
+		Kind       string `json:"kind"`
+		Metadata   struct {
+			Name      string            `json:"name"`
+			Namespace string            `json:"namespace"`
+			Labels    map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec ruleFile `json:"spec"`
+	}
+	readYAML(t, prometheusRuleFile, &pr)
+
+	assert.Equal(t, "monitoring.coreos.com/v1", pr.APIVersion)
+	assert.Equal(t, "PrometheusRule", pr.Kind)
+	assert.Equal(t, "garden", pr.Metadata.Namespace)
+	assert.Equal(t, "seed", pr.Metadata.Labels["prometheus"], "Gardener's seed Prometheus selects prometheus: seed")
+	assert.Equal(t, f, pr.Spec)
+}
+
+func TestPrometheusAlertsHaveSeverityAnnotationsAndARunbook(t *testing.T) {
+	doc, err := os.ReadFile(monitoringDoc)
+	require.NoError(t, err)
+	headings := regexp.MustCompile(`(?m)^#+ +(\S+)\s*$`).FindAllStringSubmatch(string(doc), -1)
+	var sections []string
+	for _, h := range headings {
+		sections = append(sections, strings.ToLower(h[1]))
+	}
+	for _, r := range alertRules(t) {
+		t.Run(r.Alert, func(t *testing.T) {
+			assert.Regexp(t, `^Dwd[A-Z][A-Za-z]+$`, r.Alert)
+			assert.Contains(t, []string{"critical", "warning"}, r.Labels["severity"])
+			assert.NotEmpty(t, r.Annotations["summary"])
+			assert.NotEmpty(t, r.Annotations["description"])
+			anchor := strings.ToLower(r.Alert)
+			assert.Equal(t, runbookBase+anchor, r.Annotations["runbook_url"])
+			assert.Contains(t, sections, anchor, "docs/monitoring.md has no section %s", r.Alert)
+		})
+	}
+}
+
+// TestPrometheusRulesNameOnlyMetricsDwdExports fails when an expression names a metric that no
+// prometheus.*Opts in dwd's source defines (a typo, or a metric renamed or removed).
+func TestPrometheusRulesNameOnlyMetricsDwdExports(t *testing.T) {
+	exported := dwdMetricNames(t)
+	require.Contains(t, exported, "dwd_probes_total")
+	require.Contains(t, exported, "dwd_probe_lag_seconds_bucket")
+	for _, r := range alertRules(t) {
+		names := metricNames(r.Expr)
+		assert.NotEmpty(t, names, r.Alert)
+		for _, name := range names {
+			assert.Contains(t, exported, name, "%s names a metric dwd does not export", r.Alert)
+		}
+	}
+}
+
+func TestPrometheusMetricNamesOfAnExpression(t *testing.T) {
+	for _, tc := range []struct {
+		expr string
+		want []string
+	}{
+		{`dwd_a > 0`, []string{"dwd_a"}},
+		{`max by (group) (dwd_a{member="x", le="+Inf"}) > 0 or count by (group, partitions) (dwd_b) > 1`,
+			[]string{"dwd_a", "dwd_b"}},
+		{`timestamp(dwd_a) - dwd_a > 10 and dwd_a > 0 or increase(dwd_b_total[5m]) > 3`, []string{"dwd_a", "dwd_b_total"}},
+		{`histogram_quantile(0.99, sum by (pod, le) (rate(dwd_c_bucket[5m]))) > 10`, []string{"dwd_c_bucket"}},
+		{"(sum by (pod) (rate(x[5m])) or 0 * max by (pod) (y)) == 0\nand on (pod) max without (le) (z) > 0 unless ignoring(a) bool_x",
+			[]string{"x", "y", "z", "bool_x"}},
+		{`time() - up offset 5m > 120`, []string{"up"}},
+	} {
+		t.Run(tc.expr, func(t *testing.T) {
+			assert.Equal(t, tc.want, metricNames(tc.expr))
+		})
+	}
+}
+
+var (
+	quoted        = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	braces        = regexp.MustCompile(`\{[^}]*\}|\[[^\]]*\]`)
+	labelLists    = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
+	words         = regexp.MustCompile(`[A-Za-z0-9_:.]+`)
+	identifier    = regexp.MustCompile(`^[A-Za-z_:][A-Za-z0-9_:]*$`)
+	promqlKeyword = []string{"and", "or", "unless", "bool", "offset", "inf", "nan"}
+)
+
+// metricNames returns the metric names an expression selects, in order: what remains of its
+// identifiers once strings, label matchers, ranges and label lists are removed, less the functions and
+// aggregations (followed by a parenthesis) and the keywords.
+func metricNames(expr string) []string {
+	expr = quoted.ReplaceAllString(expr, `""`)
+	expr = braces.ReplaceAllString(expr, " ")
+	expr = labelLists.ReplaceAllString(expr, " ")
+	var names []string
+	for _, at := range words.FindAllStringIndex(expr, -1) {
+		word, call := expr[at[0]:at[1]], strings.HasPrefix(strings.TrimSpace(expr[at[1]:]), "(")
+		if !identifier.MatchString(word) || call || slices.Contains(promqlKeyword, strings.ToLower(word)) {
+			continue // a number or duration, a function or aggregation, a keyword
+		}
+		if !slices.Contains(names, word) {
+			names = append(names, word)
+		}
+	}
+	return names
+}
+
+// dwdMetricNames are the series names of every metric dwd's source defines: the Name of each
+// prometheus.*Opts literal, with _bucket, _sum and _count for histograms.
+func dwdMetricNames(t *testing.T) []string {
+	t.Helper()
+	var names []string
+	fset := token.NewFileSet()
+	for _, dir := range metricPackages {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		require.NoError(t, err)
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, file, nil, 0)
+			require.NoError(t, err)
+			ast.Inspect(f, func(n ast.Node) bool {
+				if kind, name, ok := metricOpts(n); ok {
+					names = append(names, name)
+					if kind == "HistogramOpts" {
+						names = append(names, name+"_bucket", name+"_sum", name+"_count")
+					}
+				}
+				return true
+			})
+		}
+	}
+	return names
+}
+
+// metricOpts reports the kind and name of a prometheus.*Opts literal with a constant Name.
+func metricOpts(n ast.Node) (kind, name string, ok bool) {
+	lit, isLit := n.(*ast.CompositeLit)
+	if !isLit {
+		return "", "", false
+	}
+	sel, isSel := lit.Type.(*ast.SelectorExpr)
+	if !isSel || !strings.HasSuffix(sel.Sel.Name, "Opts") {
+		return "", "", false
+	}
+	if pkg, isIdent := sel.X.(*ast.Ident); !isIdent || pkg.Name != "prometheus" {
+		return "", "", false
+	}
+	for _, elt := range lit.Elts {
+		kv, isKV := elt.(*ast.KeyValueExpr)
+		if key, isIdent := kv.Key.(*ast.Ident); !isKV || !isIdent || key.Name != "Name" {
+			continue
+		}
+		if value, isBasic := kv.Value.(*ast.BasicLit); isBasic && value.Kind == token.STRING {
+			name, err := strconv.Unquote(value.Value)
+			return sel.Sel.Name, name, err == nil
+		}
+	}
+	return "", "", false
+}
+
+// TestPrometheusRuleTestsCoverEveryAlert asks rules_test.yaml for a case where each alert fires and one
+// where it must not.
+func TestPrometheusRuleTestsCoverEveryAlert(t *testing.T) {
+	var tests struct {
+		RuleFiles []string `json:"rule_files"`
+		Tests     []struct {
+			AlertRuleTest []struct {
+				Alertname string `json:"alertname"`
+				ExpAlerts []any  `json:"exp_alerts"`
+			} `json:"alert_rule_test"`
+		} `json:"tests"`
+	}
+	data, err := os.ReadFile(rulesTestFile)
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(data, &tests))
+	assert.Equal(t, []string{"rules.yaml"}, tests.RuleFiles)
+	firing, quiet := map[string]bool{}, map[string]bool{}
+	for _, tc := range tests.Tests {
+		for _, at := range tc.AlertRuleTest {
+			if len(at.ExpAlerts) > 0 {
+				firing[at.Alertname] = true
+			} else {
+				quiet[at.Alertname] = true
+			}
+		}
+	}
+	for _, r := range alertRules(t) {
+		assert.True(t, firing[r.Alert], "no promtool test where %s fires", r.Alert)
+		assert.True(t, quiet[r.Alert], "no promtool test where %s does not fire", r.Alert)
+	}
+}
+
+func TestPrometheusPodMonitorScrapesTheStatefulSetsMetricsPort(t *testing.T) {
+	var pm struct {
+		Kind     string                             `json:"kind"`
+		Metadata struct{ Labels map[string]string } `json:"metadata"`
+		Spec     struct {
+			Selector struct {
+				MatchLabels map[string]string `json:"matchLabels"`
+			} `json:"selector"`
+			PodMetricsEndpoints []struct {
+				Port string `json:"port"`
+			} `json:"podMetricsEndpoints"`
+		} `json:"spec"`
+	}
+	data, err := os.ReadFile(podMonitorFile)
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(data, &pm))
+	assert.Equal(t, "PodMonitor", pm.Kind)
+	assert.Equal(t, "seed", pm.Metadata.Labels["prometheus"])
+
+	var sts appsv1.StatefulSet
+	data, err = tree.ReadFile("base/statefulset.yaml")
+	require.NoError(t, err)
+	require.NoError(t, yaml.Unmarshal(data, &sts))
+	for k, v := range pm.Spec.Selector.MatchLabels {
+		assert.Equal(t, v, sts.Spec.Template.Labels[k], "the PodMonitor selects %s=%s", k, v)
+	}
+	require.Len(t, pm.Spec.PodMetricsEndpoints, 1)
+	var ports []string
+	for _, c := range sts.Spec.Template.Spec.Containers {
+		for _, p := range c.Ports {
+			ports = append(ports, p.Name)
+		}
+	}
+	assert.Contains(t, ports, pm.Spec.PodMetricsEndpoints[0].Port)
+}
