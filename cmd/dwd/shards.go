@@ -124,7 +124,8 @@ partition is unheld when its lease is missing, names nobody (or a reserved resta
 names a member that is not live. Exits 0 whenever the report could be made, problems included.
 
 -o json prints the same report as one object:
-  group, namespace, time, partitions (the count shoots are mapped with: the majority's), settings,
+  group, namespace, time, settings (what most live members advertise, else most members),
+  partitions (the count shoots are mapped with: the settings', else the partition leases' label),
   members[]: name, state (live|expired|left|returning|no-lease), renewTime, leaseDurationSeconds,
     returningSeconds, settings, partitionsHeld, partitionsReserved, shoots,
   shoots, shootsUnheld, unheldPartitions[] (all of them),
