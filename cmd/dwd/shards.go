@@ -112,8 +112,9 @@ func newShardsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "shards",
 		Short: "Show the members of a sharding group, the partitions and shoots they hold, and what is wrong",
-		Long: `Show a sharding group as its Leases and the seed's Cluster objects describe it, read-only (it only
-lists Leases in --shard-namespace and Clusters): every member with its state, the settings it
+		Long: `Show a sharding group as its Leases and the seed's Cluster objects describe it, read-only (it lists
+Leases in --shard-namespace and Clusters, and reads the namespace only to explain an empty group):
+every member with its state, the settings it
 advertises, the partitions it holds and the shoots in them; the partitions without a live holder; and
 the members and partition leases that disagree with the group's settings.
 
