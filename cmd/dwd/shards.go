@@ -114,9 +114,9 @@ func newShardsCommand() *cobra.Command {
 		Short: "Show the members of a sharding group, the partitions and shoots they hold, and what is wrong",
 		Long: `Show a sharding group as its Leases and the seed's Cluster objects describe it, read-only (it lists
 Leases in --shard-namespace and Clusters, and reads the namespace only to explain an empty group):
-every member with its state, the settings it
-advertises, the partitions it holds and the shoots in them; the partitions without a live holder; and
-the members and partition leases that disagree with the group's settings.
+every member with its state, the settings it advertises, the partitions it holds and the shoots in
+them; the partitions without a live holder; and the members and partition leases that disagree with
+the group's settings.
 
 A member is live while its lease names it and renewTime + leaseDurationSeconds is in the future (on
 this machine's clock, so clock skew shifts it), returning while it restarts within its return grace,
