@@ -340,6 +340,11 @@ func (m *Member) Release(ctx context.Context, now time.Time, leave Leave) error 
 		setAnnotation(lease, StateLostAnnotation, "true")
 	}
 	released, err := m.Store.Update(ctx, lease)
+	if apierrors.IsConflict(err) {
+		// A renewal whose answer was lost (cut off by the stop) may have landed after all: if the
+		// stored lease is still this process's own, the leave is written over it.
+		released, err = m.releaseOverOwnWrite(ctx, lease)
+	}
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -350,6 +355,21 @@ func (m *Member) Release(ctx context.Context, now time.Time, leave Leave) error 
 	m.lease = released
 	m.mu.Unlock()
 	return nil
+}
+
+// releaseOverOwnWrite writes the leave in lease over the stored member lease if that is still this
+// process's own (its name and incarnation); anyone else's it leaves alone, with a Conflict.
+func (m *Member) releaseOverOwnWrite(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	stored, err := m.Store.Get(ctx, m.LeaseName())
+	if err != nil {
+		return nil, err
+	}
+	if Holder(stored) != m.Name || Incarnation(stored) != m.Incarnation {
+		return nil, apierrors.NewConflict(coordinationv1.Resource("leases"), m.LeaseName(),
+			fmt.Errorf("changed by incarnation %q since this process last wrote it", Incarnation(stored)))
+	}
+	lease.ResourceVersion = stored.ResourceVersion
+	return m.Store.Update(ctx, lease)
 }
 
 func isLostRace(err error) bool {

@@ -383,3 +383,40 @@ func TestMemberStepReportsRenewals(t *testing.T) {
 	assert.Equal(t, []time.Time{t0, t0.Add(2 * time.Second)}, renewedAt, "each successful renewal, at the time it was sent")
 	assert.Equal(t, 1, failures, "a failed renewal is no renewal")
 }
+
+// TestMemberReleaseAfterItsOwnWriteWhoseAnswerWasLost: a renewal cut off by the stop may land after
+// all; the leave is then written over it, not lost (the others would wait a lease duration).
+func TestMemberReleaseAfterItsOwnWriteWhoseAnswerWasLost(t *testing.T) {
+	ctx := context.Background()
+	store := leasestest.NewStore()
+	m := newMember(store, clocktesting.NewFakeClock(t0))
+	require.NoError(t, m.Renew(ctx, t0))
+	l, _ := store.Get(ctx, "dwd-member-dwd-0")
+	_, err := store.Update(ctx, l) // the renewal whose answer was lost
+	require.NoError(t, err)
+
+	require.NoError(t, m.Release(ctx, t0.Add(time.Second), leases.Leave{Returning: 30 * time.Second}))
+	released, err := store.Get(ctx, "dwd-member-dwd-0")
+	require.NoError(t, err)
+	assert.Equal(t, "inc-1", released.Annotations[leases.LeftAnnotation])
+	assert.Equal(t, "30s", released.Annotations[leases.ReturningAnnotation])
+}
+
+// TestMemberReleaseLeavesAnotherIncarnationsLeaseAlone: a lease taken by another process of the
+// same member is not marked as left by this one.
+func TestMemberReleaseLeavesAnotherIncarnationsLeaseAlone(t *testing.T) {
+	ctx := context.Background()
+	store := leasestest.NewStore()
+	m := newMember(store, clocktesting.NewFakeClock(t0))
+	require.NoError(t, m.Renew(ctx, t0))
+	l, _ := store.Get(ctx, "dwd-member-dwd-0")
+	l.Annotations[leases.IncarnationAnnotation] = "inc-2"
+	_, err := store.Update(ctx, l)
+	require.NoError(t, err)
+
+	err = m.Release(ctx, t0.Add(time.Second), leases.Leave{Returning: 30 * time.Second})
+	require.Error(t, err)
+	stored, _ := store.Get(ctx, "dwd-member-dwd-0")
+	assert.Empty(t, stored.Annotations[leases.LeftAnnotation])
+	assert.Equal(t, "inc-2", leases.Incarnation(stored))
+}
