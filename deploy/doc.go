@@ -21,6 +21,11 @@
 //     of a kustomization that holds the overlay. It appends the flag to the args of dwd's containers
 //     and adds the reviews it sends to the ClusterRole of each replica's account (labelled
 //     dwd.gardener.cloud/replica-rules), so that it names no account and follows the overlay's.
+//   - prometheus: the alert rules (rules.yaml, and the same as a PrometheusRule labelled
+//     prometheus: seed), their promtool unit tests (rules_test.yaml, `make test-rules`) and a
+//     PodMonitor; docs/monitoring.md has a runbook per alert. prometheus_test.go checks that the two rule
+//     files agree, that every metric a rule names is one dwd defines, and that every alert is tested
+//     firing and not firing and has a runbook.
 //
 // The base's images entry is a placeholder: no image of dwd is published, so a user builds one with
 // `make image`, pushes it, and sets the entry to it.
