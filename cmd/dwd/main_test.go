@@ -174,7 +174,7 @@ func TestRunNeedsARole(t *testing.T) {
 }
 
 func TestHelpReadsWell(t *testing.T) {
-	for _, path := range [][]string{{}, {"run"}, {"prober"}, {"weeder"}, {"config"}, {"config", "validate"}, {"version"}} {
+	for _, path := range [][]string{{}, {"run"}, {"prober"}, {"weeder"}, {"config"}, {"config", "validate"}, {"version"}, {"shards"}} {
 		t.Run(strings.Join(append([]string{"dwd"}, path...), " "), func(t *testing.T) {
 			code, stdout, stderr := run(context.Background(), append(path, "--help")...)
 			assert.Equal(t, 0, code)
