@@ -275,6 +275,7 @@ func (m *Manager) stopLocked(ns string) {
 	expiredFraction.DeleteLabelValues(ns)
 	clockOffset.DeleteLabelValues(ns)
 	lastSuccess.DeleteLabelValues(ns)
+	shootScaledDown.DeleteLabelValues(ns)
 	m.scaledDown.set(ns, false, shootsScaledDown)
 	probesActive.Set(float64(len(m.probes)))
 	m.Log.Info("Stopped probe", "namespace", ns)

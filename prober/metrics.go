@@ -50,6 +50,9 @@ var (
 		Name: "dwd_shoot_last_successful_probe_timestamp_seconds",
 		Help: "Unix time of the start of the last probe cycle of a shoot that read its API server and node leases and decided.",
 	}, []string{"namespace"})
+	shootScaledDown = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_shoot_scaled_down", Help: "1 while the dependents of a shoot carry the meltdown-protection annotation (scaled down by dwd, no scale-up since), else 0, as the last probe cycle found them.",
+	}, []string{"namespace"})
 	shootsScaledDown = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dwd_shoots_scaled_down", Help: "Shoots this replica probes whose dependents carry the meltdown-protection annotation (scaled down by dwd, no scale-up since), as the last probe cycle of each found them.",
 	})
@@ -73,12 +76,26 @@ var (
 // collectors are the prober's metrics, all registered by registerMetrics.
 var collectors = []prometheus.Collector{probesTotal, probeDuration, probeLag, missedCycles, probesActive,
 	expiredFraction, apiRequests, apiThrottled, shootsInvalid, inconclusiveTotal, clockOffset, lastSuccess,
-	shootsScaledDown}
+	shootsScaledDown, shootScaledDown}
 
 var registerOnce sync.Once
 
 func registerMetrics() {
-	registerOnce.Do(func() { metrics.Registry.MustRegister(collectors...) })
+	registerOnce.Do(func() {
+		metrics.Registry.MustRegister(collectors...)
+		// Every result and reason is exported from the start at zero, so that a rate over one is 0
+		// rather than no data until it first happens.
+		for _, r := range []string{resultHealthy, resultScaledDown, resultScaledUp, resultAPIServer, resultThrottled,
+			resultLeases, resultKubeconfig, resultScaleFailed, resultNoDecision, resultShootInvalid, resultInconclusive} {
+			probesTotal.WithLabelValues(r)
+		}
+		for _, r := range []string{reasonSlowAnswer, reasonTooLarge, reasonNotConfirmed, reasonStaleAnswer} {
+			inconclusiveTotal.WithLabelValues(r)
+		}
+		for _, api := range []string{"seed", "shoot"} {
+			apiThrottled.WithLabelValues(api)
+		}
+	})
 }
 
 // shootSet is a set of shoot namespaces whose size a gauge shows. It has a lock of its own, as probe

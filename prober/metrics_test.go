@@ -26,12 +26,14 @@ func TestScaledDownShootsAndLastSuccessfulProbe(t *testing.T) {
 	require.InDelta(t, before+1, succeeded(), 0, "precondition: the first cycle succeeds")
 	assert.InDelta(t, unix(start), testutil.ToFloat64(lastSuccess.WithLabelValues(cycleNS)), 1e-3)
 	assert.Zero(t, testutil.ToFloat64(shootsScaledDown))
+	assert.Zero(t, testutil.ToFloat64(shootScaledDown.WithLabelValues(cycleNS)))
 
 	f.scaledDown(t)
 	f.shoot.set(func(s *lyingShoot) { s.retryAfter = "1" })
 	f.clk.Step(10 * time.Second)
 	f.p.run(ctx)
 	assert.InDelta(t, 1, testutil.ToFloat64(shootsScaledDown), 0, "dependents scaled down, counted though the probe fails")
+	assert.InDelta(t, 1, testutil.ToFloat64(shootScaledDown.WithLabelValues(cycleNS)), 0, "the shoot's own series says so too")
 	assert.InDelta(t, unix(start), testutil.ToFloat64(lastSuccess.WithLabelValues(cycleNS)), 1e-3, "a failed cycle is no success")
 
 	f.m.mu.Lock()
@@ -39,4 +41,5 @@ func TestScaledDownShootsAndLastSuccessfulProbe(t *testing.T) {
 	f.m.mu.Unlock()
 	assert.Zero(t, testutil.ToFloat64(shootsScaledDown), "the shoot left the replica")
 	assert.False(t, lastSuccess.DeleteLabelValues(cycleNS), "the shoot's series is gone")
+	assert.False(t, shootScaledDown.DeleteLabelValues(cycleNS), "the shoot's scaled-down series is gone")
 }

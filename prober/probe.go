@@ -91,6 +91,11 @@ func (p *shootProbe) run(ctx context.Context) time.Duration {
 func (p *shootProbe) noteScaledDown(ctx context.Context) {
 	if down, err := p.m.Scaler.MeltdownProtected(ctx, p.namespace); err == nil {
 		p.m.scaledDown.set(p.namespace, down, shootsScaledDown)
+		v := 0.0
+		if down {
+			v = 1
+		}
+		shootScaledDown.WithLabelValues(p.namespace).Set(v)
 	}
 }
 

@@ -116,6 +116,10 @@ func newMemberMetrics(group, member string) *memberMetrics {
 	registerOnce.Do(func() {
 		metrics.Registry.MustRegister(collectors...)
 	})
+	// The labelled counters start at zero, so that a rate over them is 0 rather than no data.
+	for _, reason := range []string{"not_owner", "fenced"} {
+		guardRefusals.WithLabelValues(group, member, reason)
+	}
 	return &memberMetrics{
 		group: group, member: member,
 		partitionsHeld: partitionsHeld.WithLabelValues(group, member),

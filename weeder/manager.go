@@ -62,6 +62,7 @@ func NewManager(cfg *config.WeederConfig, maxWindows int) (*Manager, error) {
 	registerMetrics()
 	selectors := map[string][]labels.Selector{}
 	for service, deps := range cfg.ServicesAndDependantSelectors {
+		initServiceMetrics(service)
 		for _, s := range deps.PodSelectors {
 			sel, err := metav1.LabelSelectorAsSelector(s)
 			if err != nil {

@@ -38,3 +38,11 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() { metrics.Registry.MustRegister(collectors...) })
 }
+
+// initServiceMetrics exports the counters of service at zero, so that a rate over them is 0 rather
+// than no data before its first window, deletion or failure.
+func initServiceMetrics(service string) {
+	for _, c := range []*prometheus.CounterVec{windowsOpened, podsDeleted, deleteFailures, deleteConflicts} {
+		c.WithLabelValues(service)
+	}
+}

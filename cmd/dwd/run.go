@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -234,7 +235,10 @@ func (o *options) newManager(ctx context.Context, checker *access.Checker, synce
 	// Events go through recorders that drop them while the replica may not write them.
 	gated := eventGate{Manager: mgr, may: checker.MayRecord()}
 	if o.leaderOnly {
-		leader := sharding.NewLeader(o.sharding.GroupName, lock.Identity(), lock, ctrl.Log.WithName("leader"))
+		// The metrics name the member by the host name (the pod's name), as a member of a sharded
+		// group is named: the identity's UUID would make every restart a new series.
+		host, _, _ := strings.Cut(lock.Identity(), "_")
+		leader := sharding.NewLeader(o.sharding.GroupName, host, lock, ctrl.Log.WithName("leader"))
 		if err := mgr.Add(leader); err != nil {
 			return nil, err
 		}
