@@ -113,6 +113,7 @@ func TestPrometheusRulesNameOnlyMetricsDwdExports(t *testing.T) {
 	exported := dwdMetricNames(t)
 	require.Contains(t, exported, "dwd_probes_total")
 	require.Contains(t, exported, "dwd_probe_lag_seconds_bucket")
+	exported = append(exported, "up") // the scrape's own series of each target
 	for _, r := range alertRules(t) {
 		names := metricNames(r.Expr)
 		assert.NotEmpty(t, names, r.Alert)
@@ -267,7 +268,13 @@ func TestPrometheusPodMonitorScrapesTheStatefulSetsMetricsPort(t *testing.T) {
 				MatchLabels map[string]string `json:"matchLabels"`
 			} `json:"selector"`
 			PodMetricsEndpoints []struct {
-				Port string `json:"port"`
+				Port        string `json:"port"`
+				HonorLabels bool   `json:"honorLabels"`
+				Relabelings []struct {
+					SourceLabels []string `json:"sourceLabels"`
+					TargetLabel  string   `json:"targetLabel"`
+					Replacement  *string  `json:"replacement"`
+				} `json:"relabelings"`
 			} `json:"podMetricsEndpoints"`
 		} `json:"spec"`
 	}
@@ -291,5 +298,24 @@ func TestPrometheusPodMonitorScrapesTheStatefulSetsMetricsPort(t *testing.T) {
 			ports = append(ports, p.Name)
 		}
 	}
-	assert.Contains(t, ports, pm.Spec.PodMetricsEndpoints[0].Port)
+	ep := pm.Spec.PodMetricsEndpoints[0]
+	assert.Contains(t, ports, ep.Port)
+
+	// The label convention the rules and dashboards rely on: every series of a target names its
+	// member (the pod's name) and job dwd; the per-shoot series keep their namespace.
+	assert.True(t, ep.HonorLabels, "honorLabels: the per-shoot series keep the shoot's namespace")
+	relabeled := map[string]string{}
+	for _, r := range ep.Relabelings {
+		switch {
+		case r.Replacement != nil && len(r.SourceLabels) == 0:
+			relabeled[r.TargetLabel] = *r.Replacement
+		case len(r.SourceLabels) == 1 && r.Replacement == nil:
+			relabeled[r.TargetLabel] = "from " + r.SourceLabels[0]
+		}
+	}
+	assert.Equal(t, "from __meta_kubernetes_pod_name", relabeled["member"])
+	assert.Equal(t, "dwd", relabeled["job"])
+	for _, r := range alertRules(t) {
+		assert.NotRegexp(t, `\bpod\b|\binstance\b`, r.Expr, "%s: a shard is its member label", r.Alert)
+	}
 }
