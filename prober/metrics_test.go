@@ -8,6 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 )
 
 func TestScaledDownShootsAndLastSuccessfulProbe(t *testing.T) {
@@ -42,4 +44,18 @@ func TestScaledDownShootsAndLastSuccessfulProbe(t *testing.T) {
 	assert.Zero(t, testutil.ToFloat64(shootsScaledDown), "the shoot left the replica")
 	assert.False(t, lastSuccess.DeleteLabelValues(cycleNS), "the shoot's series is gone")
 	assert.False(t, shootScaledDown.DeleteLabelValues(cycleNS), "the shoot's scaled-down series is gone")
+}
+
+// TestProbeResultsStartAtZero: every result and inconclusive reason is exported from the start, so that
+// a rate over one is 0 rather than no data until it first happens.
+func TestProbeResultsStartAtZero(t *testing.T) {
+	registerMetrics()
+	for _, r := range []string{resultHealthy, resultScaledDown, resultScaledUp, resultAPIServer, resultThrottled,
+		resultLeases, resultKubeconfig, resultScaleFailed, resultNoDecision, resultShootInvalid, resultInconclusive} {
+		assert.Contains(t, metricstest.Series(probesTotal), map[string]string{"result": r})
+	}
+	for _, r := range []string{reasonSlowAnswer, reasonTooLarge, reasonNotConfirmed, reasonStaleAnswer} {
+		assert.Contains(t, metricstest.Series(inconclusiveTotal), map[string]string{"reason": r})
+	}
+	assert.Contains(t, metricstest.Series(apiThrottled), map[string]string{"api": "shoot"})
 }

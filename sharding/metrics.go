@@ -116,9 +116,12 @@ func newMemberMetrics(group, member string) *memberMetrics {
 	registerOnce.Do(func() {
 		metrics.Registry.MustRegister(collectors...)
 	})
-	// The labelled counters start at zero, so that a rate over them is 0 rather than no data.
+	// The labelled counters and histograms start at zero, so that a rate over them is 0 rather than no data.
 	for _, reason := range []string{"not_owner", "fenced"} {
 		guardRefusals.WithLabelValues(group, member, reason)
+	}
+	for _, cause := range []string{"release", "expiry"} {
+		handoverSeconds.WithLabelValues(group, member, cause)
 	}
 	return &memberMetrics{
 		group: group, member: member,

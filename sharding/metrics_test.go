@@ -13,6 +13,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
 )
@@ -82,4 +83,16 @@ func TestRunnerExportsTheLastRenewal(t *testing.T) {
 	r.onRenew(at)
 
 	assert.InDelta(t, float64(at.Unix())+0.5, testutil.ToFloat64(lastRenew.WithLabelValues("renew-g", "m")), 1e-6)
+}
+
+// TestMemberMetricsStartAtZero: a member's write refusals and handovers exist from its start, so that
+// a rate or quantile over them is 0 or NaN rather than no data.
+func TestMemberMetricsStartAtZero(t *testing.T) {
+	newMemberMetrics("zero-g", "m")
+	for _, reason := range []string{"not_owner", "fenced"} {
+		assert.Contains(t, metricstest.Series(guardRefusals), map[string]string{"group": "zero-g", "member": "m", "reason": reason})
+	}
+	for _, cause := range []string{"release", "expiry"} {
+		assert.Contains(t, metricstest.Series(handoverSeconds), map[string]string{"group": "zero-g", "member": "m", "cause": cause})
+	}
 }

@@ -35,3 +35,10 @@ func TestCheck(t *testing.T) {
 		assert.Zero(t, testutil.CollectAndCount(bad))
 	})
 }
+
+func TestSeriesListsWhatACollectorExports(t *testing.T) {
+	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "dwd_series_total", Help: "h"}, []string{"a"})
+	assert.Empty(t, Series(v))
+	v.WithLabelValues("x")
+	assert.Equal(t, []map[string]string{{"a": "x"}}, Series(v))
+}
