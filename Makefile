@@ -65,7 +65,7 @@ $(CONTROLPLANE_STAMP):
 ##@ Test
 
 .PHONY: test
-test: verify tools test-go fuzz test-rules ## Everything CI runs: formatting, vet, unit and integration tests (-race), brief fuzzing, alert rule tests.
+test: verify tools test-go fuzz test-rules test-dashboards ## Everything CI runs: formatting, vet, unit and integration tests (-race), brief fuzzing, alert rule tests, dashboards against a real Prometheus.
 
 .PHONY: verify
 verify: ## Fail if gofmt would change a file or go vet finds a problem.
@@ -78,28 +78,33 @@ test-go: tools ## Unit and integration tests with the race detector, against the
 	@# Build every test binary in parallel first (-short: no control plane), then run the packages
 	@# one at a time, so that the integration tests' timings are not squeezed by each other.
 	$(GO) test -race -short -count=1 -run='^$$' ./... >/dev/null
-	$(GO) test -race -count=1 -p 1 ./...
+	$(GO) test -race -count=1 -p 1 -skip='^TestDashboards$$' ./...
 
-# promtool from Debian's prometheus package, unpacked into bin/ when none is on the PATH: only the
-# binary, so that no Prometheus service is installed or started.
+# promtool and prometheus from Debian's prometheus package, unpacked into bin/ when none is on the
+# PATH: only the binaries, so that no Prometheus service is installed or started.
 PROMTOOL ?= $(or $(shell command -v promtool 2>/dev/null),$(BIN)/promtool)
+PROMETHEUS ?= $(or $(shell command -v prometheus 2>/dev/null),$(BIN)/prometheus)
 
 .PHONY: test-rules
 test-rules: $(PROMTOOL) ## Check the alert rules and run their promtool unit tests (promtool from Debian's prometheus package when missing).
 	$(PROMTOOL) check rules deploy/prometheus/rules.yaml
 	$(PROMTOOL) test rules deploy/prometheus/rules_test.yaml
 
-$(BIN)/promtool:
+.PHONY: test-dashboards
+test-dashboards: tools $(PROMETHEUS) ## Prometheus on loopback scrapes three dwd replicas: every dashboard and alert expression returns data, a kill fires an alert.
+	DWD_PROMETHEUS=$(PROMETHEUS) $(GO) test -race -count=1 -run='^TestDashboards$$' -v ./cmd/dwd-sim
+
+$(BIN)/promtool $(BIN)/prometheus &:
 	@if ! command -v apt-get >/dev/null; then \
-		echo "make test-rules needs promtool: no apt-get here; install promtool (Prometheus' release archive) or set PROMTOOL" >&2; exit 1; fi
+		echo "$@ is missing: no apt-get here; install Prometheus (its release archive) or set PROMTOOL and PROMETHEUS" >&2; exit 1; fi
 	@if [ "$$(id -u)" != 0 ]; then \
-		echo "make test-rules needs promtool: run as root to fetch Debian's prometheus package, install promtool or set PROMTOOL" >&2; exit 1; fi
-	@echo "Fetching promtool from Debian's prometheus package into $(BIN)"
-	@mkdir -p $(BIN)/.promtool
-	cd $(BIN)/.promtool && { apt-get download prometheus 2>/dev/null || { apt-get update -qq && apt-get download prometheus; }; }
-	dpkg-deb -x $(BIN)/.promtool/prometheus_*.deb $(BIN)/.promtool/root
-	cp $(BIN)/.promtool/root/usr/bin/promtool $@
-	rm -rf $(BIN)/.promtool
+		echo "$@ is missing: run as root to fetch Debian's prometheus package, install Prometheus or set PROMTOOL and PROMETHEUS" >&2; exit 1; fi
+	@echo "Fetching promtool and prometheus from Debian's prometheus package into $(BIN)"
+	@mkdir -p $(BIN)/.prometheus-deb
+	cd $(BIN)/.prometheus-deb && { apt-get download prometheus 2>/dev/null || { apt-get update -qq && apt-get download prometheus; }; }
+	dpkg-deb -x $(BIN)/.prometheus-deb/prometheus_*.deb $(BIN)/.prometheus-deb/root
+	cp $(BIN)/.prometheus-deb/root/usr/bin/promtool $(BIN)/.prometheus-deb/root/usr/bin/prometheus $(BIN)/
+	rm -rf $(BIN)/.prometheus-deb
 
 .PHONY: unit
 unit: ## Unit tests only (-short: no control plane), with the race detector.

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -141,35 +140,6 @@ func TestPrometheusMetricNamesOfAnExpression(t *testing.T) {
 			assert.Equal(t, tc.want, metricNames(tc.expr))
 		})
 	}
-}
-
-var (
-	quoted        = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
-	braces        = regexp.MustCompile(`\{[^}]*\}|\[[^\]]*\]`)
-	labelLists    = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
-	words         = regexp.MustCompile(`[A-Za-z0-9_:.]+`)
-	identifier    = regexp.MustCompile(`^[A-Za-z_:][A-Za-z0-9_:]*$`)
-	promqlKeyword = []string{"and", "or", "unless", "bool", "offset", "inf", "nan"}
-)
-
-// metricNames returns the metric names an expression selects, in order: what remains of its
-// identifiers once strings, label matchers, ranges and label lists are removed, less the functions and
-// aggregations (followed by a parenthesis) and the keywords.
-func metricNames(expr string) []string {
-	expr = quoted.ReplaceAllString(expr, `""`)
-	expr = braces.ReplaceAllString(expr, " ")
-	expr = labelLists.ReplaceAllString(expr, " ")
-	var names []string
-	for _, at := range words.FindAllStringIndex(expr, -1) {
-		word, call := expr[at[0]:at[1]], strings.HasPrefix(strings.TrimSpace(expr[at[1]:]), "(")
-		if !identifier.MatchString(word) || call || slices.Contains(promqlKeyword, strings.ToLower(word)) {
-			continue // a number or duration, a function or aggregation, a keyword
-		}
-		if !slices.Contains(names, word) {
-			names = append(names, word)
-		}
-	}
-	return names
 }
 
 // dwdMetricNames are the series names of every metric dwd's source defines: the Name of each
