@@ -15,7 +15,7 @@ import (
 
 // tree holds the kustomizations this package builds.
 //
-//go:embed base overlays components
+//go:embed base overlays components grafana
 var tree embed.FS
 
 // overlaysDir holds one directory per deployable overlay.

@@ -1,0 +1,116 @@
+package deploy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+)
+
+// dashboardsDir holds the Grafana/Plutono dashboards and the kustomization of their ConfigMap.
+const dashboardsDir = "grafana"
+
+// DashboardQuery is one target of one panel.
+type DashboardQuery struct {
+	Dashboard string // the file name, e.g. "dwd-overview.json"
+	PanelID   int
+	Panel     string // the panel title
+	RefID     string
+	Expr      string // as written, with $variables
+	Instant   bool
+}
+
+// Dashboards returns the dashboard files of deploy/grafana (name -> raw JSON).
+func Dashboards() (map[string][]byte, error) {
+	names, err := fs.Glob(tree, dashboardsDir+"/*.json")
+	if err != nil {
+		return nil, fmt.Errorf("listing the dashboards: %w", err)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("no dashboard in %s", dashboardsDir)
+	}
+	files := make(map[string][]byte, len(names))
+	for _, name := range names {
+		data, err := tree.ReadFile(name)
+		if err != nil {
+			return nil, fmt.Errorf("reading dashboard %s: %w", name, err)
+		}
+		files[path.Base(name)] = data
+	}
+	return files, nil
+}
+
+// DashboardQueries returns every target of every panel (rows' nested panels included), in file and
+// panel order.
+func DashboardQueries() ([]DashboardQuery, error) {
+	files, err := Dashboards()
+	if err != nil {
+		return nil, err
+	}
+	return dashboardQueries(files)
+}
+
+// dashboardPanel is what DashboardQueries reads of a panel; a row's panels are those it holds while
+// collapsed.
+type dashboardPanel struct {
+	ID      int              `json:"id"`
+	Title   string           `json:"title"`
+	Panels  []dashboardPanel `json:"panels"`
+	Targets []struct {
+		RefID   string `json:"refId"`
+		Expr    string `json:"expr"`
+		Instant bool   `json:"instant"`
+	} `json:"targets"`
+}
+
+// dashboardQueries returns the targets of files (name -> JSON), in the order of their names.
+func dashboardQueries(files map[string][]byte) ([]DashboardQuery, error) {
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var queries []DashboardQuery
+	for _, name := range names {
+		var d struct {
+			Panels []dashboardPanel `json:"panels"`
+		}
+		if err := json.Unmarshal(files[name], &d); err != nil {
+			return nil, fmt.Errorf("dashboard %s: not a dashboard's JSON: %w", name, err)
+		}
+		queries = appendQueries(queries, name, d.Panels)
+	}
+	return queries, nil
+}
+
+// appendQueries appends the targets of panels, each panel's before those of the panels it holds.
+func appendQueries(queries []DashboardQuery, dashboard string, panels []dashboardPanel) []DashboardQuery {
+	for _, p := range panels {
+		for _, t := range p.Targets {
+			queries = append(queries, DashboardQuery{Dashboard: dashboard, PanelID: p.ID, Panel: p.Title,
+				RefID: t.RefID, Expr: t.Expr, Instant: t.Instant})
+		}
+		queries = appendQueries(queries, dashboard, p.Panels)
+	}
+	return queries
+}
+
+// dashboardVariable matches a variable reference as Grafana writes them: ${name}, [[name]] or $name.
+var dashboardVariable = regexp.MustCompile(`\$\{(\w+)\}|\[\[(\w+)\]\]|\$(\w+)`)
+
+// ExpandQuery replaces $name, ${name} and [[name]] of vars, and Grafana's $__rate_interval, $__interval,
+// $__range built-ins (given in vars too, e.g. vars["__rate_interval"]="1m").
+//
+// A name runs as far as letters, digits and underscores go, as in Grafana, so $__range_s is not
+// $__range; a reference to a name vars does not have stays as written.
+func ExpandQuery(expr string, vars map[string]string) string {
+	return dashboardVariable.ReplaceAllStringFunc(expr, func(ref string) string {
+		m := dashboardVariable.FindStringSubmatch(ref)
+		if value, ok := vars[m[1]+m[2]+m[3]]; ok {
+			return value
+		}
+		return ref
+	})
+}
