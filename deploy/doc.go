@@ -25,7 +25,15 @@
 //     prometheus: seed), their promtool unit tests (rules_test.yaml, `make test-rules`) and a
 //     PodMonitor; docs/monitoring.md has a runbook per alert. prometheus_test.go checks that the two rule
 //     files agree, that every metric a rule names is one dwd defines, and that every alert is tested
-//     firing and not firing and has a runbook.
+//     firing and not firing and has a runbook. The PodMonitor sets the label member (the pod's name)
+//     on every series and names the job dwd: the one shard label the rules and dashboards use.
+//   - grafana: the dashboards dwd / overview and dwd / shard as JSON for Plutono and Grafana, and a
+//     kustomization that makes them a ConfigMap in garden labelled for Gardener's seed Plutono;
+//     docs/dashboards.md describes them. grafana_test.go checks their structure (ids, datasources,
+//     targets, variables, panel types Plutono has, the metrics named) and builds and applies the
+//     ConfigMap. DashboardQueries and ExpandQuery give their expressions to cmd/dwd-sim's
+//     TestDashboards (make test-dashboards), which evaluates each on a real Prometheus scraping real
+//     replicas, as it does every alert of the rule file (MetricNames lists what an alert reads).
 //
 // The base's images entry is a placeholder: no image of dwd is published, so a user builds one with
 // `make image`, pushes it, and sets the entry to it.

@@ -1,0 +1,208 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
+	"github.com/sharded-dwd/dependency-watchdog/deploy"
+)
+
+// rulesPath is deploy/prometheus's rule file, from this package's folder.
+const rulesPath = "../../deploy/prometheus/rules.yaml"
+
+// TestDashboards is the real check of the dashboards and alerts (make test-dashboards): a Prometheus on
+// loopback scrapes three `dwd run` replicas against the simulated seed, as the PodMonitor would, while
+// three shoots melt down (and stay scaled down) and three crash-looping pods are weeded. Every
+// expression of every panel of deploy/grafana and every alert of deploy/prometheus must parse, and
+// return data; every metric an alert reads must have series; no alert may fire. Then one replica is
+// killed: DwdMemberDown fires for it, `dwd shards` shows it expired and its partitions held by the
+// others, and when it comes back the alert resolves.
+func TestDashboards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs a seed, three dwd processes and Prometheus")
+	}
+	bin := os.Getenv("DWD_PROMETHEUS")
+	if bin == "" {
+		t.Skip("make test-dashboards runs it with Debian's prometheus binary: set DWD_PROMETHEUS to a prometheus binary")
+	}
+	quietLogs()
+	dir := t.TempDir()
+	dwd := buildDWD(t, dir)
+	rules, short, err := readRules(rulesPath, 2*scrapeInterval)
+	require.NoError(t, err)
+	rulesFile := filepath.Join(dir, "rules.yaml")
+	require.NoError(t, os.WriteFile(rulesFile, short, 0o644))
+	queries, err := deploy.DashboardQueries()
+	require.NoError(t, err)
+	require.NotEmpty(t, queries)
+
+	g, err := overlayGrants(demoOverlay)
+	require.NoError(t, err)
+	ctx := context.Background()
+	var buf bytes.Buffer
+	d, err := setUp(ctx, &lockedWriter{w: &buf}, demoOptions{shoots: 30, nodes: 2, replicas: 3, dwd: dwd, dir: dir}, g)
+	if d != nil {
+		defer d.tearDown()
+	}
+	require.NoError(t, err, buf.String())
+	_, err = d.startReplicas(ctx)
+	require.NoError(t, err, buf.String())
+	prom := startPrometheus(t, bin, dir, d.replicas, rulesFile)
+
+	// The seed's story before the check: a meltdown whose shoots stay scaled down, and a weeding.
+	melted := []string{sim.ShootName(1), sim.ShootName(2), sim.ShootName(3)}
+	_, err = d.meltdown(ctx, melted)
+	require.NoError(t, err)
+	_, err = d.weed(ctx, []string{sim.ShootName(4), sim.ShootName(5), sim.ShootName(6)})
+	require.NoError(t, err)
+	waitForQuery(t, prom, `sum(dwd_shoot_scaled_down) >= 3 and sum(dwd_weeder_pods_deleted_total) >= 3 and sum(up{job="dwd"}) == 3`,
+		"Prometheus has scraped the scale-downs and the deletions of all three replicas")
+	// A rate needs two samples in its window, the scale-down and deletion counters included.
+	waitForQuery(t, prom, `sum(rate(dwd_scale_operations_total[1m])) > 0 and sum(rate(dwd_weeder_pods_deleted_total[1m])) > 0`,
+		"rates over the counters have two samples")
+
+	// The per-shoot series keep the shoot's namespace through the scrape (honor_labels, as the
+	// PodMonitor's honorLabels): exactly the melted shoots are scaled down.
+	down, err := prom.query(ctx, `dwd_shoot_scaled_down == 1`)
+	require.NoError(t, err)
+	var downShoots []string
+	for _, s := range down {
+		downShoots = append(downShoots, s.Metric["namespace"])
+	}
+	assert.ElementsMatch(t, melted, downShoots, "dwd_shoot_scaled_down names the melted shoots")
+
+	shard := d.replicas[0].name
+	t.Run("every panel's expression returns data", func(t *testing.T) {
+		for _, q := range queries {
+			vars := map[string]string{"shard": ".*", "group": ".*", "datasource": "prometheus",
+				"__rate_interval": "1m", "__interval": "15s", "__range": "5m"}
+			if strings.Contains(q.Dashboard, "shard") {
+				vars["shard"] = shard
+			}
+			expr := deploy.ExpandQuery(q.Expr, vars)
+			series, err := prom.query(ctx, expr)
+			name := fmt.Sprintf("%s panel %d %q %s", q.Dashboard, q.PanelID, q.Panel, q.RefID)
+			if assert.NoError(t, err, "%s: %s", name, expr) {
+				assert.NotEmpty(t, series, "%s returns no data: %s", name, expr)
+			}
+		}
+		t.Logf("%d panel expressions of %d dashboards evaluated", len(queries), countDashboards(queries))
+	})
+
+	t.Run("every alert's expression parses and the metrics it reads have series", func(t *testing.T) {
+		for _, r := range rules {
+			_, err := prom.query(ctx, r.expr)
+			assert.NoError(t, err, "%s: %s", r.name, r.expr)
+			for _, name := range deploy.MetricNames(r.expr) {
+				series, err := prom.query(ctx, name)
+				if assert.NoError(t, err, name) {
+					assert.NotEmpty(t, series, "%s reads %s, which has no series", r.name, name)
+				}
+			}
+		}
+	})
+
+	t.Run("nothing fires in a healthy seed with 3 of 30 shoots scaled down", func(t *testing.T) {
+		alerts, err := prom.alerts(ctx)
+		require.NoError(t, err)
+		assert.Empty(t, alerts)
+		t.Logf("alerts pending or firing after the meltdown and the weeding: %v", alerts)
+	})
+
+	victim := d.replicas[len(d.replicas)-1]
+	t.Run("a killed replica fires DwdMemberDown; dwd shards shows it", func(t *testing.T) {
+		killed := time.Now()
+		victim.kill()
+		seen := map[string]time.Duration{} // alert and state -> first seen after the kill
+		require.Eventually(t, func() bool {
+			alerts, err := prom.alerts(ctx)
+			if err != nil {
+				return false
+			}
+			for _, a := range alerts {
+				if _, ok := seen[a.String()]; !ok {
+					seen[a.String()] = time.Since(killed)
+				}
+			}
+			return slices.ContainsFunc(alerts, func(a alert) bool {
+				return a.Labels["alertname"] == "DwdMemberDown" && a.Labels["member"] == victim.name && a.State == "firing"
+			})
+		}, 60*time.Second, 250*time.Millisecond, "DwdMemberDown fires for %s", victim.name)
+		// The takeover: every partition held again, every shoot probed by the two others.
+		require.NoError(t, d.until(ctx, demoLeaseDuration+15*time.Second, func(ctx context.Context) bool {
+			held, probing := d.totals(ctx)
+			return held == partitions && probing == float64(d.opts.shoots)
+		}))
+		t.Logf("alerts seen after the kill -9 of %s (first seen, after the kill): %s", victim.name, describeSeen(seen))
+
+		out := dwdShards(t, dwd, d)
+		t.Logf("dwd shards after the kill -9 of %s and the takeover:\n%s", victim.name, out)
+		assert.Regexp(t, `(?m)^`+victim.name+`\s+expired\s`, out, "the killed member is expired")
+		for _, r := range d.replicas[:len(d.replicas)-1] {
+			assert.Regexp(t, `(?m)^`+r.name+`\s+live\s`, out, "%s is live", r.name)
+		}
+		assert.Contains(t, out, "Partitions without a live holder: none")
+	})
+
+	t.Run("the replica returns: DwdMemberDown resolves", func(t *testing.T) {
+		require.NoError(t, victim.run(d.rs.dwd))
+		require.Eventually(t, func() bool {
+			alerts, err := prom.alerts(ctx)
+			return err == nil && !slices.ContainsFunc(alerts, func(a alert) bool { return a.Labels["alertname"] == "DwdMemberDown" })
+		}, 60*time.Second, 250*time.Millisecond, "DwdMemberDown resolves once %s is scraped again", victim.name)
+	})
+}
+
+// waitForQuery waits until expr returns data.
+func waitForQuery(t *testing.T, prom *prometheusServer, expr, what string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		series, err := prom.query(context.Background(), expr)
+		return err == nil && len(series) > 0
+	}, 60*time.Second, 250*time.Millisecond, "%s: %s", what, expr)
+}
+
+// countDashboards counts the dashboards queries come from.
+func countDashboards(queries []deploy.DashboardQuery) int {
+	seen := map[string]bool{}
+	for _, q := range queries {
+		seen[q.Dashboard] = true
+	}
+	return len(seen)
+}
+
+// describeSeen lists the alerts of seen by the time they were first seen.
+func describeSeen(seen map[string]time.Duration) string {
+	keys := make([]string, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return int(seen[a] - seen[b]) })
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, k+" at "+strconv.FormatFloat(seen[k].Seconds(), 'f', 1, 64)+"s")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// dwdShards runs `dwd shards` against the demo's seed with the seed's own kubeconfig and returns its
+// table.
+func dwdShards(t *testing.T, dwd string, d *demo) string {
+	t.Helper()
+	out, err := exec.Command(dwd, "shards", "--kubeconfig="+d.seed.KubeconfigPath(), "--shard-namespace="+d.namespace).CombinedOutput()
+	require.NoError(t, err, string(out))
+	return string(out)
+}
