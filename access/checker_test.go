@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -16,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sharded-dwd/dependency-watchdog/test"
@@ -82,7 +83,7 @@ func TestCheckerNamesMissingPermissionsUntilGranted(t *testing.T) {
 	logs := &logLines{}
 	list := Permission{Verb: "list", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, For: "the leases"}
 	del := Permission{Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, For: "orphans"}
-	create := Permission{Verb: "create", Resource: "events", For: "Events", Optional: true, Without: "no Events"}
+	create := Permission{Verb: "create", Group: "events.k8s.io", Resource: "events", For: "Events", Optional: true, Without: "no Events"}
 	patch := create
 	patch.Verb = "patch"
 	c := &Checker{Reviews: client.AuthorizationV1().SelfSubjectAccessReviews(), Permissions: []Permission{list, del, create, patch},
@@ -113,19 +114,63 @@ func TestCheckerNamesMissingPermissionsUntilGranted(t *testing.T) {
 }
 
 func TestRecorderDropsEventsWhileNotAllowed(t *testing.T) {
-	fake := record.NewFakeRecorder(10)
+	fake := events.NewFakeRecorder(10)
 	may := false
 	r := Recorder(fake, func() bool { return may })
 	pod := &corev1.Pod{}
-	r.Event(pod, corev1.EventTypeNormal, "Dropped", "not sent")
-	r.Eventf(pod, corev1.EventTypeNormal, "Dropped", "not %s", "sent")
-	r.AnnotatedEventf(pod, nil, corev1.EventTypeNormal, "Dropped", "not %s", "sent")
+	r.Eventf(pod, nil, corev1.EventTypeNormal, "Dropped", "Test", "not %s", "sent")
+	r.AnnotatedEventf(pod, nil, nil, corev1.EventTypeNormal, "Dropped", "Test", "not %s", "sent")
 	assert.Empty(t, fake.Events)
 	may = true
-	r.Event(pod, corev1.EventTypeNormal, "Sent", "sent")
-	r.Eventf(pod, corev1.EventTypeNormal, "Sent", "%s", "sent")
-	r.AnnotatedEventf(pod, nil, corev1.EventTypeNormal, "Sent", "%s", "sent")
-	assert.Len(t, fake.Events, 3)
+	r.Eventf(pod, nil, corev1.EventTypeNormal, "Sent", "Test", "%s", "sent")
+	r.AnnotatedEventf(pod, nil, nil, corev1.EventTypeNormal, "Sent", "Test", "%s", "sent")
+	assert.Len(t, fake.Events, 2)
+}
+
+func TestRecorderCutsNotesToTheAPILimit(t *testing.T) {
+	for _, tc := range []struct {
+		name, note, want string
+	}{
+		{name: "short", note: "50% done", want: "50% done"},
+		{name: "at the limit", note: strings.Repeat("a", NoteLimit), want: strings.Repeat("a", NoteLimit)},
+		{name: "over the limit", note: strings.Repeat("a", NoteLimit+1), want: strings.Repeat("a", NoteLimit-3) + "…"},
+		{name: "on a rune boundary", note: "a" + strings.Repeat("é", NoteLimit), want: "a" + strings.Repeat("é", (NoteLimit-4)/2) + "…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := events.NewFakeRecorder(1)
+			Recorder(fake, func() bool { return true }).Eventf(&corev1.Pod{}, nil, corev1.EventTypeNormal, "R", "A", "%s", tc.note)
+			got := strings.TrimPrefix(<-fake.Events, "Normal R ")
+			assert.Equal(t, tc.want, got)
+			assert.LessOrEqual(t, len(got), NoteLimit)
+		})
+	}
+}
+
+func TestMayRecordAsksForEventsOfTheEventsAPI(t *testing.T) {
+	env.Require(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	client, err := kubernetes.NewForConfig(serviceAccountConfig(t, ns))
+	require.NoError(t, err)
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "core-events-" + ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "core-events-" + ns},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "dwd", Namespace: ns}}}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "core-events-" + ns}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}}}}
+	require.NoError(t, env.Client.Create(ctx, role))
+	require.NoError(t, env.Client.Create(ctx, binding))
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, binding); _ = env.Client.Delete(ctx, role) })
+	c := &Checker{Reviews: client.AuthorizationV1().SelfSubjectAccessReviews(),
+		Permissions: Required(Needs{Weeder: true}), Log: logr.Discard()}
+	require.True(t, c.MayRecord()(), "Events are written before the first answer")
+
+	c.CheckOnce(ctx)
+	assert.False(t, c.MayRecord()(), "core/v1 Events granted, events.k8s.io ones not: dropped")
+
+	role.Rules[0].APIGroups = []string{"events.k8s.io"}
+	require.NoError(t, env.Client.Update(ctx, role))
+	require.Eventually(t, func() bool { c.CheckOnce(ctx); return c.MayRecord()() }, 10*time.Second, 100*time.Millisecond,
+		"written once events.k8s.io Events are granted")
 }
 
 func TestRequiredSaysWhatEachModeNeeds(t *testing.T) {

@@ -83,7 +83,7 @@ func Required(n Needs) []Permission {
 		add("discovery.k8s.io", "endpointslices", "", "", "the weeder's readiness of services (weeder.Setup)", required, "list", "watch")
 		add("", "pods", "", "", "the weeder's windows (weeder/window.go)", required, "list", "watch", "delete")
 	}
-	add("", "events", "", "", "Events on scaled Deployments, weeded Pods, broken Secrets and Clusters",
+	add("events.k8s.io", "events", "", "", "events.k8s.io/v1 Events on scaled Deployments, weeded Pods, broken Secrets and Clusters, and the replica's Pod (access.Recorder)",
 		"no Event is recorded (the original records none)", "create", "patch")
 	if n.ShardNamespace != "" {
 		add("coordination.k8s.io", "leases", n.ShardNamespace, "", "the sharding group's member and partition Leases (sharding.Runner, leases.Store)", required,

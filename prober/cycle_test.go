@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -169,7 +169,7 @@ type cycleFixture struct {
 	clk      *clocktesting.FakeClock
 	m        *Manager
 	p        *shootProbe
-	recorder *record.FakeRecorder
+	recorder *events.FakeRecorder
 }
 
 func newCycleFixture(t *testing.T, nodes int) *cycleFixture {
@@ -184,7 +184,7 @@ func newCycleFixture(t *testing.T, nodes int) *cycleFixture {
 		objs = append(objs, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: cycleNS}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](1)}})
 	}
 	c := fake.NewClientBuilder().WithObjects(objs...).Build()
-	recorder := record.NewFakeRecorder(100)
+	recorder := events.NewFakeRecorder(100)
 	machines := make([]unstructured.Unstructured, 0, nodes)
 	for _, n := range shoot.nodes {
 		u := newMachine()

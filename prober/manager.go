@@ -13,11 +13,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
@@ -29,6 +30,9 @@ var (
 	ClusterGVK = schema.GroupVersionKind{Group: "extensions.gardener.cloud", Version: "v1alpha1", Kind: "Cluster"}
 	MachineGVK = schema.GroupVersionKind{Group: "machine.sapcloud.io", Version: "v1alpha1", Kind: "Machine"}
 )
+
+// EventAction is the action of the prober's Events (events.k8s.io/v1 requires one).
+const EventAction = "Probe"
 
 // takeoverJitter bounds the delay of the first probe of a cluster this replica takes over, or that
 // is older than the initial delay: enough to spread a handover, short enough not to miss a cycle.
@@ -56,8 +60,10 @@ type Manager struct {
 	Clients   *ShootClients
 	Scheduler *Scheduler
 	// Flows runs the scale flows, on workers of their own.
-	Flows    *Scheduler
-	Recorder record.EventRecorder
+	Flows *Scheduler
+	// Recorder records events.k8s.io Events, with action EventAction: on broken kubeconfig Secrets and
+	// Clusters, and on a shoot's first dependent resource about its probe; nil records none.
+	Recorder recorder.EventRecorder
 	Clock    clock.WithTicker
 	Log      logr.Logger
 
@@ -249,9 +255,9 @@ func (m *Manager) startLocked(ns string, spec ProbeSpec, at time.Time) {
 			return
 		}
 		st = p.st
-		m.Log.Info("Restarting probe: node conditions or grace period changed", "namespace", ns)
+		m.Log.V(1).Info("Restarting probe: node conditions or grace period changed", "namespace", ns)
 	} else {
-		m.Log.Info("Starting probe", "namespace", ns, "firstRun", at)
+		m.Log.V(1).Info("Starting probe", "namespace", ns, "firstRun", at)
 	}
 	p := &shootProbe{m: m, namespace: ns, spec: spec, st: st}
 	if m.probes == nil {
@@ -278,7 +284,7 @@ func (m *Manager) stopLocked(ns string) {
 	shootScaledDown.DeleteLabelValues(ns)
 	m.scaledDown.set(ns, false, shootsScaledDown)
 	probesActive.Set(float64(len(m.probes)))
-	m.Log.Info("Stopped probe", "namespace", ns)
+	m.Log.V(1).Info("Stopped probe", "namespace", ns)
 }
 
 // Probing reports whether a probe of ns is running here.
@@ -297,7 +303,7 @@ func (m *Manager) reportBrokenSecret(secret *corev1.Secret, err error) {
 	}
 	shootsInvalid.WithLabelValues("kubeconfig").Inc()
 	m.Log.Error(err, "Cannot probe shoot: unusable kubeconfig Secret", "secret", client.ObjectKeyFromObject(secret))
-	m.Recorder.Event(secret, corev1.EventTypeWarning, "InvalidKubeconfig", err.Error())
+	m.event(secret, corev1.EventTypeWarning, "InvalidKubeconfig", err.Error())
 }
 
 // reportBrokenCluster does the same for a Cluster whose spec.shoot cannot be decoded.
@@ -307,7 +313,7 @@ func (m *Manager) reportBrokenCluster(cluster *unstructured.Unstructured, err er
 	}
 	shootsInvalid.WithLabelValues("cluster").Inc()
 	m.Log.Error(err, "Cannot probe shoot: invalid spec.shoot in its Cluster", "cluster", cluster.GetName())
-	m.Recorder.Event(cluster, corev1.EventTypeWarning, "InvalidShoot", err.Error())
+	m.event(cluster, corev1.EventTypeWarning, "InvalidShoot", err.Error())
 }
 
 // firstReport records that the object under key was reported at version; false when it was already.
@@ -389,7 +395,14 @@ func (m *Manager) shootEvent(ns, eventType, reason, message string) {
 	}
 	obj.SetNamespace(ns)
 	obj.SetName(ref.Name)
-	m.Recorder.Event(obj, eventType, reason, message)
+	m.event(obj, eventType, reason, message)
+}
+
+// event records an Event on obj when the Manager has a Recorder.
+func (m *Manager) event(obj runtime.Object, eventType, reason, message string) {
+	if m.Recorder != nil {
+		m.Recorder.Eventf(obj, nil, eventType, reason, EventAction, "%s", message)
+	}
 }
 
 // observeClockOffset exports the shoot API server's clock offset from its Date header (zero: none),

@@ -12,11 +12,13 @@ import (
 
 	"github.com/go-logr/logr/testr"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -169,8 +171,19 @@ func (j *journal) failed() []write {
 type fixture struct {
 	ns      string
 	journal *journal
-	events  *record.FakeRecorder
+	events  *events.FakeRecorder
 	scaler  *scaler.Scaler
+}
+
+// scaleRecorder checks that every Event of the Scaler has its action, and records it in a fake.
+type scaleRecorder struct {
+	*events.FakeRecorder
+	t *testing.T
+}
+
+func (r scaleRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
+	assert.Equal(r.t, scaler.EventAction, action, "the action of Event %s", reason)
+	r.FakeRecorder.Eventf(regarding, related, eventtype, reason, action, note, args...)
 }
 
 // newFixture returns a fixture in a new namespace, for the given resources.
@@ -188,10 +201,10 @@ func (f *fixture) reset(t *testing.T, infos []config.DependentResourceInfo) {
 	c, err := client.NewWithWatch(env.Config, client.Options{Scheme: env.Client.Scheme()})
 	require.NoError(t, err)
 	f.journal = &journal{}
-	f.events = record.NewFakeRecorder(100)
+	f.events = events.NewFakeRecorder(100)
 	f.scaler = &scaler.Scaler{
 		Client:    interceptor.NewClient(c, f.journal.funcs()),
-		Recorder:  f.events,
+		Recorder:  scaleRecorder{FakeRecorder: f.events, t: t},
 		Log:       testr.NewWithOptions(t, testr.Options{Verbosity: 1}),
 		Resources: infos,
 	}

@@ -21,6 +21,9 @@ const (
 	EventMissingAnnotation = "MissingAnnotation"
 )
 
+// EventAction is the action of every Event of the Scaler (events.k8s.io/v1 requires one).
+const EventAction = "Scale"
+
 // report logs the outcome of a resource's operation, counts it and records its Events.
 func (s *Scaler) report(j job, out outcome, err error) {
 	for _, w := range out.warnings {
@@ -76,5 +79,5 @@ func (s *Scaler) event(obj client.Object, eventType, reason, format string, args
 	if s.Recorder == nil || obj == nil {
 		return
 	}
-	s.Recorder.Eventf(obj, eventType, reason, format, args...)
+	s.Recorder.Eventf(obj, nil, eventType, reason, EventAction, format, args...)
 }

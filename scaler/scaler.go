@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 )
@@ -40,8 +40,9 @@ type Scaler struct {
 	// Client should have no limiter of its own, so that a wait for the budget never eats into a
 	// resource's timeout. nil is no limit.
 	Limiter flowcontrol.RateLimiter
-	// Recorder records Events on the scaled resources; nil records none.
-	Recorder record.EventRecorder
+	// Recorder records events.k8s.io Events on the scaled resources, with action EventAction; nil
+	// records none.
+	Recorder recorder.EventRecorder
 	// Clock times initial delays, back-offs, the ready-replicas polls and the timeouts; nil is the real
 	// clock.
 	Clock clock.WithTicker

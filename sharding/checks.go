@@ -30,13 +30,19 @@ func (c *Coordinator) staleViewAfter() time.Duration {
 func (c *Coordinator) check(snap snapshot, now time.Time) bool {
 	mismatched := c.mismatched(snap, now)
 	if mismatched != c.checks.mismatched {
+		began := c.checks.mismatched == ""
 		c.checks.mismatched = mismatched
-		if mismatched != "" {
+		switch {
+		case mismatched == "":
+			c.log.Info("Group settings agree again")
+			c.event(corev1.EventTypeNormal, "SettingsAgree", ActionRebalance,
+				"The live members agree on the settings again; this member acquires and releases partitions again")
+		case began:
 			msg := "Members with other settings are live; this member keeps what it holds and acquires nothing until they agree: " + mismatched
 			c.log.Info("Group settings disagree", "own", c.cfg.Settings, "others", mismatched)
-			c.event(corev1.EventTypeWarning, "SettingsMismatch", msg)
-		} else {
-			c.log.Info("Group settings agree again")
+			c.event(corev1.EventTypeWarning, "SettingsMismatch", ActionRebalance, msg)
+		default:
+			c.log.Info("Group settings disagree", "own", c.cfg.Settings, "others", mismatched)
 		}
 	}
 	c.metrics.mismatch.Set(float64(strings.Count(mismatched, ";")))
@@ -74,23 +80,45 @@ func (c *Coordinator) mismatched(snap snapshot, now time.Time) string {
 
 // stopForeignWrites stops, without writing anything, the work of every held partition whose lease
 // the cache shows changed or deleted by someone else since this process wrote it: the lease is not
-// this member's any more, whoever wrote it.
+// this member's any more, whoever wrote it. It logs and records one Event for all of them.
 func (c *Coordinator) stopForeignWrites(snap snapshot) {
 	parts := snap.parts
 	var ownSentAt time.Time
 	if own := snap.members[c.cfg.Member]; own != nil {
 		ownSentAt, _ = c.liveness.SentAt(own.ResourceVersion)
 	}
+	var stopped []int
 	for _, p := range c.Held() {
 		if c.foreignWrite(p, parts[p], ownSentAt) {
 			c.stop(p)
 			c.metrics.foreignWrites.Inc()
-			c.log.Info("Partition lease written by someone else: stopped its work", "partition", p,
+			c.log.V(1).Info("Partition lease written by someone else: stopped its work", "partition", p,
 				"holder", leases.Holder(parts[p]), "deleted", parts[p] == nil)
-			c.event(corev1.EventTypeWarning, "PartitionLeaseTaken",
-				fmt.Sprintf("Partition lease %s was changed or deleted by someone else; its work stopped here", leases.PartitionLeaseName(c.cfg.Group, p)))
+			stopped = append(stopped, p)
 		}
 	}
+	if len(stopped) == 0 {
+		return
+	}
+	sort.Ints(stopped)
+	c.rebalance.lostSome(len(stopped))
+	c.log.Info("Partition leases written by someone else: stopped their work", "partitions", stopped)
+	c.event(corev1.EventTypeWarning, "PartitionLeaseTaken", ActionFence,
+		fmt.Sprintf("The leases of %d partitions (%s) were changed or deleted by someone else; their work stopped here",
+			len(stopped), partitionLeaseNames(c.cfg.Group, stopped)))
+}
+
+// partitionLeaseNames lists the lease names of partitions, the first few only.
+func partitionLeaseNames(group string, partitions []int) string {
+	const shown = 5
+	var names []string
+	for _, p := range partitions[:min(len(partitions), shown)] {
+		names = append(names, leases.PartitionLeaseName(group, p))
+	}
+	if len(partitions) > shown {
+		names = append(names, fmt.Sprintf("and %d more", len(partitions)-shown))
+	}
+	return strings.Join(names, ", ")
 }
 
 // foreignWrite reports whether cached, the cache's copy of held partition p's lease, shows a write
@@ -142,9 +170,9 @@ func (c *Coordinator) deleteOrphans(ctx context.Context, snap snapshot, now time
 }
 
 // event records an Event when the Config asks for them.
-func (c *Coordinator) event(eventType, reason, message string) {
+func (c *Coordinator) event(eventType, reason, action, message string) {
 	if c.cfg.Event != nil {
-		c.cfg.Event(eventType, reason, message)
+		c.cfg.Event(eventType, reason, action, message)
 	}
 }
 

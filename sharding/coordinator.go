@@ -53,8 +53,8 @@ type Config struct {
 	// Settings are what every member of the group must agree on (see Settings); a member that sees a
 	// live member advertising others changes nothing.
 	Settings string
-	// Event, when set, records a Kubernetes Event about this member.
-	Event func(eventType, reason, message string)
+	// Event, when set, records a Kubernetes Event about this member (see Runner.Event).
+	Event func(eventType, reason, action, message string)
 }
 
 // Coordinator runs this replica's side of the sharding protocol (DESIGN §4): it decides from the
@@ -101,6 +101,8 @@ type Coordinator struct {
 	deferredTo time.Time
 	checks     checks
 	ready      atomic.Bool
+	// rebalance tallies the change of the held partitions under way, for its summary line.
+	rebalance rebalance
 	// broken switches off single rules of the protocol, for the simulation to prove that each is needed.
 	broken breakage
 
@@ -206,6 +208,9 @@ func (c *Coordinator) Held() []int {
 func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	epoch := c.fences.Load()
 	now := c.clock.Now()
+	heldBefore := len(c.Held())
+	// A change that a step ending early saw (a foreign write, the live set) began with that step.
+	defer c.rebalance.beginIfTouched(now, heldBefore)
 	snap := c.snapshot()
 	c.stopForeignWrites(snap)
 	c.observe(snap, now)
@@ -234,6 +239,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	c.ready.Store(c.holdsShare(ring))
 	c.updateMetrics()
 	c.updateShootsOwned(ctx, now)
+	c.finishRebalance(ring, now, heldBefore, c.ready.Load() && len(errs) == 0)
 	return c.requeueAfter(now), errors.Join(errs...)
 }
 
@@ -334,7 +340,8 @@ func (c *Coordinator) ringAt(now time.Time) (*Ring, error) {
 	if c.ring != nil {
 		c.metrics.rebalances.Inc()
 	}
-	c.log.Info("Live members changed", "members", ring.Members())
+	c.rebalance.membersChanged()
+	c.log.V(1).Info("Live members changed", "members", ring.Members())
 	c.metrics.liveMembers.Set(float64(len(ring.Members())))
 	c.ring = ring
 	return ring, nil

@@ -52,8 +52,9 @@ type Runner struct {
 	// it, or when it fails, the stop hands the share over.
 	Departing func(ctx context.Context) (bool, error)
 	// Event, when set, records a Kubernetes Event about this member (normally on its Pod); eventType
-	// is corev1.EventTypeNormal or corev1.EventTypeWarning.
-	Event func(eventType, reason, message string)
+	// is corev1.EventTypeNormal or corev1.EventTypeWarning, action one of the Action constants (what
+	// the member did, as events.k8s.io/v1 asks for).
+	Event func(eventType, reason, action, message string)
 	// Exit ends the process when stopping the work after a fence takes longer than the margin the
 	// lease timings leave; os.Exit when nil.
 	Exit func(code int)
@@ -272,7 +273,11 @@ func (r *Runner) leaveMode(ctx context.Context) (returning, departing bool) {
 // duration: a stop that takes longer could still run when the others take over, so the process
 // exits instead, as controller-runtime does when it loses its leader lease.
 func (r *Runner) onFence() {
-	r.log.Info("Member lease not renewed within the renew deadline: fencing", "lease", r.member.LeaseName())
+	held := len(r.coordinator.Held())
+	r.log.Info("Member lease not renewed within the renew deadline: fencing", "lease", r.member.LeaseName(), "partitions", held)
+	r.event(corev1.EventTypeWarning, "Fenced", ActionFence, fmt.Sprintf(
+		"Member lease %s was not renewed within the renew deadline (%s): stopping the work of the %d partitions it holds; they resume once a renewal succeeds",
+		r.member.LeaseName(), r.settings.MemberRenewDeadline, held))
 	r.coordinator.metrics.fences.Inc()
 	budget := (r.settings.MemberLeaseDuration - r.settings.MemberRenewDeadline) / 2
 	done := make(chan struct{})
@@ -309,9 +314,9 @@ func (r *Runner) onRenewFailure(err error) {
 	case errors.Is(err, leases.ErrIdentityTaken):
 		msg := "another process holds this member's name: " + err.Error()
 		r.lost.Store(&msg)
-		r.event(corev1.EventTypeWarning, "MemberNameTaken", msg)
+		r.event(corev1.EventTypeWarning, "MemberNameTaken", ActionRenew, msg)
 	case errors.Is(err, leases.ErrForeignWrite):
-		r.event(corev1.EventTypeWarning, "MemberLeaseChanged", "Someone else changed or deleted this member's lease; all work stopped before it was taken back: "+err.Error())
+		r.event(corev1.EventTypeWarning, "MemberLeaseChanged", ActionFence, "Someone else changed or deleted this member's lease; all work stopped before it was taken back: "+err.Error())
 	}
 	r.waiting.Store(false)
 	r.coordinator.metrics.renewFailures.Inc()
@@ -329,13 +334,13 @@ func (r *Runner) onStepDown(until time.Time) {
 	msg := fmt.Sprintf("Fenced %d times within %s: gave up the member lease so that the others take over; trying again at %s",
 		leases.FlapFences, leases.FlapWindowDurations*r.settings.MemberLeaseDuration, until.Format(time.RFC3339))
 	r.log.Info("Stepped down after fencing too often", "until", until)
-	r.event(corev1.EventTypeWarning, "SteppedDown", msg)
+	r.event(corev1.EventTypeWarning, "SteppedDown", ActionStepDown, msg)
 }
 
 // event records an Event about this member when the Runner has a way to.
-func (r *Runner) event(eventType, reason, message string) {
+func (r *Runner) event(eventType, reason, action, message string) {
 	if r.Event != nil {
-		r.Event(eventType, reason, message)
+		r.Event(eventType, reason, action, message)
 	}
 }
 

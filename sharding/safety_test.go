@@ -248,14 +248,23 @@ type safetyProc struct {
 	cancel            context.CancelFunc
 
 	mu        sync.Mutex
-	events    []string // reasons of the Events the coordinator recorded
+	events    []string // type/reason of the Events the coordinator recorded
+	notes     []string // type/reason/action: message of the same Events
 	renewErrs []error
 }
 
-func (p *safetyProc) event(eventType, reason, _ string) {
+func (p *safetyProc) event(eventType, reason, action, message string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.events = append(p.events, eventType+"/"+reason)
+	p.notes = append(p.notes, eventType+"/"+reason+"/"+action+": "+message)
+}
+
+// eventNotes returns the Events recorded as type/reason/action: message.
+func (p *safetyProc) eventNotes() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.notes)
 }
 
 func (p *safetyProc) eventsRecorded() []string {
@@ -318,7 +327,8 @@ type safetyOptions struct {
 	podUID   string
 	lister   Lister // the store itself (an up-to-date cache) when nil
 	handlers []PartitionHandler
-	bare     bool // a member lease loop without a coordinator
+	bare     bool        // a member lease loop without a coordinator
+	log      logr.Logger // the coordinator's; discarded when zero
 }
 
 // start boots a process under name with a new incarnation.
@@ -346,9 +356,13 @@ func (g *safetyGroup) start(name string, opts safetyOptions) *safetyProc {
 		g.work.names[inc] = name
 		g.work.mu.Unlock()
 		handlers := append([]PartitionHandler{safetyHandler{work: g.work, member: name, incarnation: inc}}, opts.handlers...)
+		log := opts.log
+		if log.GetSink() == nil {
+			log = logr.Discard()
+		}
 		p.coord = NewCoordinator(ctx, Config{Group: g.name, Member: name, Incarnation: inc, Ring: ring,
 			LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 1, Settings: settings, Event: p.event},
-			p.conn, lister, p.member, g.clk, logr.Discard(), handlers...)
+			p.conn, lister, p.member, g.clk, log, handlers...)
 	}
 	g.running = append(g.running, p)
 	return p
@@ -526,6 +540,7 @@ func TestMemberSeeingOtherSettingsChangesNothing(t *testing.T) {
 		assert.Equal(t, m.want, readMetric(t, settingsMismatch.WithLabelValues(g.name, m.p.name)), m.p.name)
 	}
 	assert.Equal(t, []string{corev1.EventTypeWarning + "/SettingsMismatch"}, a.eventsRecorded(), "one Event when the mismatch begins")
+	assert.Contains(t, a.eventNotes()[0], "/Rebalance: Members with other settings are live", "with its action")
 
 	// dwd-2 leaves: dwd-0 keeps what it holds and acquires nothing new while dwd-1 disagrees.
 	g.leave(c, 0)
@@ -536,6 +551,8 @@ func TestMemberSeeingOtherSettingsChangesNothing(t *testing.T) {
 	g.leave(b, 0)
 	g.runUntil(10*time.Second, g.converged("dwd-0"), "the remaining member takes every partition once the group agrees")
 	assert.Zero(t, readMetric(t, settingsMismatch.WithLabelValues(g.name, "dwd-0")))
+	assert.Equal(t, []string{corev1.EventTypeWarning + "/SettingsMismatch", corev1.EventTypeNormal + "/SettingsAgree"}, a.eventsRecorded(),
+		"one Event when the mismatch begins, none while it lasts, and a Normal one when it clears")
 }
 
 func TestMembersWithDisjointRolesNeverShareARing(t *testing.T) {

@@ -28,6 +28,7 @@ func (c *Coordinator) release(ctx context.Context, p int, cached *coordinationv1
 	}
 	if own, ok := c.stop(p); ok {
 		cached = own
+		c.rebalance.releasedOne()
 	}
 	if cached == nil || leases.Holder(cached) != c.cfg.Member {
 		return nil
@@ -96,6 +97,7 @@ func (c *Coordinator) acquire(ctx context.Context, p int, cached *coordinationv1
 	if !c.start(p, lease, cached, takeover, epoch) {
 		return nil
 	}
+	c.rebalance.acquiredOne(takeover.Cause, c.expiredHolder(takeover, holder))
 	c.observeHandover(cached, holder, now)
 	return nil
 }
@@ -159,6 +161,19 @@ func (c *Coordinator) takeover(p int, cached *coordinationv1.Lease, holder strin
 		return Takeover{Cause: Resume, State: state}
 	}
 	return Takeover{Cause: Crash}
+}
+
+// expiredHolder returns the holder a partition taken over as a Crash came from when its member lease
+// expired (this member's own name for an earlier process of it), and "" otherwise: a member that left
+// without handing its state over did not crash.
+func (c *Coordinator) expiredHolder(takeover Takeover, holder string) string {
+	if takeover.Cause != Crash || holder == "" {
+		return ""
+	}
+	if _, advert, ok := c.observer.Seen(holder); ok && advert.Left && holder != c.cfg.Member {
+		return ""
+	}
+	return holder
 }
 
 // handoverState collects what the handlers hand over for partition p, after its Released.

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
@@ -24,6 +24,9 @@ import (
 // next holder.
 const HandoverKey = leases.HandoverAnnotationPrefix + "weeder"
 
+// EventAction is the action of the weeder's Events (events.k8s.io/v1 requires one).
+const EventAction = "Delete"
+
 // Manager runs the weeding windows of the shoot namespaces this replica owns. It is fed the
 // EndpointSlices of the configured services, and it is the weeder's sharding.StateHandler.
 type Manager struct {
@@ -33,8 +36,9 @@ type Manager struct {
 	Client kubernetes.Interface
 	// Deletes deletes pods on a rate limit of its own, so that the lists and watches of many windows
 	// opening at once (a takeover opens one per ready service) cannot hold a delete past its fence.
-	Deletes  corev1client.PodsGetter
-	Recorder record.EventRecorder
+	Deletes corev1client.PodsGetter
+	// Recorder records an events.k8s.io Event, with action EventAction, on every pod deleted.
+	Recorder recorder.EventRecorder
 	Clock    clock.WithTicker
 	Log      logr.Logger
 
@@ -122,8 +126,10 @@ func (m *Manager) expire() {
 
 // open opens (or extends) weeding window w, if this replica owns its namespace. The ownership check
 // and the start happen under mu, which Released holds too, so no window starts in a namespace whose
-// partition is being released.
-func (m *Manager) open(w Window) bool {
+// partition is being released. A window opened for a readiness change seen here (readinessChange)
+// is logged at info; those opened as part of a partition's start (resumed, synthetic) at debug, since a
+// takeover opens one per ready service.
+func (m *Manager) open(w Window, readinessChange bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.Ownership.Owns(w.Key.Namespace) {
@@ -138,7 +144,11 @@ func (m *Manager) open(w Window) bool {
 		windowsOpened.WithLabelValues(w.Key.Service).Inc()
 	}
 	if result == Started || result == Queued || result == Promoted {
-		m.Log.Info("Opened weeding window", "namespace", w.Key.Namespace, "service", w.Key.Service, "until", w.Deadline,
+		log := m.Log.V(1)
+		if readinessChange {
+			log = m.Log
+		}
+		log.Info("Opened weeding window", "namespace", w.Key.Namespace, "service", w.Key.Service, "until", w.Deadline,
 			"state", result.String(), "synthetic", w.Synthetic)
 	}
 	if result == Started || result == Promoted {

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -77,7 +77,7 @@ func newManagerFixture(t *testing.T, maxWindows int) *managerFixture {
 	require.NoError(t, err)
 	f := &managerFixture{m: m, own: &ownershipStub{partitions: map[string]int{}}, clock: clocktesting.NewFakeClock(registryT0)}
 	m.Ownership, m.Clock, m.Client = f.own, f.clock, fake.NewClientset()
-	m.Log, m.Recorder = logr.Discard(), record.NewFakeRecorder(10)
+	m.Log, m.Recorder = logr.Discard(), events.NewFakeRecorder(10)
 	m.namespaces = f.namespaces
 	t.Cleanup(func() { m.cancelWork(); m.stopAll() })
 	return f

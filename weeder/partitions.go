@@ -22,7 +22,7 @@ func (m *Manager) Acquired(_ context.Context, p int, takeover sharding.Takeover)
 	switch takeover.Cause {
 	case sharding.Handover:
 		resumed := m.openAll(p, m.handedOver(p, takeover))
-		m.Log.Info("Acquired partition by a graceful handover: resumed its weeding windows", "partition", p, "windows", resumed)
+		m.Log.V(1).Info("Acquired partition by a graceful handover: resumed its weeding windows", "partition", p, "windows", resumed)
 	case sharding.Resume:
 		// A Resume carries the state of a release whose write failed, if any: those windows resume too.
 		m.resumeOwn(p, append(kept, m.handedOver(p, takeover)...), stoppedAt)
@@ -62,7 +62,7 @@ func (m *Manager) openAll(p int, windows []Window) int {
 	now, opened := m.Clock.Now(), 0
 	for _, w := range windows {
 		_, configured := m.selectors[w.Key.Service]
-		if configured && w.Deadline.After(now) && m.Ownership.Partition(w.Key.Namespace) == p && m.open(w) {
+		if configured && w.Deadline.After(now) && m.Ownership.Partition(w.Key.Namespace) == p && m.open(w, false) {
 			opened++
 		}
 	}
@@ -79,7 +79,7 @@ func (m *Manager) resumeOwn(p int, kept []Window, stoppedAt time.Time) {
 	missed := missedWindows(kept, m.readyServices(p), stoppedAt, now, m.Config.WatchDuration.Duration)
 	resumed := m.openAll(p, kept)
 	opened := m.openAll(p, missed)
-	m.Log.Info("Acquired partition again after a fence: resumed the weeding windows kept at the fence",
+	m.Log.V(1).Info("Acquired partition again after a fence: resumed the weeding windows kept at the fence",
 		"partition", p, "windows", resumed, "missedReadinessChanges", opened)
 }
 
@@ -89,12 +89,12 @@ func (m *Manager) openSynthetic(p int, cause sharding.TakeoverCause) {
 	deadline := m.Clock.Now().Add(m.Config.WatchDuration.Duration)
 	opened := 0
 	for _, s := range m.readyServices(p) {
-		if m.open(Window{Key: s.Key, Deadline: deadline, Synthetic: true}) {
+		if m.open(Window{Key: s.Key, Deadline: deadline, Synthetic: true}, false) {
 			opened++
 		}
 	}
 	if opened > 0 {
-		m.Log.Info("Acquired partition after a crash or at start: opened weeding windows for ready services",
+		m.Log.V(1).Info("Acquired partition after a crash or at start: opened weeding windows for ready services",
 			"partition", p, "cause", cause.String(), "windows", opened)
 	}
 }
@@ -176,7 +176,7 @@ func (m *Manager) observe(obj any, initial bool) {
 	}
 	key, turnedReady := m.tracker.Observe(slice, since)
 	if _, configured := m.selectors[key.Service]; turnedReady && configured {
-		m.open(Window{Key: key, Deadline: now.Add(m.Config.WatchDuration.Duration)})
+		m.open(Window{Key: key, Deadline: now.Add(m.Config.WatchDuration.Duration)}, true)
 	}
 }
 

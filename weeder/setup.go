@@ -81,7 +81,7 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.WeederConfig, c
 	}
 	m.Deletes = deletes.CoreV1()
 	m.Ownership, m.Clock, m.Log = coordinator, clock.RealClock{}, ctrl.Log.WithName("weeder")
-	m.Recorder = mgr.GetEventRecorderFor("dependency-watchdog-weeder")
+	m.Recorder = mgr.GetEventRecorder("dependency-watchdog-weeder")
 	key := func(p int) string { return strconv.Itoa(p) }
 	err = mgr.GetFieldIndexer().IndexField(ctx, &discoveryv1.EndpointSlice{}, partitionIndex, func(o client.Object) []string {
 		return []string{key(sharding.PartitionOf(o.GetNamespace(), partitionCount))}

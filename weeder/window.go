@@ -2,7 +2,6 @@ package weeder
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -212,8 +211,10 @@ func (m *Manager) deleted(ctx, guarded context.Context, key ServiceKey, pod *cor
 	case err == nil:
 		podsDeleted.WithLabelValues(key.Service).Inc()
 		m.Log.Info("Deleted pod stuck in CrashLoopBackOff", "pod", klog.KObj(pod), "service", key.Service)
-		m.Recorder.Event(pod, corev1.EventTypeNormal, "CrashLoopingPodDeleted",
-			fmt.Sprintf("Deleted: stuck in CrashLoopBackOff while its dependency, service %s, is ready again", key.Service))
+		if m.Recorder != nil {
+			m.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, "CrashLoopingPodDeleted", EventAction,
+				"Deleted: stuck in CrashLoopBackOff while its dependency, service %s, is ready again", key.Service)
+		}
 	case apierrors.IsConflict(err):
 		// Replaced (another UID) or changed since observed; its next change comes through the watch.
 		deleteConflicts.WithLabelValues(key.Service).Inc()

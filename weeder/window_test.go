@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -90,7 +90,9 @@ func newPodWatchFixture() *podWatchFixture {
 		}
 		return true, nil, nil
 	})
-	f.m = &Manager{Client: client, Clock: f.clock, Log: logr.Discard(), Recorder: record.NewFakeRecorder(10), Ownership: f.own}
+	recorder := events.NewFakeRecorder(10)
+	recorder.Verbose = true // with the action
+	f.m = &Manager{Client: client, Clock: f.clock, Log: logr.Discard(), Recorder: recorder, Ownership: f.own}
 	return f
 }
 
@@ -191,6 +193,12 @@ func TestWeedDeletesOnlyThePodAsObserved(t *testing.T) {
 	assert.Equal(t, ptr.To(pod.UID), options.Preconditions.UID, "not a replacement with the same name")
 	assert.Equal(t, ptr.To("42"), options.Preconditions.ResourceVersion, "not a pod that changed since, e.g. recovered")
 	assert.Equal(t, 1, f.own.guardCalls(), "the delete was guarded")
+	select {
+	case e := <-f.m.Recorder.(*events.FakeRecorder).Events:
+		assert.Equal(t, "Normal CrashLoopingPodDeleted Delete Deleted: stuck in CrashLoopBackOff while its dependency, service etcd-main-client, is ready again", e)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Event on the deleted pod within 10s")
+	}
 }
 
 func TestWeedSendsNoDeleteTheGuardRefuses(t *testing.T) {
@@ -220,7 +228,7 @@ func TestWeedCountsAConflictApartFromFailures(t *testing.T) {
 		return counterValue(t, deleteConflicts.WithLabelValues("etcd-main-client")) == conflicts+1
 	}, 10*time.Second, time.Millisecond)
 	assert.Equal(t, failures, counterValue(t, deleteFailures.WithLabelValues("etcd-main-client")), "not a failure")
-	assert.Empty(t, f.m.Recorder.(*record.FakeRecorder).Events, "nor worth an Event")
+	assert.Empty(t, f.m.Recorder.(*events.FakeRecorder).Events, "nor worth an Event")
 }
 
 func counterValue(t *testing.T, c prometheus.Counter) float64 {

@@ -16,10 +16,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/sharded-dwd/dependency-watchdog/access"
 	"github.com/sharded-dwd/dependency-watchdog/config"
@@ -158,13 +158,15 @@ func lockInterface(lock *sharding.FencedLock) resourcelock.Interface {
 	return lock
 }
 
-// eventGate is a manager whose event recorders drop Events while may reports false.
+// eventGate is a manager whose events.k8s.io recorders drop Events while may reports false (the
+// replica may not create events.k8s.io Events). dwd records no core/v1 Event: GetEventRecorderFor,
+// deprecated, is not gated.
 type eventGate struct {
 	manager.Manager
 	may func() bool
 }
 
-// GetEventRecorderFor returns the manager's recorder for name, gated.
-func (g eventGate) GetEventRecorderFor(name string) record.EventRecorder {
-	return access.Recorder(g.Manager.GetEventRecorderFor(name), g.may) //nolint:staticcheck // the recorders dwd uses today
+// GetEventRecorder returns the manager's events.k8s.io recorder for name, gated.
+func (g eventGate) GetEventRecorder(name string) recorder.EventRecorder {
+	return access.Recorder(g.Manager.GetEventRecorder(name), g.may)
 }

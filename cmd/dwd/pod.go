@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 )
 
 // departingTimeout bounds the two reads of departing: a graceful stop cannot wait long, and an answer
@@ -97,9 +97,10 @@ func podOrdinal(name string) (int64, error) {
 	return int64(ordinal), nil
 }
 
-// podEvent returns the sharding Runner's Event hook, which records Events on pod through recorder.
-func podEvent(recorder record.EventRecorder, pod *corev1.ObjectReference) func(eventType, reason, message string) {
-	return func(eventType, reason, message string) {
-		recorder.Event(pod, eventType, reason, message)
+// podEvent returns the sharding Runner's Event hook, which records events.k8s.io Events on pod
+// through recorder.
+func podEvent(recorder recorder.EventRecorder, pod *corev1.ObjectReference) func(eventType, reason, action, message string) {
+	return func(eventType, reason, action, message string) {
+		recorder.Eventf(pod, nil, eventType, reason, action, "%s", message)
 	}
 }

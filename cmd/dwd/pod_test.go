@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -200,7 +201,6 @@ func TestDepartingReadsThePodAndItsStatefulSet(t *testing.T) {
 
 func TestPodEventIsRecordedOnThePod(t *testing.T) {
 	env.Require(t)
-	ctx := context.Background()
 	ns := env.Namespace(t)
 	pod := createPod(t, ns, "dwd-0", nil)
 	mgr := startManager(t)
@@ -217,21 +217,31 @@ func TestPodEventIsRecordedOnThePod(t *testing.T) {
 	runner, err = o.newShardingRunner(mgr)
 	require.NoError(t, err)
 	require.NotNil(t, runner.Event)
-	runner.Event(corev1.EventTypeNormal, "Returning", "stopping to restart; the others keep the shoots reserved")
+	runner.Event(corev1.EventTypeNormal, "Returning", "Leave", "stopping to restart; the others keep the shoots reserved")
+	e := eventOn(t, ns, pod.Name, "Returning")
+	assert.Equal(t, corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID}, e.Regarding)
+	assert.Equal(t, corev1.EventTypeNormal, e.Type)
+	assert.Equal(t, "Leave", e.Action)
+	assert.Equal(t, "stopping to restart; the others keep the shoots reserved", e.Note)
+	assert.Equal(t, "dependency-watchdog-sharding", e.ReportingController)
+}
+
+// eventOn waits for an events.k8s.io Event with reason about the Pod ns/pod and returns it.
+func eventOn(t *testing.T, ns, pod, reason string) eventsv1.Event {
+	t.Helper()
+	var found eventsv1.Event
 	require.Eventually(t, func() bool {
-		events := &corev1.EventList{}
-		require.NoError(t, env.Client.List(ctx, events, client.InNamespace(ns)))
-		for _, e := range events.Items {
-			if e.Reason == "Returning" {
-				assert.Equal(t, corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID},
-					e.InvolvedObject)
-				assert.Equal(t, corev1.EventTypeNormal, e.Type)
-				assert.Equal(t, "dependency-watchdog-sharding", e.Source.Component)
+		list := &eventsv1.EventList{}
+		require.NoError(t, env.Client.List(context.Background(), list, client.InNamespace(ns)))
+		for _, e := range list.Items {
+			if e.Reason == reason && e.Regarding.Kind == "Pod" && e.Regarding.Name == pod {
+				found = e
 				return true
 			}
 		}
 		return false
-	}, 30*time.Second, 100*time.Millisecond)
+	}, 30*time.Second, 100*time.Millisecond, "an events.k8s.io Event %s on pod %s/%s", reason, ns, pod)
+	return found
 }
 
 // createStatefulSet creates a StatefulSet object; nothing runs it, since no controller runs.

@@ -327,7 +327,7 @@ func (o *options) newShardingRunner(mgr manager.Manager) (*sharding.Runner, erro
 	// no such Pod, and a graceful stop then hands the share over.
 	runner.Departing = departing(client, types.NamespacedName{Namespace: o.pod.Namespace, Name: cmp.Or(o.pod.Name, o.sharding.MemberName)})
 	if o.pod.Name != "" {
-		runner.Event = podEvent(mgr.GetEventRecorderFor("dependency-watchdog-sharding"), &o.pod)
+		runner.Event = podEvent(mgr.GetEventRecorder("dependency-watchdog-sharding"), &o.pod)
 	}
 	return runner, nil
 }
