@@ -110,7 +110,7 @@ func TestForbiddenAndPermissionLines(t *testing.T) {
 	dir := t.TempDir()
 	log := strings.Join([]string{
 		`{"level":"info","msg":"Missing permission","verbs":["list"],"group":"coordination.k8s.io","resource":"leases","namespace":"garden"}`,
-		`{"level":"info","msg":"Missing optional permission","verbs":["create","patch"],"group":"","resource":"events","namespace":""}`,
+		`{"level":"info","msg":"Missing optional permission","verbs":["create","patch"],"group":"events.k8s.io","resource":"events","namespace":""}`,
 		`E0101 00:00:00.000000 1 reflector.go:1] "Unhandled Error" err="leases is forbidden: User cannot list"`,
 		`{"level":"info","msg":"Leading: every shoot is this replica's"}`,
 	}, "\n")
@@ -124,7 +124,7 @@ func TestForbiddenAndPermissionLines(t *testing.T) {
 	assert.False(t, names(missing[0], "watch", "coordination.k8s.io", "leases", "garden"))
 	optional := permissionLines(lines, true)
 	require.Len(t, optional, 1)
-	assert.True(t, names(optional[0], "create", "", "events", ""))
+	assert.True(t, names(optional[0], "create", "events.k8s.io", "events", ""))
 	forbidden := forbiddenLines(lines)[filepath.Join(dir, "dwd-0.log")]
 	require.Len(t, forbidden, 1)
 	assert.Equal(t, 3, forbidden[0].number)
