@@ -4,12 +4,10 @@ import (
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -20,40 +18,13 @@ import (
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/logtest"
 	"github.com/sharded-dwd/dependency-watchdog/test"
 )
 
 var env *test.Environment
 
 func TestMain(m *testing.M) { os.Exit(test.Main(m, &env)) }
-
-// logLines collects the lines of a logger.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) add(prefix, args string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, prefix+" "+args)
-}
-
-func (l *logLines) matching(parts ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			out = append(out, line)
-		}
-	}
-	return out
-}
 
 // serviceAccountConfig returns env's admin config impersonating a new ServiceAccount of ns, allowed
 // list and watch on Leases in ns.
@@ -80,14 +51,14 @@ func TestCheckerNamesMissingPermissionsUntilGranted(t *testing.T) {
 	ns := env.Namespace(t)
 	client, err := kubernetes.NewForConfig(serviceAccountConfig(t, ns))
 	require.NoError(t, err)
-	logs := &logLines{}
+	logs := &logtest.Lines{}
 	list := Permission{Verb: "list", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, For: "the leases"}
 	del := Permission{Verb: "delete", Group: "coordination.k8s.io", Resource: "leases", Namespace: ns, For: "orphans"}
 	create := Permission{Verb: "create", Group: "events.k8s.io", Resource: "events", For: "Events", Optional: true, Without: "no Events"}
 	patch := create
 	patch.Verb = "patch"
 	c := &Checker{Reviews: client.AuthorizationV1().SelfSubjectAccessReviews(), Permissions: []Permission{list, del, create, patch},
-		Log: funcr.New(logs.add, funcr.Options{})}
+		Log: logs.Logger(0)}
 
 	require.ErrorContains(t, c.ReadyCheck(nil), "unchecked", "not ready before the first answer")
 	c.CheckOnce(ctx)
@@ -96,13 +67,13 @@ func TestCheckerNamesMissingPermissionsUntilGranted(t *testing.T) {
 	assert.Contains(t, err.Error(), "delete coordination.k8s.io/leases in "+ns)
 	assert.NotContains(t, err.Error(), "list coordination", "granted")
 	assert.NotContains(t, err.Error(), "events", "an optional permission does not block readiness")
-	assert.Len(t, logs.matching(`"Missing permission"`, `"verbs"=["delete"]`, `"resource"="leases"`, `"namespace"="`+ns+`"`, `"neededFor"="orphans"`), 1)
-	assert.Len(t, logs.matching(`"Missing optional permission"`, `"verbs"=["create" "patch"]`, `"resource"="events"`, `"without"="no Events"`), 1,
+	assert.Len(t, logs.With(`"Missing permission"`, `"verbs"=["delete"]`, `"resource"="leases"`, `"namespace"="`+ns+`"`, `"neededFor"="orphans"`), 1)
+	assert.Len(t, logs.With(`"Missing optional permission"`, `"verbs"=["create" "patch"]`, `"resource"="events"`, `"without"="no Events"`), 1,
 		"one line for both verbs of Events, saying what the replica does without them")
 	assert.False(t, c.MayRecord()(), "Events are dropped while the replica may not create them")
 
 	c.CheckOnce(ctx)
-	assert.Len(t, logs.matching(`"Missing permission"`), 1, "logged once, not at every check")
+	assert.Len(t, logs.With(`"Missing permission"`), 1, "logged once, not at every check")
 
 	role := &rbacv1.Role{}
 	require.NoError(t, env.Client.Get(ctx, keyOf(ns, "dwd"), role))
@@ -110,7 +81,7 @@ func TestCheckerNamesMissingPermissionsUntilGranted(t *testing.T) {
 	require.NoError(t, env.Client.Update(ctx, role))
 	require.Eventually(t, func() bool { c.CheckOnce(ctx); return c.ReadyCheck(nil) == nil }, 10*time.Second, 100*time.Millisecond,
 		"ready once the permission is granted")
-	assert.Len(t, logs.matching(`"Permission granted"`, `"verbs"=["delete"]`, `"resource"="leases"`), 1)
+	assert.Len(t, logs.With(`"Permission granted"`, `"verbs"=["delete"]`, `"resource"="leases"`), 1)
 }
 
 func TestRecorderDropsEventsWhileNotAllowed(t *testing.T) {

@@ -2,7 +2,6 @@ package prober
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,32 +12,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/sharded-dwd/dependency-watchdog/internal/logtest"
 )
-
-// logLines collects the lines of a funcr logger.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) add(prefix, args string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, prefix+" "+args)
-}
-
-// with returns the lines that contain s.
-func (l *logLines) with(s string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			out = append(out, line)
-		}
-	}
-	return out
-}
 
 func TestProbeStartAndStopAreDebugLines(t *testing.T) {
 	registerMetrics()
@@ -47,8 +23,8 @@ func TestProbeStartAndStopAreDebugLines(t *testing.T) {
 		verbosity int
 		want      int
 	}{{verbosity: 0, want: 0}, {verbosity: 1, want: 1}} {
-		logs := &logLines{}
-		m := &Manager{Clock: clk, Log: funcr.New(logs.add, funcr.Options{Verbosity: tc.verbosity}),
+		logs := &logtest.Lines{}
+		m := &Manager{Clock: clk, Log: logs.Logger(tc.verbosity),
 			Scheduler: NewScheduler(clk, 1, nil), Flows: NewScheduler(clk, 1, nil), Clients: &ShootClients{}}
 		m.mu.Lock()
 		m.startLocked("shoot--p--s", ProbeSpec{NodeMonitorGracePeriod: 40 * time.Second}, clk.Now())
@@ -56,7 +32,7 @@ func TestProbeStartAndStopAreDebugLines(t *testing.T) {
 		m.stopLocked("shoot--p--s")
 		m.mu.Unlock()
 		for _, msg := range []string{`"Starting probe"`, `"Restarting probe: node conditions or grace period changed"`, `"Stopped probe"`} {
-			got := logs.with(msg)
+			got := logs.With(msg)
 			require.Len(t, got, tc.want, "%s at verbosity %d", msg, tc.verbosity)
 			if tc.want > 0 {
 				assert.Contains(t, got[0], `"level"=1`)

@@ -3,105 +3,70 @@ package sharding
 import (
 	"context"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/internal/logtest"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
 )
-
-// logLines collects the lines of a funcr logger, with their verbosity ("level"=N).
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger() logr.Logger {
-	return funcr.New(l.add, funcr.Options{Verbosity: 1})
-}
-
-func (l *logLines) add(prefix, args string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, prefix+" "+args)
-}
-
-// with returns the lines that contain every one of parts.
-func (l *logLines) with(parts ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			out = append(out, line)
-		}
-	}
-	return out
-}
 
 const info = `"level"=0`
 
 func TestOneRebalancedLinePerChangeAndPerPartitionLinesAtDebug(t *testing.T) {
 	g := newSafetyGroup(t, "rebalance-log", 31)
-	logs0, logs1 := &logLines{}, &logLines{}
-	a := g.start("dwd-0", safetyOptions{log: logs0.logger()})
+	logs0, logs1 := &logtest.Lines{}, &logtest.Lines{}
+	a := g.start("dwd-0", safetyOptions{log: logs0.Logger(1)})
 	g.runUntil(time.Minute, g.converged("dwd-0"), "dwd-0 holds every partition")
 	g.runFor(3 * safetyLease)
-	lines := logs0.with(`"msg"="Rebalanced"`)
+	lines := logs0.With(`"msg"="Rebalanced"`)
 	require.Len(t, lines, 1, "one line for the start, none for the reconciles without a change: %v", lines)
 	for _, kv := range []string{info, `"group"="rebalance-log"`, `"members"=["dwd-0"]`, `"membersChanged"=true`,
 		`"heldBefore"=0`, `"heldAfter"=31`, `"acquired"=31`, `"takenOver"=0`, `"handedOver"=0`, `"released"=0`, `"took"=`} {
 		assert.Contains(t, lines[0], kv)
 	}
 
-	b := g.start("dwd-1", safetyOptions{log: logs1.logger()})
+	b := g.start("dwd-1", safetyOptions{log: logs1.Logger(1)})
 	g.runUntil(time.Minute, g.converged("dwd-0", "dwd-1"), "dwd-1 takes its share")
 	g.runFor(3 * safetyLease)
 	moved := len(g.ringOf("dwd-0", "dwd-1")["dwd-1"])
-	lines = logs0.with(`"msg"="Rebalanced"`)
+	lines = logs0.With(`"msg"="Rebalanced"`)
 	require.Len(t, lines, 2, "one more line on dwd-0 for the join: %v", lines)
 	for _, kv := range []string{info, `"members"=["dwd-0" "dwd-1"]`, `"heldBefore"=31`, `"acquired"=0`, `"released"=` + strconv.Itoa(moved)} {
 		assert.Contains(t, lines[1], kv)
 	}
-	lines = logs1.with(`"msg"="Rebalanced"`)
+	lines = logs1.With(`"msg"="Rebalanced"`)
 	require.Len(t, lines, 1, "one line on dwd-1, however many reconciles it took to get its share: %v", lines)
 	for _, kv := range []string{info, `"heldBefore"=0`, `"heldAfter"=` + strconv.Itoa(moved), `"acquired"=` + strconv.Itoa(moved),
 		`"handedOver"=` + strconv.Itoa(moved), `"takenOver"=0`} {
 		assert.Contains(t, lines[0], kv)
 	}
-	released := logs0.with(`"msg"="Released partition"`)
+	released := logs0.With(`"msg"="Released partition"`)
 	assert.Len(t, released, moved, "a line per partition released")
 	for _, l := range released {
 		assert.Contains(t, l, `"level"=1`, "per-partition lines are debug lines")
 	}
-	assert.Len(t, logs0.with(`"msg"="Live members changed"`, `"level"=1`), 2)
+	assert.Len(t, logs0.With(`"msg"="Live members changed"`, `"level"=1`), 2)
 	assert.Empty(t, a.eventsRecorded(), "a join is no Event")
 	assert.Empty(t, b.eventsRecorded())
 }
 
 func TestTakeoverAfterACrashIsOneEventNamingTheCrashedMember(t *testing.T) {
 	g := newSafetyGroup(t, "takeover-event", 31)
-	logs := &logLines{}
-	a := g.start("dwd-0", safetyOptions{log: logs.logger()})
+	logs := &logtest.Lines{}
+	a := g.start("dwd-0", safetyOptions{log: logs.Logger(1)})
 	b := g.start("dwd-1", safetyOptions{})
 	g.runUntil(time.Minute, g.converged("dwd-0", "dwd-1"), "two members converge")
 	g.runFor(time.Second)
 	crashed := len(g.ringOf("dwd-0", "dwd-1")["dwd-1"])
-	before := len(logs.with(`"msg"="Rebalanced"`))
+	before := len(logs.With(`"msg"="Rebalanced"`))
 
 	g.crash(b)
 	g.runUntil(2*safetyLease, g.converged("dwd-0"), "dwd-0 takes the crashed member's partitions")
@@ -110,7 +75,7 @@ func TestTakeoverAfterACrashIsOneEventNamingTheCrashedMember(t *testing.T) {
 	assert.Equal(t, []string{corev1.EventTypeWarning + "/TookOverAfterCrash"}, a.eventsRecorded(), "one Event, not one per partition")
 	assert.Equal(t, corev1.EventTypeWarning+"/TookOverAfterCrash/"+ActionTakeOver+": Took over "+strconv.Itoa(crashed)+
 		" partitions whose holders' member leases expired without a graceful leave: dwd-1 ("+strconv.Itoa(crashed)+")", a.eventNotes()[0])
-	lines := logs.with(`"msg"="Rebalanced"`)
+	lines := logs.With(`"msg"="Rebalanced"`)
 	require.Len(t, lines, before+1, "one line for the takeover: %v", lines)
 	for _, kv := range []string{info, `"members"=["dwd-0"]`, `"acquired"=` + strconv.Itoa(crashed), `"takenOver"=` + strconv.Itoa(crashed),
 		`"handedOver"=0`, `"crashed"=["dwd-1"]`, `"heldAfter"=31`} {
