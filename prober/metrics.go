@@ -73,14 +73,29 @@ var (
 	}, []string{"kind"})
 )
 
-// collectors are the prober's metrics, all registered by registerMetrics.
+// collectors are the prober's metrics, registered by registerMetrics when a prober is set up, so
+// that a process without one (a weeder) exports none of them: no probe count that looks like a
+// stalled prober.
 var collectors = []prometheus.Collector{probesTotal, probeDuration, probeLag, missedCycles, probesActive,
-	expiredFraction, apiRequests, apiThrottled, shootsInvalid, inconclusiveTotal, clockOffset, lastSuccess,
-	shootsScaledDown, shootScaledDown}
+	expiredFraction, shootsInvalid, inconclusiveTotal, clockOffset, lastSuccess, shootsScaledDown, shootScaledDown}
 
-var registerOnce sync.Once
+// apiCollectors count the API requests of every client of the process, the weeder's too; registered
+// by registerAPIMetrics.
+var apiCollectors = []prometheus.Collector{apiRequests, apiThrottled}
+
+var registerOnce, registerAPIOnce sync.Once
+
+func registerAPIMetrics() {
+	registerAPIOnce.Do(func() {
+		metrics.Registry.MustRegister(apiCollectors...)
+		for _, api := range []string{"seed", "shoot"} {
+			apiThrottled.WithLabelValues(api)
+		}
+	})
+}
 
 func registerMetrics() {
+	registerAPIMetrics()
 	registerOnce.Do(func() {
 		metrics.Registry.MustRegister(collectors...)
 		// Every result and reason is exported from the start at zero, so that a rate over one is 0
@@ -91,9 +106,6 @@ func registerMetrics() {
 		}
 		for _, r := range []string{reasonSlowAnswer, reasonTooLarge, reasonNotConfirmed, reasonStaleAnswer} {
 			inconclusiveTotal.WithLabelValues(r)
-		}
-		for _, api := range []string{"seed", "shoot"} {
-			apiThrottled.WithLabelValues(api)
 		}
 	})
 }
@@ -123,7 +135,7 @@ func (s *shootSet) set(ns string, in bool, gauge prometheus.Gauge) {
 // CountRequests wraps a transport so that every request is counted in dwd_api_requests_total under
 // api ("seed" or "shoot") and client, and every 429 in dwd_api_throttled_requests_total.
 func CountRequests(api, client string) func(http.RoundTripper) http.RoundTripper {
-	registerMetrics()
+	registerAPIMetrics()
 	return func(rt http.RoundTripper) http.RoundTripper {
 		return countingTransport{next: rt, api: api, client: client}
 	}

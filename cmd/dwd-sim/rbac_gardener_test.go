@@ -229,6 +229,17 @@ func TestRBACGardener(t *testing.T) {
 			assert.Eventually(t, func() bool { return r.ready(ctx) }, 15*time.Second, 200*time.Millisecond, "%s is ready", r.name)
 		}
 	}
+	// A weeder exports no probe metrics: DwdShardNotProbing reads a replica with shoots and no
+	// probes as a stalled prober.
+	for _, r := range g.weeders {
+		if r.running() {
+			families := r.metrics(ctx)
+			require.Contains(t, families, "dwd_api_requests_total", "%s's metrics are read", r.name)
+			for _, name := range []string{"dwd_probes_total", "dwd_probes_active"} {
+				assert.NotContains(t, families, name, "%s exports no probe metrics", r.name)
+			}
+		}
+	}
 	lines := assertPermissionsSuffice(t, g.opts.dir)
 	for _, l := range permissionLines(lines, true) {
 		t.Log("Optional permission missing, as expected under Gardener's RBAC:", l)
