@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -93,23 +94,28 @@ func TestDashboards(t *testing.T) {
 				vars["shard"] = shard
 			}
 			expr := deploy.ExpandQuery(q.Expr, vars)
-			series, err := prom.query(ctx, expr)
 			name := fmt.Sprintf("%s panel %d %q %s", q.Dashboard, q.PanelID, q.Panel, q.RefID)
-			if assert.NoError(t, err, "%s: %s", name, expr) {
-				assert.NotEmpty(t, series, "%s returns no data: %s", name, expr)
+			// A fallback (or on() vector(0)) returns data whatever the rest does: the rest must too.
+			for _, e := range []string{expr, withoutFallback(expr)} {
+				series, err := prom.query(ctx, e)
+				if assert.NoError(t, err, "%s: %s", name, e) {
+					assert.NotEmpty(t, series, "%s returns no data: %s", name, e)
+				}
 			}
 		}
 		t.Logf("%d panel expressions of %d dashboards evaluated", len(queries), countDashboards(queries))
 	})
 
-	t.Run("every alert's expression parses and the metrics it reads have series", func(t *testing.T) {
+	t.Run("every alert's expression parses and each of its selectors returns data", func(t *testing.T) {
 		for _, r := range rules {
 			_, err := prom.query(ctx, r.expr)
 			assert.NoError(t, err, "%s: %s", r.name, r.expr)
-			for _, name := range deploy.MetricNames(r.expr) {
-				series, err := prom.query(ctx, name)
-				if assert.NoError(t, err, name) {
-					assert.NotEmpty(t, series, "%s reads %s, which has no series", r.name, name)
+			sels := selectors(r.expr)
+			assert.NotEmpty(t, sels, r.name)
+			for _, sel := range sels {
+				series, err := prom.query(ctx, sel)
+				if assert.NoError(t, err, sel) {
+					assert.NotEmpty(t, series, "%s reads %s, which selects no series", r.name, sel)
 				}
 			}
 		}
@@ -205,4 +211,40 @@ func dwdShards(t *testing.T, dwd string, d *demo) string {
 	out, err := exec.Command(dwd, "shards", "--kubeconfig="+d.seed.KubeconfigPath(), "--shard-namespace="+d.namespace).CombinedOutput()
 	require.NoError(t, err, string(out))
 	return string(out)
+}
+
+// fallback is the tail of a dashboard expression that makes it return data when the rest returns none.
+var fallback = regexp.MustCompile(`\s+or\s+on\s*\(\s*\)\s+(?:label_replace\(\s*)?vector\(`)
+
+// withoutFallback returns expr without its fallback tail, or expr when it has none.
+func withoutFallback(expr string) string {
+	at := fallback.FindAllStringIndex(expr, -1)
+	if len(at) == 0 {
+		return expr
+	}
+	return expr[:at[len(at)-1][0]]
+}
+
+// selectors returns the series selectors of expr: each metric it names with the label matchers written
+// after it (every distinct one), so that a matcher on a label the metric lacks is caught.
+func selectors(expr string) []string {
+	var sels []string
+	for _, name := range deploy.MetricNames(expr) {
+		re := regexp.MustCompile(`(?:^|[^A-Za-z0-9_:])(` + regexp.QuoteMeta(name) + `(?:\s*\{[^}]*\})?)`)
+		for _, m := range re.FindAllStringSubmatch(expr, -1) {
+			if !slices.Contains(sels, m[1]) {
+				sels = append(sels, m[1])
+			}
+		}
+	}
+	return sels
+}
+
+func TestSelectorsAndFallbacks(t *testing.T) {
+	assert.Equal(t, []string{`up{job="dwd"}`}, selectors(`up{job="dwd"} == 0`))
+	assert.Equal(t, []string{`dwd_a{x="1"}`, `dwd_a`, `dwd_b`},
+		selectors(`sum by (member) (rate(dwd_a{x="1"}[5m])) or 0 * max by (member) (dwd_a) and on (member) dwd_b > 0`))
+	assert.Equal(t, `topk(10, dwd_a)`, withoutFallback(`topk(10, dwd_a) or on() label_replace(vector(0), "namespace", "(none)", "", "")`))
+	assert.Equal(t, `sum(rate(dwd_a[1m]))`, withoutFallback(`sum(rate(dwd_a[1m])) or on() vector(0)`))
+	assert.Equal(t, `dwd_a or dwd_b`, withoutFallback(`dwd_a or dwd_b`))
 }
