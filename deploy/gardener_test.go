@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"encoding/json"
 	"maps"
 	"regexp"
 	"slices"
@@ -171,4 +172,41 @@ func configMapWithPrefix(t *testing.T, objs []*unstructured.Unstructured, prefix
 	}
 	t.Fatalf("no ConfigMap %s...", prefix)
 	return nil
+}
+
+// TestGardenerServicesLetTheSeedPrometheusScrape: garden denies ingress by default, and Gardener's
+// resource manager opens a pod's port to the seed's Prometheus only when a Service selecting the pod
+// names it in the scrape-targets annotation.
+func TestGardenerServicesLetTheSeedPrometheusScrape(t *testing.T) {
+	const annotation = "networking.resources.gardener.cloud/from-all-seed-scrape-targets-allowed-ports"
+	objs := mustBuild(t, "overlays/gardener")
+	services := typed[corev1.Service](t, objs, "Service")
+	for _, w := range workloads(t, objs) {
+		t.Run(w.meta.Name, func(t *testing.T) {
+			var metricsPort int32
+			for _, c := range w.template.Spec.Containers {
+				for _, p := range c.Ports {
+					if p.Name == "metrics" {
+						metricsPort = p.ContainerPort
+					}
+				}
+			}
+			require.NotZero(t, metricsPort, "the container has a metrics port")
+			i := slices.IndexFunc(services, func(s *corev1.Service) bool { return s.Name == w.serviceName })
+			require.GreaterOrEqual(t, i, 0, "the governing Service %s exists", w.serviceName)
+			svc := services[i]
+			for k, v := range svc.Spec.Selector {
+				assert.Equal(t, v, w.template.Labels[k], "the Service selects the pods")
+			}
+			var ports []struct {
+				Protocol string `json:"protocol"`
+				Port     int32  `json:"port"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(svc.Annotations[annotation]), &ports), "%s: %q", annotation, svc.Annotations[annotation])
+			assert.Contains(t, ports, struct {
+				Protocol string `json:"protocol"`
+				Port     int32  `json:"port"`
+			}{"TCP", metricsPort})
+		})
+	}
 }
