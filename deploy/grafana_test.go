@@ -375,7 +375,7 @@ var dashboardTopics = map[string][]string{
 		"dwd_probe_duration_seconds_bucket", "dwd_probe_lag_seconds_bucket", "dwd_probe_inconclusive_total",
 		"dwd_api_requests_total", "dwd_api_throttled_requests_total", "dwd_shoots_scaled_down",
 		"dwd_shoot_scaled_down", "dwd_weeder_windows_open", "dwd_weeder_pods_deleted_total",
-		"process_cpu_seconds_total", "process_resident_memory_bytes", "dwd_shoot_expired_lease_fraction",
+		"process_cpu_seconds_total", "process_resident_memory_bytes", "dwd_shoot_expired_lease_ratio",
 		"dwd_shoot_last_successful_probe_timestamp_seconds"},
 }
 
@@ -434,7 +434,7 @@ func TestGrafanaShardDashboardHasTheShootTables(t *testing.T) {
 		}
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`^topk\(\d+, max by \(namespace\) \(dwd_shoot_expired_lease_fraction\{`),
+		regexp.MustCompile(`^topk\(\d+, max by \(namespace\) \(dwd_shoot_expired_lease_ratio\{`),
 		regexp.MustCompile(`^topk\(\d+, time\(\) - max by \(namespace\) \(dwd_shoot_last_successful_probe_timestamp_seconds\{`),
 		regexp.MustCompile(`dwd_shoot_scaled_down\{[^}]*\} == 1\) or on\(\) `),
 	} {

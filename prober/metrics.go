@@ -44,7 +44,7 @@ var (
 		Name: "dwd_probes_active", Help: "Shoots this replica probes.",
 	})
 	expiredFraction = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "dwd_shoot_expired_lease_fraction", Help: "Fraction of candidate node leases found expired by the last probe of a shoot.",
+		Name: "dwd_shoot_expired_lease_ratio", Help: "Fraction of candidate node leases found expired by the last probe of a shoot.",
 	}, []string{"namespace"})
 	lastSuccess = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dwd_shoot_last_successful_probe_timestamp_seconds",
