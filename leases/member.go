@@ -39,6 +39,9 @@ type Member struct {
 	Settings string
 	// PodUID, when set, is recorded in the lease: a later process in the same Pod may take it at once.
 	PodUID string
+	// Audit, when set, records every successful write of the lease with its fence, before the member
+	// may act on it (the ownership audit; *audit.Log implements it).
+	Audit Audit
 
 	mu          sync.Mutex
 	lease       *coordinationv1.Lease // as last written by this process; nil before a take
@@ -52,6 +55,15 @@ type Member struct {
 	writes      []sentWrite           // the latest successful writes, oldest first
 
 	loop loopState // Step's state
+}
+
+// Audit records the renewals of a lease that lets this process act, for the ownership audit (package
+// audit, whose *Log implements it and which imports the sharding packages, so the dependency cannot
+// run the other way).
+type Audit interface {
+	// Renewed is called after each successful renewal, before the process acts on it: the process may
+	// act until fence (the renewal's send time plus the renew deadline).
+	Renewed(fence time.Time)
 }
 
 // observedVersion is a resourceVersion and when this process first saw it.
@@ -109,6 +121,9 @@ func (m *Member) Renew(ctx context.Context, now time.Time) error {
 			m.failed()
 		}
 		return fmt.Errorf("renewing member lease %s: %w", m.LeaseName(), err)
+	}
+	if m.Audit != nil {
+		m.Audit.Renewed(now.Add(m.RenewDeadline))
 	}
 	m.wrote(lease, now)
 	return nil

@@ -54,7 +54,7 @@ func (s *Scaler) cleanup(ctx context.Context, j job) error {
 		return err
 	}
 	deadline := s.clock().Now().Add(j.timeout())
-	send := s.guarded(j.namespace, func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) })
+	send := s.guarded(j, func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) })
 	if err := s.request(ctx, &deadline, send); err != nil {
 		return fmt.Errorf("removing the leftover replicas annotation: %w", err)
 	}

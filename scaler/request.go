@@ -8,6 +8,8 @@ import (
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sharded-dwd/dependency-watchdog/audit"
 )
 
 // permanentError is an error that another attempt cannot fix.
@@ -56,13 +58,15 @@ func (s *Scaler) request(ctx context.Context, deadline *time.Time, send func(ctx
 // only when Guard lets it, under Guard's context, and never once that context has ended, whatever
 // the client does with an ended context. A refusal, or a write that Guard's context cut off while
 // ctx went on, is an error wrapping ErrRefused. It is asked after the token was taken, right before
-// the write, so that no wait comes between the check and the send.
-func (s *Scaler) guarded(namespace string, send func(ctx context.Context) error) func(ctx context.Context) error {
+// the write, so that no wait comes between the check and the send. A write sent is recorded in the
+// Audit.
+func (s *Scaler) guarded(j job, send func(ctx context.Context) error) func(ctx context.Context) error {
 	if s.Guard == nil {
-		return send
+		return s.audited(j, send)
 	}
+	send = s.audited(j, send)
 	return func(ctx context.Context) error {
-		writeCtx, cancel, err := s.Guard(ctx, namespace)
+		writeCtx, cancel, err := s.Guard(ctx, j.namespace)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrRefused, err)
 		}
@@ -73,6 +77,27 @@ func (s *Scaler) guarded(namespace string, send func(ctx context.Context) error)
 		if err != nil && writeCtx.Err() != nil && ctx.Err() == nil {
 			return fmt.Errorf("%w: the guard's deadline passed: %w", ErrRefused, err)
 		}
+		return err
+	}
+}
+
+// audited records the write send makes in the Audit, when there is one: the moment before it is
+// sent, which is after the Guard's check, and its result. A write whose context ended by that moment
+// is not sent, and not recorded.
+func (s *Scaler) audited(j job, send func(ctx context.Context) error) func(ctx context.Context) error {
+	if s.Audit == nil {
+		return send
+	}
+	return func(ctx context.Context) error {
+		w := audit.Write{Kind: audit.KindScale, Namespace: j.namespace, Object: j.kind() + "/" + j.name(), Sent: s.Audit.Now()}
+		if s.Partition != nil {
+			w.Partition = s.Partition(j.namespace)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := send(ctx)
+		s.Audit.Wrote(w, err)
 		return err
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
 )
 
@@ -56,6 +57,12 @@ type Scaler struct {
 	Guard func(ctx context.Context, namespace string) (context.Context, context.CancelFunc, error)
 	// Resources are the dependent resources, as configured (config.ProberConfig.DependentResourceInfos).
 	Resources []config.DependentResourceInfo
+	// Audit, when set, records every write sent, with the moment before it was sent and its result
+	// (the ownership audit); nil records nothing.
+	Audit *audit.Log
+	// Partition gives the partition of a namespace for the audit's records
+	// (sharding.Ownership.Partition); nil records partition 0.
+	Partition func(namespace string) int
 }
 
 // ErrRefused wraps the error of a write that Guard refused, or that its context cut off: this replica

@@ -145,7 +145,7 @@ func (s *Scaler) try(ctx context.Context, t *task) (outcome, error) {
 		return out, permanentError{err}
 	}
 	send := func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) }
-	return out, s.request(ctx, &t.deadline, s.guarded(t.namespace, send))
+	return out, s.request(ctx, &t.deadline, s.guarded(t.job, send))
 }
 
 // readFor reads the resource for an attempt: from Client (the cache, free), or after a Conflict from

@@ -90,7 +90,7 @@ func (c *Coordinator) stopForeignWrites(snap snapshot) {
 	var stopped []int
 	for _, p := range c.Held() {
 		if c.foreignWrite(p, parts[p], ownSentAt) {
-			c.stop(p)
+			c.stop(p, ReleaseLost)
 			c.metrics.foreignWrites.Inc()
 			c.log.V(1).Info("Partition lease written by someone else: stopped its work", "partition", p,
 				"holder", leases.Holder(parts[p]), "deleted", parts[p] == nil)

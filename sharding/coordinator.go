@@ -55,6 +55,8 @@ type Config struct {
 	Settings string
 	// Event, when set, records a Kubernetes Event about this member (see Runner.Event).
 	Event func(eventType, reason, action, message string)
+	// Audit, when set, records the partitions whose work starts and stops here (the ownership audit).
+	Audit Audit
 }
 
 // Coordinator runs this replica's side of the sharding protocol (DESIGN §4): it decides from the

@@ -3,6 +3,8 @@ package sharding
 import (
 	"context"
 	"errors"
+
+	"github.com/sharded-dwd/dependency-watchdog/leases"
 )
 
 // PartitionHandler runs the work of the partitions this replica holds: the prober's probes and the
@@ -63,6 +65,46 @@ type AdvisoryStateHandler interface {
 	StateHandler
 	// AdvisoryStateKey returns the annotation key of the handler's state.
 	AdvisoryStateKey() string
+}
+
+// Audit records this replica's ownership for the ownership audit: the renewals that let it act, and
+// the partitions whose work starts and stops here. *audit.Log implements it; package audit imports this
+// one (for PartitionOf), so the dependency cannot run the other way.
+type Audit interface {
+	leases.Audit
+	// Acquired is called before the work of partition starts, with the cause (AcquireCause).
+	Acquired(partition int, cause string)
+	// Released is called once the work of partition has stopped, with the cause (one of the
+	// Release… constants).
+	Released(partition int, cause string)
+}
+
+// Causes of a release in the audit.
+const (
+	// ReleaseHandover: the ring gives the partition to another member.
+	ReleaseHandover = "handover"
+	// ReleaseLeave: a graceful stop hands the share over.
+	ReleaseLeave = "leave"
+	// ReleaseReturning: a graceful stop of a member that restarts keeps its share reserved for it.
+	ReleaseReturning = "returning"
+	// ReleaseFence: the member lease was not renewed within the renew deadline.
+	ReleaseFence = "fence"
+	// ReleaseLost: someone else wrote the partition lease.
+	ReleaseLost = "lost"
+	// ReleaseStop: a leader stopped leading.
+	ReleaseStop = "stop"
+)
+
+// AcquireLeading is the cause of a leader's acquire in the audit: it began leading.
+const AcquireLeading = "leading"
+
+// AcquireCause is the cause of an acquire in the audit: fresh, handover, expired-holder (a Crash) or
+// resume.
+func AcquireCause(c TakeoverCause) string {
+	if c == Crash {
+		return "expired-holder"
+	}
+	return c.String()
 }
 
 // TakeoverCause says how this replica came to hold a partition.

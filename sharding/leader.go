@@ -53,6 +53,9 @@ func (l *Leader) Start(ctx context.Context) error {
 	l.leading.Store(true)
 	l.log.Info("Leading: every shoot is this replica's")
 	for p := range LeaderPartitions {
+		if l.lock.Audit != nil {
+			l.lock.Audit.Acquired(p, AcquireLeading)
+		}
 		for _, h := range l.handlers {
 			h.Acquired(ctx, p, Takeover{Cause: Crash})
 		}
@@ -63,6 +66,9 @@ func (l *Leader) Start(ctx context.Context) error {
 	for p := range LeaderPartitions {
 		for _, h := range l.handlers {
 			h.Released(p)
+		}
+		if l.lock.Audit != nil {
+			l.lock.Audit.Released(p, ReleaseStop)
 		}
 	}
 	l.metrics.partitionsHeld.Set(0)
@@ -103,6 +109,10 @@ func (l *Leader) Guard(ctx context.Context, namespace string) (context.Context, 
 // plus the renew deadline.
 type FencedLock struct {
 	resourcelock.Interface
+	// Audit, when set before the lock is first used, records each successful renewal with its fence
+	// before the fence moves, and the Leader's start and stop (the ownership audit).
+	Audit Audit
+
 	renewDeadline time.Duration
 	clock         clock.PassiveClock
 
@@ -142,6 +152,9 @@ func (l *FencedLock) Update(ctx context.Context, record resourcelock.LeaderElect
 // written moves the fence after a successful write that names this process the holder.
 func (l *FencedLock) written(record resourcelock.LeaderElectionRecord, sent time.Time, err error) {
 	if err == nil && record.HolderIdentity == l.Identity() {
+		if l.Audit != nil {
+			l.Audit.Renewed(sent.Add(l.renewDeadline))
+		}
 		l.setFence(sent.Add(l.renewDeadline))
 	}
 }

@@ -58,6 +58,9 @@ type Runner struct {
 	// Exit ends the process when stopping the work after a fence takes longer than the margin the
 	// lease timings leave; os.Exit when nil.
 	Exit func(code int)
+	// Audit, when set before Start, records the member lease's renewals and the partitions whose work
+	// starts and stops here (the ownership audit, under the incarnation Incarnation returns).
+	Audit Audit
 }
 
 // NewRunner prepares the sharding of one replica; handlers run the work of the partitions it holds.
@@ -90,6 +93,12 @@ func LeaseClientConfig(cfg *rest.Config, partitionCount int) *rest.Config {
 	cfg.QPS = max(cfg.QPS, float32(partitionCount)/2, 50)
 	cfg.Burst = max(cfg.Burst, 2*partitionCount)
 	return cfg
+}
+
+// Incarnation returns the random id of this process's start, which the member and partition leases
+// record.
+func (r *Runner) Incarnation() string {
+	return r.member.Incarnation
 }
 
 // Coordinator returns the coordinator, which tells the prober and the weeder what they own.
@@ -140,6 +149,10 @@ func (r *Runner) loopHealthy() bool {
 // Start runs until ctx ends, then releases every partition and the member lease.
 func (r *Runner) Start(ctx context.Context) error {
 	defer r.workCancel()
+	if r.Audit != nil {
+		// Nothing renews or reconciles before this point.
+		r.member.Audit, r.coordinator.cfg.Audit = r.Audit, r.Audit
+	}
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, r.settings.MemberRetryPeriod),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "sharding"})

@@ -23,10 +23,10 @@ func (c *Coordinator) release(ctx context.Context, p int, cached *coordinationv1
 		own := c.held[p].lease
 		c.mu.RUnlock()
 		_, err := leases.Release(ctx, c.store, own, nil, reservedFor, c.clock.Now())
-		c.stop(p)
+		c.stop(p, ReleaseHandover)
 		return err
 	}
-	if own, ok := c.stop(p); ok {
+	if own, ok := c.stop(p, ReleaseHandover); ok {
 		cached = own
 		c.rebalance.releasedOne()
 	}
@@ -257,6 +257,9 @@ func (c *Coordinator) start(p int, lease, base *coordinationv1.Lease, takeover T
 	c.held[p] = &heldPartition{lease: lease, base: base, wroteAt: c.clock.Now(), cancel: cancel}
 	c.mu.Unlock()
 	c.heldChanges.Add(1)
+	if c.cfg.Audit != nil {
+		c.cfg.Audit.Acquired(p, AcquireCause(takeover.Cause))
+	}
 	for _, h := range c.handlers {
 		h.Acquired(ctx, p, takeover)
 	}
@@ -264,8 +267,8 @@ func (c *Coordinator) start(p int, lease, base *coordinationv1.Lease, takeover T
 }
 
 // stop ends the work of partition p and waits for it; it returns this process's last write of the
-// partition's lease, and false when no work ran here.
-func (c *Coordinator) stop(p int) (*coordinationv1.Lease, bool) {
+// partition's lease, and false when no work ran here. cause goes into the audit.
+func (c *Coordinator) stop(p int, cause string) (*coordinationv1.Lease, bool) {
 	c.partitions[p].Lock()
 	defer c.partitions[p].Unlock()
 	c.mu.Lock()
@@ -279,6 +282,9 @@ func (c *Coordinator) stop(p int) (*coordinationv1.Lease, bool) {
 	hp.cancel()
 	for _, h := range c.handlers {
 		h.Released(p)
+	}
+	if c.cfg.Audit != nil {
+		c.cfg.Audit.Released(p, cause)
 	}
 	return hp.lease, true
 }
@@ -300,7 +306,7 @@ func (c *Coordinator) Fence() {
 	if len(held) > 0 {
 		c.log.Info("Fenced: stopping the work of every partition", "partitions", len(held))
 	}
-	c.forEachBounded(held, func(p int) { c.stop(p) })
+	c.forEachBounded(held, func(p int) { c.stop(p, ReleaseFence) })
 	// Stops already under way elsewhere (a release, a foreign write) left the held set before this
 	// listed it; each holds its partition's lock until it is done, so the fence waits for them too.
 	for p := range c.partitions {
@@ -357,10 +363,14 @@ func (c *Coordinator) leave(ctx context.Context, releaseAll bool, reservedFor st
 	c.leaving.Store(true)
 	var lost atomic.Bool
 	var reached atomic.Int64
+	cause := ReleaseLeave
+	if reservedFor == c.cfg.Member {
+		cause = ReleaseReturning
+	}
 	held := c.Held()
 	errs := c.forEach(ctx, held, func(p int) error {
 		reached.Add(1)
-		own, ok := c.stop(p)
+		own, ok := c.stop(p, cause)
 		state := c.takePending(p)
 		if !ok || (!releaseAll && !c.essential(state)) {
 			return nil

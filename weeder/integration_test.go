@@ -86,7 +86,7 @@ func startReplicaClocked(t testing.TB, leaseNS, member string, cfg *config.Weede
 	runner := sharding.NewRunner(settings, leaseClient, logr.Discard())
 	require.NoError(t, mgr.Add(runner))
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := weeder.Setup(ctx, mgr, cfg, runner.Coordinator(), maxWindows, settings.PartitionCount)
+	w, err := weeder.Setup(ctx, mgr, cfg, runner.Coordinator(), maxWindows, settings.PartitionCount, nil)
 	require.NoError(t, err)
 	if clk != nil {
 		w.Clock = clk

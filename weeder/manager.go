@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
@@ -41,6 +42,9 @@ type Manager struct {
 	Recorder recorder.EventRecorder
 	Clock    clock.WithTicker
 	Log      logr.Logger
+	// Audit, when set, records every pod delete sent, with the moment before it was sent and its
+	// result (the ownership audit); nil records nothing.
+	Audit *audit.Log
 
 	tracker   *Tracker
 	registry  *Registry

@@ -69,7 +69,7 @@ func startReplicaThrough(t *testing.T, restConfig *rest.Config, leaseNS, member 
 	runner := sharding.NewRunner(settings, leaseClient, logr.Discard())
 	require.NoError(t, mgr.Add(runner))
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := weeder.Setup(ctx, mgr, cfg, runner.Coordinator(), 10, settings.PartitionCount)
+	w, err := weeder.Setup(ctx, mgr, cfg, runner.Coordinator(), 10, settings.PartitionCount, nil)
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = mgr.Start(ctx) }()

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
@@ -62,8 +63,10 @@ func trimSlice(obj any) (any, error) {
 }
 
 // Setup adds the weeder to mgr, whose cache must have been built with CacheOptions, and registers it
-// with coordinator, which tells it what this replica owns.
-func Setup(ctx context.Context, mgr manager.Manager, cfg *config.WeederConfig, coordinator sharding.Owner, maxWindows, partitionCount int) (*Manager, error) {
+// with coordinator, which tells it what this replica owns. auditLog, when not nil, records the pod
+// deletes sent (the ownership audit).
+func Setup(ctx context.Context, mgr manager.Manager, cfg *config.WeederConfig, coordinator sharding.Owner, maxWindows, partitionCount int,
+	auditLog *audit.Log) (*Manager, error) {
 	m, err := NewManager(cfg, maxWindows)
 	if err != nil {
 		return nil, err
@@ -82,6 +85,7 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.WeederConfig, c
 	m.Deletes = deletes.CoreV1()
 	m.Ownership, m.Clock, m.Log = coordinator, clock.RealClock{}, ctrl.Log.WithName("weeder")
 	m.Recorder = mgr.GetEventRecorder("dependency-watchdog-weeder")
+	m.Audit = auditLog
 	key := func(p int) string { return strconv.Itoa(p) }
 	err = mgr.GetFieldIndexer().IndexField(ctx, &discoveryv1.EndpointSlice{}, partitionIndex, func(o client.Object) []string {
 		return []string{key(sharding.PartitionOf(o.GetNamespace(), partitionCount))}

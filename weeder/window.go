@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/klog/v2"
+
+	"github.com/sharded-dwd/dependency-watchdog/audit"
 )
 
 // windowRun is the pod watches of one running window.
@@ -171,13 +173,28 @@ func (m *Manager) tryDelete(ctx context.Context, key ServiceKey, pod *corev1.Pod
 		return false
 	}
 	defer cancel()
-	err = m.pods(pod.Namespace).Delete(guarded, pod.Name, metav1.DeleteOptions{Preconditions: observed(pod)})
+	err = m.delete(guarded, pod)
 	if !last && err != nil && ctx.Err() == nil && mayPass(err) {
 		m.Log.V(1).Info("Pod delete failed; trying again", "pod", klog.KObj(pod), "service", key.Service, "error", err.Error())
 		return true
 	}
 	m.deleted(ctx, guarded, key, pod, err)
 	return false
+}
+
+// delete sends pod's delete under the guarded context, recorded in the Audit. A delete whose context
+// ended before the moment recorded as its send is not sent.
+func (m *Manager) delete(guarded context.Context, pod *corev1.Pod) error {
+	sent := m.Audit.Now()
+	if err := guarded.Err(); err != nil {
+		return err
+	}
+	err := m.pods(pod.Namespace).Delete(guarded, pod.Name, metav1.DeleteOptions{Preconditions: observed(pod)})
+	if m.Audit != nil {
+		m.Audit.Wrote(audit.Write{Kind: audit.KindDelete, Namespace: pod.Namespace, Object: "Pod/" + pod.Name,
+			Partition: m.Ownership.Partition(pod.Namespace), Sent: sent}, err)
+	}
+	return err
 }
 
 // mayPass reports whether a failed delete may succeed when sent again: not when the pod changed or is

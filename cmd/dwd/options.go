@@ -18,6 +18,7 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 )
@@ -72,6 +73,7 @@ type options struct {
 	maxResponseItems     int
 	maxWeedingWindows    int
 	leaderElection       leaderElectionOptions
+	auditLogPath         string
 	sharding             config.Sharding
 	zap                  zap.Options
 	// leaderOnly: `dwd prober` or `dwd weeder` with leader election and no sharding flag run as the
@@ -84,6 +86,9 @@ type options struct {
 	restConfig     *rest.Config
 	proberConfig   *config.ProberConfig
 	weederConfig   *config.WeederConfig
+	// auditLog is the ownership audit's file, opened by newManager once the process's incarnation is
+	// known; nil without --audit-log.
+	auditLog *audit.Log
 	// pod is this replica's Pod from the downward API ($POD_NAME, $POD_NAMESPACE, $POD_UID); its name
 	// is empty outside a Pod, and its namespace then the group's.
 	pod corev1.ObjectReference
@@ -148,6 +153,9 @@ func (o *options) addCommonFlags(fs *pflag.FlagSet) {
 		zapFlags := flag.NewFlagSet("zap", flag.ContinueOnError)
 		o.zap.BindFlags(zapFlags)
 		fs.AddGoFlagSet(zapFlags)
+		fs.StringVar(&o.auditLogPath, "audit-log", o.auditLogPath, "Append the ownership audit to this file, as JSON lines: every renewal of the member (or leader) lease "+
+			"with its fence, every partition acquired and released, every scale write and pod delete sent. `dwd-sim audit FILES...` checks the files "+
+			"of all replicas (see docs/sharding.md). Off unless given.")
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -24,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/sharded-dwd/dependency-watchdog/access"
+	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 	"github.com/sharded-dwd/dependency-watchdog/weeder"
@@ -142,6 +144,7 @@ func (o *options) run(ctx context.Context) error {
 	synced := &cacheSync{}
 	mgr, err := o.newManager(ctx, checker, synced)
 	if err != nil {
+		_ = o.auditLog.Close()
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	mode := "sharded"
@@ -161,6 +164,7 @@ func (o *options) run(ctx context.Context) error {
 	err = runManager(ctx, mgr, synced)
 	stopChecks()
 	<-checked
+	_ = o.auditLog.Close()
 	if err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
@@ -237,7 +241,13 @@ func (o *options) newManager(ctx context.Context, checker *access.Checker, synce
 	if o.leaderOnly {
 		// The metrics name the member by the host name (the pod's name), as a member of a sharded
 		// group is named: the identity's UUID would make every restart a new series.
-		host, _, _ := strings.Cut(lock.Identity(), "_")
+		host, uid, _ := strings.Cut(lock.Identity(), "_")
+		if o.auditLog, err = o.openAuditLog(host, uid, sharding.LeaderPartitions, le.renewDeadline, le.leaseDuration); err != nil {
+			return nil, err
+		}
+		if o.auditLog != nil {
+			lock.Audit = o.auditLog
+		}
 		leader := sharding.NewLeader(o.sharding.GroupName, host, lock, ctrl.Log.WithName("leader"))
 		if err := mgr.Add(leader); err != nil {
 			return nil, err
@@ -247,6 +257,13 @@ func (o *options) newManager(ctx context.Context, checker *access.Checker, synce
 	runner, err := o.newShardingRunner(gated)
 	if err != nil {
 		return nil, err
+	}
+	s := o.sharding
+	if o.auditLog, err = o.openAuditLog(s.MemberName, runner.Incarnation(), s.PartitionCount, s.MemberRenewDeadline, s.MemberLeaseDuration); err != nil {
+		return nil, err
+	}
+	if o.auditLog != nil {
+		runner.Audit = o.auditLog
 	}
 	if err := mgr.Add(runner); err != nil {
 		return nil, err
@@ -265,6 +282,15 @@ func (o *options) newManager(ctx context.Context, checker *access.Checker, synce
 		}
 	}
 	return mgr, nil
+}
+
+// openAuditLog opens the file of --audit-log for this process, if the flag was given; nil otherwise.
+func (o *options) openAuditLog(member, incarnation string, partitions int, renewDeadline, leaseDuration time.Duration) (*audit.Log, error) {
+	if o.auditLogPath == "" {
+		return nil, nil
+	}
+	return audit.Open(o.auditLogPath, audit.Process{Group: o.sharding.GroupName, Member: member, Incarnation: incarnation,
+		Partitions: partitions, RenewDeadline: renewDeadline, LeaseDuration: leaseDuration})
 }
 
 // cacheOptions are the seed caches of the roles this replica runs: only what they read.
@@ -289,12 +315,18 @@ func (o *options) setupRoles(ctx context.Context, mgr manager.Manager, owner sha
 	if o.proberConfig != nil {
 		opts := o.proberOptions()
 		opts.PartitionCount = partitions
-		if _, err := prober.Setup(ctx, mgr, o.proberConfig, owner, opts); err != nil {
+		p, err := prober.Setup(ctx, mgr, o.proberConfig, owner, opts)
+		if err != nil {
 			return fmt.Errorf("setting up the prober: %w", err)
+		}
+		if o.auditLog != nil {
+			// prober.Options has no audit log (yet): the scaler is given it here, before the manager
+			// starts any flow.
+			p.Scaler.Audit, p.Scaler.Partition = o.auditLog, owner.Partition
 		}
 	}
 	if o.weederConfig != nil {
-		if _, err := weeder.Setup(ctx, mgr, o.weederConfig, owner, o.maxWeedingWindows, partitions); err != nil {
+		if _, err := weeder.Setup(ctx, mgr, o.weederConfig, owner, o.maxWeedingWindows, partitions, o.auditLog); err != nil {
 			return fmt.Errorf("setting up the weeder: %w", err)
 		}
 	}

@@ -1,0 +1,197 @@
+package audit
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+)
+
+// Holder is one process: a member's incarnation in one process.
+type Holder struct {
+	Member      string
+	Incarnation string
+	Pid         int
+}
+
+func (h Holder) String() string {
+	return fmt.Sprintf("%s/%s/%d", h.Member, h.Incarnation, h.Pid)
+}
+
+// Overlap is a time when two processes validly held the same partition.
+type Overlap struct {
+	Group     string
+	Partition int
+	A, B      Holder
+	From, To  time.Time
+}
+
+// NonHolderWrite is a write sent while its sender did not validly hold the namespace's partition,
+// or that named the wrong partition.
+type NonHolderWrite struct {
+	Write  Record
+	Reason string
+}
+
+// Unheld is a time a partition had no valid holder, between the end of one valid hold and the start
+// of the next.
+type Unheld struct {
+	Duration  time.Duration
+	Group     string
+	Partition int
+	From, To  time.Time
+	// Cause is how the hold before the gap ended: a release's cause, or CauseFenceExpired.
+	Cause string
+}
+
+// Report is what Check found.
+type Report struct {
+	Processes int
+	Acquires  int
+	Releases  int
+	Renewals  int
+	// Writes counts the writes by "kind/result", e.g. "scale/ok".
+	Writes          map[string]int
+	Overlaps        []Overlap
+	NonHolderWrites []NonHolderWrite
+	// LongestUnheld is the longest of Gaps; zero when there is none.
+	LongestUnheld Unheld
+	// Gaps are every time a partition had no valid holder between two holds, by start.
+	Gaps []Unheld
+}
+
+// OK returns nil when no two processes held a partition at once and every write came from a valid
+// holder, else an error that counts the offences.
+func (r *Report) OK() error {
+	var errs []error
+	if n := len(r.Overlaps); n > 0 {
+		errs = append(errs, fmt.Errorf("%d overlapping holds of a partition", n))
+	}
+	if n := len(r.NonHolderWrites); n > 0 {
+		errs = append(errs, fmt.Errorf("%d writes sent without a valid hold of their partition", n))
+	}
+	return errors.Join(errs...)
+}
+
+// String summarises r for a reader.
+func (r *Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "processes %d, acquires %d, releases %d, renewals %d\n", r.Processes, r.Acquires, r.Releases, r.Renewals)
+	keys := slices.Sorted(func(yield func(string) bool) {
+		for k := range r.Writes {
+			if !yield(k) {
+				return
+			}
+		}
+	})
+	fmt.Fprintf(&b, "writes:")
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s %d", k, r.Writes[k])
+	}
+	fmt.Fprintf(&b, "\noverlaps: %d\n", len(r.Overlaps))
+	for _, o := range r.Overlaps {
+		fmt.Fprintf(&b, "  group %s partition %d: %s and %s from %s to %s (%s)\n", o.Group, o.Partition, o.A, o.B,
+			o.From.Format(time.RFC3339Nano), o.To.Format(time.RFC3339Nano), o.To.Sub(o.From))
+	}
+	fmt.Fprintf(&b, "writes by a non-holder: %d\n", len(r.NonHolderWrites))
+	for _, w := range r.NonHolderWrites {
+		fmt.Fprintf(&b, "  %s %s %s/%s sent %s by %s: %s\n", w.Write.Kind, w.Write.Result, w.Write.Namespace, w.Write.Object,
+			w.Write.Sent.Format(time.RFC3339Nano), w.Write.holder(), w.Reason)
+	}
+	if u := r.LongestUnheld; u.Duration > 0 {
+		fmt.Fprintf(&b, "longest unheld: %s, group %s partition %d, from %s to %s, after %s\n", u.Duration, u.Group, u.Partition,
+			u.From.Format(time.RFC3339Nano), u.To.Format(time.RFC3339Nano), u.Cause)
+	} else {
+		fmt.Fprintf(&b, "longest unheld: none\n")
+	}
+	return b.String()
+}
+
+// CheckFiles reads the audit files and checks their records together. A malformed line or an
+// unknown event is an error naming the file and line.
+func CheckFiles(paths ...string) (*Report, error) {
+	var records []Record
+	for _, path := range paths {
+		read, err := ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		records = append(records, read...)
+	}
+	return Check(records), nil
+}
+
+// ReadFile reads the records of one audit file.
+func ReadFile(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading audit file: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	var records []Record
+	scanner := bufio.NewScanner(f)
+	scanner.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for line := 1; scanner.Scan(); line++ {
+		if len(strings.TrimSpace(scanner.Text())) == 0 {
+			continue
+		}
+		var r Record
+		if err := json.Unmarshal(scanner.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		records = append(records, r)
+	}
+	if err := scanner.Err(); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	return records, nil
+}
+
+// Check checks records, of any number of processes and in any order (see the package doc).
+func Check(records []Record) *Report {
+	records = slices.Clone(records)
+	slices.SortStableFunc(records, func(a, b Record) int { return a.Wall.Compare(b.Wall) })
+	procs := replay(records)
+	report := &Report{Processes: len(procs), Writes: map[string]int{}}
+	holds := map[slot][]hold{}
+	for _, p := range procs {
+		report.Acquires += p.acquires
+		report.Releases += p.releases
+		report.Renewals += len(p.renewals)
+		for s, hs := range p.validHolds() {
+			holds[s] = append(holds[s], hs...)
+		}
+	}
+	for _, s := range sortedSlots(holds) {
+		report.Overlaps = append(report.Overlaps, overlaps(s, holds[s])...)
+		report.Gaps = append(report.Gaps, gaps(s, holds[s])...)
+	}
+	slices.SortStableFunc(report.Gaps, func(a, b Unheld) int { return a.From.Compare(b.From) })
+	for _, g := range report.Gaps {
+		if g.Duration > report.LongestUnheld.Duration {
+			report.LongestUnheld = g
+		}
+	}
+	for _, w := range writes(records) {
+		report.Writes[w.Kind+"/"+w.Result]++
+		if reason := procs[w.holder()].judge(w); reason != "" {
+			report.NonHolderWrites = append(report.NonHolderWrites, NonHolderWrite{Write: w, Reason: reason})
+		}
+	}
+	return report
+}
+
+func writes(records []Record) []Record {
+	var out []Record
+	for _, r := range records {
+		if r.Event == EventWrite {
+			out = append(out, r)
+		}
+	}
+	return out
+}

@@ -1,0 +1,166 @@
+package audit
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
+)
+
+var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+// proc builds the records of one process of group g, with partitions partitions.
+type proc struct {
+	member string
+	pid    int
+}
+
+func (p proc) rec(event string, s float64) Record {
+	return Record{Event: event, Wall: at(s), Member: p.member, Incarnation: "inc-" + p.member, Group: "g", Pid: p.pid}
+}
+
+func (p proc) start(s float64, partitions int) Record {
+	r := p.rec(EventStart, s)
+	r.Partitions, r.RenewDeadline, r.LeaseDuration = partitions, 10*time.Second, 15*time.Second
+	return r
+}
+
+func (p proc) renew(s float64) Record {
+	r := p.rec(EventRenew, s)
+	r.Fence = at(s + 10)
+	return r
+}
+
+func (p proc) acquire(s float64, partition int, cause string) Record {
+	r := p.rec(EventAcquire, s)
+	r.Partition, r.Cause = partition, cause
+	return r
+}
+
+func (p proc) release(s float64, partition int, cause string) Record {
+	r := p.rec(EventRelease, s)
+	r.Partition, r.Cause = partition, cause
+	return r
+}
+
+func (p proc) write(sent float64, namespace string, partition int) Record {
+	r := p.rec(EventWrite, sent+0.01)
+	r.Kind, r.Namespace, r.Object, r.Partition, r.Sent, r.Result = KindScale, namespace, "Deployment/kcm", partition, at(sent), ResultOK
+	return r
+}
+
+var a, b = proc{"dwd-0", 100}, proc{"dwd-1", 200}
+
+func TestCheckOverlap(t *testing.T) {
+	tests := []struct {
+		name     string
+		records  []Record
+		overlaps int
+	}{
+		{"both renewing hold at once", []Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"), a.renew(8),
+			b.start(0, 1), b.renew(5), b.acquire(12, 0, "expired-holder"), b.renew(14)}, 1},
+		{"a fenced holder whose fence passed is no overlap", []Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"),
+			b.start(0, 1), b.renew(5), b.acquire(10, 0, "expired-holder")}, 0},
+		{"release before acquire is no overlap", []Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"), a.release(4, 0, "handover"),
+			b.start(0, 1), b.renew(3), b.acquire(4.1, 0, "handover")}, 0},
+		{"another partition is no overlap", []Record{a.start(0, 2), a.renew(0), a.acquire(1, 0, "fresh"),
+			b.start(0, 2), b.renew(0), b.acquire(1, 1, "fresh")}, 0},
+		{"the same member's earlier process still valid", []Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"),
+			proc{"dwd-0", 101}.start(2, 1), proc{"dwd-0", 101}.renew(2), proc{"dwd-0", 101}.acquire(3, 0, "expired-holder")}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Check(tt.records)
+			assert.Len(t, r.Overlaps, tt.overlaps)
+			if tt.overlaps > 0 {
+				require.Error(t, r.OK())
+				assert.Contains(t, r.String(), "overlaps: 1")
+			} else {
+				assert.NoError(t, r.OK())
+			}
+		})
+	}
+	o := Check(tests[0].records).Overlaps[0]
+	assert.Equal(t, Overlap{Group: "g", Partition: 0, A: Holder{"dwd-0", "inc-dwd-0", 100}, B: Holder{"dwd-1", "inc-dwd-1", 200},
+		From: at(12), To: at(18)}, o)
+}
+
+func TestCheckWrites(t *testing.T) {
+	ns := "shoot--p--s"
+	p := sharding.PartitionOf(ns, 4)
+	base := []Record{a.start(0, 4), a.renew(0), a.acquire(1, p, "fresh")}
+	tests := []struct {
+		name   string
+		extra  []Record
+		reason string
+	}{
+		{"a holder's write", []Record{a.write(2, ns, p)}, ""},
+		{"a write after the fence", []Record{a.write(10.5, ns, p)}, "fence"},
+		{"a write after a renewal that moved the fence", []Record{a.renew(8), a.write(10.5, ns, p)}, ""},
+		{"a write after the release", []Record{a.release(3, p, "handover"), a.write(3.5, ns, p)}, "did not hold"},
+		{"a write before the acquire", []Record{a.write(0.5, ns, p)}, "did not hold"},
+		{"a write to another partition", []Record{a.write(2, ns, (p+1)%4)}, "is in partition"},
+		{"a write by a process without a start", []Record{b.renew(0), b.acquire(1, p, "fresh"), b.write(2, ns, p)}, "no start record"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Check(append(append([]Record{}, base...), tt.extra...))
+			assert.Equal(t, 1, r.Writes["scale/ok"])
+			if tt.reason == "" {
+				assert.Empty(t, r.NonHolderWrites)
+				assert.NoError(t, r.OK())
+				return
+			}
+			require.Len(t, r.NonHolderWrites, 1)
+			assert.Contains(t, r.NonHolderWrites[0].Reason, tt.reason)
+			assert.ErrorContains(t, r.OK(), "1 writes sent without a valid hold")
+			assert.Contains(t, r.String(), "writes by a non-holder: 1")
+		})
+	}
+}
+
+func TestCheckLongestUnheld(t *testing.T) {
+	t.Run("after a crash", func(t *testing.T) {
+		// a renews at 0 and 2 and crashes; its fence passes at 12; b takes over at 17.5.
+		r := Check([]Record{a.start(0, 1), a.renew(0), a.acquire(0.5, 0, "fresh"), a.renew(2),
+			b.start(0, 1), b.renew(1), b.renew(11), b.renew(16), b.acquire(17.5, 0, "expired-holder"), b.renew(18)})
+		require.NoError(t, r.OK())
+		assert.Equal(t, Unheld{Duration: 5500 * time.Millisecond, Group: "g", Partition: 0, From: at(12), To: at(17.5), Cause: CauseFenceExpired}, r.LongestUnheld)
+	})
+	t.Run("after a handover", func(t *testing.T) {
+		r := Check([]Record{a.start(0, 1), a.renew(0), a.acquire(0.5, 0, "fresh"), a.release(3, 0, "handover"),
+			b.start(0, 1), b.renew(1), b.acquire(3.2, 0, "handover")})
+		assert.Equal(t, "handover", r.LongestUnheld.Cause)
+		assert.Equal(t, 200*time.Millisecond, r.LongestUnheld.Duration.Round(time.Millisecond))
+		assert.Len(t, r.Gaps, 1)
+	})
+	t.Run("not before the first acquire nor after the last hold", func(t *testing.T) {
+		r := Check([]Record{a.start(0, 1), a.renew(0), a.acquire(5, 0, "fresh"), a.release(6, 0, "leave"), a.renew(9)})
+		assert.Empty(t, r.Gaps)
+		assert.Zero(t, r.LongestUnheld)
+		assert.Contains(t, r.String(), "longest unheld: none")
+	})
+	t.Run("the longest of several", func(t *testing.T) {
+		r := Check([]Record{a.start(0, 2), a.renew(0), a.acquire(0.5, 0, "fresh"), a.acquire(0.5, 1, "fresh"),
+			a.release(1, 0, "handover"), a.release(1, 1, "handover"),
+			b.start(0, 2), b.renew(0), b.acquire(1.1, 0, "handover"), b.acquire(1.7, 1, "handover")})
+		assert.Equal(t, 1, r.LongestUnheld.Partition)
+		assert.Len(t, r.Gaps, 2)
+	})
+}
+
+func TestCheckCounts(t *testing.T) {
+	r := Check([]Record{a.start(0, 1), a.renew(0), a.acquire(0.5, 0, "fresh"), a.release(3, 0, "leave"),
+		b.start(0, 1), b.renew(1), b.renew(3), b.acquire(3.2, 0, "handover"), b.write(4, "ns", 0)})
+	assert.Equal(t, 2, r.Processes)
+	assert.Equal(t, 2, r.Acquires)
+	assert.Equal(t, 1, r.Releases)
+	assert.Equal(t, 3, r.Renewals)
+	assert.Equal(t, map[string]int{"scale/ok": 1}, r.Writes)
+	assert.Contains(t, r.String(), "processes 2, acquires 2, releases 1, renewals 3")
+}

@@ -1,0 +1,32 @@
+// Package audit is the ownership audit of the sharding protocol (DESIGN §4): each replica appends a
+// JSON line to its audit file for every event that bears on the invariant (at every instant at most
+// one member acts on a partition), and a checker proves the invariant from the files of all replicas.
+//
+// What a replica records (Log; the flag --audit-log of dwd run, dwd prober and dwd weeder):
+//   - start: once per process, with the group's partition count, renew deadline and lease duration;
+//   - renew: every successful renewal of the member lease (or of the leader lease in the original's
+//     mode), with the fence: the wall time until which the process may act on it (the renewal's send
+//     time plus the renew deadline). It is written before the renewal is published to the process,
+//     so no work can rest on a renewal that has no record yet;
+//   - acquire and release: a partition whose work starts (after the process's own compare-and-swap)
+//     or stops here, with the cause. An acquire is written before the work starts, a release after
+//     it has stopped, so that every write of the work lies between them;
+//   - write: every scale write and pod delete sent, with the moment just before it was sent and its
+//     result.
+//
+// Every line carries the wall time (RFC 3339 with nanoseconds), the nanoseconds on the process's
+// monotonic clock since the Log was opened (which orders one process's lines even if its wall clock
+// jumps), the member, the incarnation, the group and the process id. A line is written by one
+// write(2) on a file opened with O_APPEND, so lines of several processes sharing a file, and the last
+// line of a killed process, are whole.
+//
+// The checker (Check, CheckFiles) judges a process (member, incarnation, pid) to hold partition p
+// validly at time t when it acquired p before t, did not release it before t, and its latest renewal
+// before t has a fence after t. It reports overlapping valid holds, writes sent without a valid hold
+// of the namespace's partition, and the longest time a partition had no valid holder between two
+// holds. The wall clocks of the processes are compared with each other, so the files of one run must
+// come from machines whose clocks agree (the tests run every replica on one machine).
+//
+// Locking: a Log serialises its writes with a mutex; it is safe for concurrent use, and a nil *Log
+// records nothing, so callers need no checks.
+package audit
