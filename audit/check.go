@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-
 )
 
 // Holder is one process: a member's incarnation in one process.

@@ -215,7 +215,9 @@ func sortedSlots(holds map[slot][]hold) []slot {
 	for s := range holds {
 		slots = append(slots, s)
 	}
-	slices.SortFunc(slots, func(a, b slot) int { return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.partition, b.partition)) })
+	slices.SortFunc(slots, func(a, b slot) int {
+		return cmp.Or(cmp.Compare(a.group, b.group), cmp.Compare(a.partition, b.partition))
+	})
 	return slots
 }
 
