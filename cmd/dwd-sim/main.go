@@ -20,7 +20,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
-	root.AddCommand(newUpCommand(), newDemoCommand(), newBenchCommand())
+	root.AddCommand(newUpCommand(), newDemoCommand(), newBenchCommand(), newAuditCommand())
 	if err := root.ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)
