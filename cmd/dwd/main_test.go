@@ -31,7 +31,16 @@ import (
 
 var env *test.Environment
 
-func TestMain(m *testing.M) { os.Exit(test.Main(m, &env)) }
+// runMainEnv, set in the environment of a process started from the test binary, makes it run dwd's
+// main with its arguments instead of the tests: a real process the tests can kill.
+const runMainEnv = "DWD_TEST_RUN_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(runMainEnv) == "1" {
+		main()
+	}
+	os.Exit(test.Main(m, &env))
+}
 
 // gardenerProberArgs is the command line Gardener runs the original prober with.
 var gardenerProberArgs = []string{"prober", "--config-file=/etc/dependency-watchdog/config/dep-config.yaml",
