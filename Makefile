@@ -19,8 +19,12 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)
 export KUBEBUILDER_ASSETS := $(BIN)
 
-FUZZTIME ?= 10s
-FUZZ_TARGETS := FuzzDecodeProberConfig FuzzDecodeWeederConfig
+# Every fuzz target, as package:Target; make fuzz runs each for FUZZTIME (make test: the default).
+FUZZTIME ?= 3s
+FUZZ_TARGETS := ./config:FuzzDecodeProberConfig ./config:FuzzDecodeWeederConfig \
+	./prober:FuzzDecodeShoot ./prober:FuzzKubeconfigGate ./prober:FuzzKubeconfigErrorsWithholdSecrets \
+	./prober:FuzzDecideScaling ./prober:FuzzCandidateNodes \
+	./weeder:FuzzWeedWatched ./weeder:FuzzPodSelector
 
 ##@ General
 
@@ -111,9 +115,18 @@ unit: ## Unit tests only (-short: no control plane), with the race detector.
 	$(GO) test -race -short -count=1 ./...
 
 .PHONY: fuzz
-fuzz: ## Fuzz config loading briefly (FUZZTIME per target, default 10s).
+fuzz: ## Run every fuzz target for FUZZTIME each (default 3s; e.g. make fuzz FUZZTIME=10m).
+	@# A fuzz target missing from FUZZ_TARGETS would never run: fail instead (unless FUZZ_TARGETS is
+	@# given on the command line, to run some of them).
+	@[ "$(origin FUZZ_TARGETS)" != file ] || for target in $$(grep -rHo --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*' . | \
+		sed -E 's#^(.*)/[^/]*:func (Fuzz[A-Za-z0-9_]*)#\1:\2#'); do \
+		case " $(FUZZ_TARGETS) " in *" $$target "*) ;; *) echo "$$target is not in FUZZ_TARGETS" >&2; exit 1;; esac; \
+	done
+	@# -short: the packages' TestMain starts no control plane, in the coordinator nor in each worker.
 	@for target in $(FUZZ_TARGETS); do \
-		$(GO) test -run='^$$' -fuzz="^$$target\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s ./config || exit 1; \
+		pkg=$${target%%:*}; name=$${target##*:}; \
+		echo "Fuzzing $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -short -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s $$pkg || exit 1; \
 	done
 
 ##@ Benchmarks

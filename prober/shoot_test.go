@@ -164,13 +164,27 @@ func TestEncodedShootDecodesToTheSame(t *testing.T) {
 	assert.JSONEq(t, `{}`, string(empty), "unset fields are left out")
 }
 
+// FuzzDecodeShoot decodes any bytes as the Shoot of a Cluster and checks that
+//   - nothing panics;
+//   - DecodeShoot returns a shoot or an error, never both nor neither;
+//   - a Cluster carrying the bytes as spec.shoot, decoded as the informer decodes it, yields through
+//     shootOf the same shoot, or an error where DecodeShoot gives one;
+//   - a decoded shoot is safe for the rules (see checkDecidedShoot): a reason exactly when no probe
+//     runs, a grace period the default or within the config's bounds, each pool's conditions sorted,
+//     distinct and not empty;
+//   - the Cluster trimmed as the cache keeps it yields the same decision.
 func FuzzDecodeShoot(f *testing.F) {
 	for _, seed := range []string{
-		realShootJSON, `{}`, `null`, ``, `[]`, `{"metadata":{"deletionTimestamp":"2026-01-01T00:00:00Z"}}`,
+		realShootJSON, `{}`, `null`, ``, `[]`, `"shoot"`, `{"metadata":{"deletionTimestamp":"2026-01-01T00:00:00Z"}}`,
 		`{"spec":{"hibernation":{"enabled":true}},"status":{"isHibernated":true}}`,
 		`{"spec":{"provider":{"workers":[{"name":"a","machineControllerManager":{"nodeConditions":["X","X"]}}]}},"status":{"lastOperation":{"type":"Create","state":"Succeeded"}}}`,
+		`{"spec":{"provider":{"workers":[{"name":"a"},{"name":"a","machineControllerManager":{"nodeConditions":["Z","A"]}}]},` +
+			`"kubernetes":{"kubeControllerManager":{"nodeMonitorGracePeriod":"1s"}}},"status":{"lastOperation":{"type":"Reconcile","state":"Failed"}}}`,
+		`{"spec":{"provider":{"workers":[{"name":"a"}]},"kubernetes":{"kubeControllerManager":{"nodeMonitorGracePeriod":"2562047h"}}},` +
+			`"status":{"lastOperation":{"type":"Restore","state":"Succeeded","lastUpdateTime":null}}}`,
 		`{"spec":{"kubernetes":{"kubeControllerManager":{"nodeMonitorGracePeriod":"-5s"}}}}`,
 		`{"metadata":{"creationTimestamp":"9999-12-31T23:59:59-23:59"}}`,
+		`{"status":{"isHibernated":1e400}}`, `{"spec":{"provider":{"workers":null}}, "spec":{}}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -180,19 +194,12 @@ func FuzzDecodeShoot(f *testing.F) {
 			if shoot != nil {
 				t.Fatalf("a shoot and an error: %v", err)
 			}
-			return
-		}
-		if shoot == nil {
+		} else if shoot == nil {
 			t.Fatal("neither a shoot nor an error")
 		}
-		// Whatever decodes must be safe for the rules and for encoding.
-		run, spec, reason := Decide(shoot, 40*time.Second)
-		if run == (reason != "") {
-			t.Fatalf("run=%v with reason %q", run, reason)
+		checkShootOfCluster(t, raw, shoot)
+		if shoot != nil {
+			checkDecidedShoot(t, shoot)
 		}
-		if run && spec.NodeMonitorGracePeriod <= 0 {
-			t.Fatalf("non-positive grace period %v", spec.NodeMonitorGracePeriod)
-		}
-		_, _ = json.Marshal(shoot)
 	})
 }
