@@ -2,7 +2,6 @@ package prober
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -167,11 +166,10 @@ func shootOf(cluster *unstructured.Unstructured) (*Shoot, error) {
 	if err != nil || !found {
 		return nil, fmt.Errorf("cluster %s has no spec.shoot", cluster.GetName())
 	}
-	data, err := json.Marshal(raw)
-	if err != nil {
-		return nil, fmt.Errorf("cluster %s: encoding spec.shoot: %w", cluster.GetName(), err)
+	if raw == nil {
+		return nil, errEmptyShoot
 	}
-	return DecodeShoot(data)
+	return decodeShootValue(raw)
 }
 
 // machineInfo reads what the candidate rules need from a cached Machine.

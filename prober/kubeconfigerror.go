@@ -31,16 +31,20 @@ func KubeconfigError(what string, err error, kubeconfig []byte) error {
 }
 
 // quotesValue reports whether msg holds quoteWindow or more consecutive characters of a value of
-// kubeconfig. The values are the words of kubeconfig between YAML, JSON and URL punctuation, less its
-// field names: it need not parse to be checked.
+// kubeconfig. The values are the words of kubeconfig between YAML, JSON and URL punctuation, and its
+// words between YAML and JSON punctuation only (a value such as ab/cd+ef/gh or a URL with a password
+// is quoted whole, though each of its pieces is short), less its field names: it need not parse to be
+// checked.
 func quotesValue(msg string, kubeconfig []byte) bool {
-	values := strings.FieldsFunc(string(kubeconfig), func(r rune) bool {
-		return r <= ' ' || strings.ContainsRune(`:{}[],"'@/`, r)
-	})
-	long := values[:0]
-	for _, v := range values {
-		if len(v) >= quoteWindow && !kubeconfigKeys[v] {
-			long = append(long, v)
+	var long []string
+	for _, punctuation := range []string{`:{}[],"'@/`, `{}[],"'`} {
+		for _, v := range strings.FieldsFunc(string(kubeconfig), func(r rune) bool {
+			return r <= ' ' || strings.ContainsRune(punctuation, r)
+		}) {
+			v = strings.TrimSuffix(v, ":") // a key, in YAML
+			if len(v) >= quoteWindow && !kubeconfigKeys[v] {
+				long = append(long, v)
+			}
 		}
 	}
 	for i := 0; i+quoteWindow <= len(msg); i++ {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -108,17 +109,78 @@ var errEmptyShoot = errors.New("spec.shoot is empty")
 
 // DecodeShoot decodes the raw Shoot JSON of a Cluster's spec.shoot. Unknown fields are ignored (a real
 // Shoot has hundreds); malformed JSON and values of the wrong type are errors that name the field where
-// encoding/json can tell it. Empty or null input is the error "spec.shoot is empty".
+// encoding/json can tell it. Empty or null input is the error "spec.shoot is empty". Field names match
+// exactly, as the Kubernetes API server decodes them, not in any case as encoding/json would: a key
+// "Hibernation" decides nothing (and the cache's trimmed copy of a Cluster drops it too).
 func DecodeShoot(raw []byte) (*Shoot, error) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return nil, errEmptyShoot
 	}
+	var doc any
+	if err := json.Unmarshal(trimmed, &doc); err != nil {
+		return nil, fmt.Errorf("decoding spec.shoot: %w", describeJSONError("", err))
+	}
+	return decodeShootValue(doc)
+}
+
+// decodeShootValue decodes a Shoot from its JSON value as encoding/json gives it (maps, slices,
+// strings, numbers, booleans), keeping only the keys that are exactly the names of Shoot's fields.
+func decodeShootValue(doc any) (*Shoot, error) {
+	exact, err := json.Marshal(exactKeys(doc, reflect.TypeFor[Shoot]()))
+	if err != nil {
+		return nil, fmt.Errorf("encoding spec.shoot: %w", err)
+	}
 	shoot := &Shoot{}
-	if err := json.Unmarshal(trimmed, shoot); err != nil {
+	if err := json.Unmarshal(exact, shoot); err != nil {
 		return nil, fmt.Errorf("decoding spec.shoot: %w", describeJSONError("", err))
 	}
 	return shoot, nil
+}
+
+// exactKeys returns a copy of the JSON value v, meant for type t, without the object keys that are not
+// exactly the JSON name of a field of t, at every level; v itself is not changed. A struct without
+// named fields (metav1.Time, decoded from a string) and every non-object value are kept as they are,
+// for the decoder to accept or reject.
+func exactKeys(v any, t reflect.Type) any {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return v
+		}
+		fields := map[string]reflect.Type{}
+		for f := range t.Fields() {
+			if name, _, _ := strings.Cut(f.Tag.Get("json"), ","); name != "" && name != "-" {
+				fields[name] = f.Type
+			}
+		}
+		if len(fields) == 0 {
+			return v
+		}
+		out := make(map[string]any, len(m))
+		for k, fv := range m {
+			if ft, ok := fields[k]; ok {
+				out[k] = exactKeys(fv, ft)
+			}
+		}
+		return out
+	case reflect.Slice, reflect.Array:
+		list, ok := v.([]any)
+		if !ok {
+			return v
+		}
+		out := make([]any, len(list))
+		for i, e := range list {
+			out[i] = exactKeys(e, t.Elem())
+		}
+		return out
+	default:
+		return v
+	}
 }
 
 // describeJSONError rewords a type error as "field <path>: expected <kind>, got a JSON <kind>".

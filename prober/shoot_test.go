@@ -203,3 +203,20 @@ func FuzzDecodeShoot(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeShootMatchesFieldNamesExactly: the API server decodes case-sensitively, encoding/json does
+// not; a key in another case decides nothing, in DecodeShoot as in the cache's trimmed copy.
+func TestDecodeShootMatchesFieldNamesExactly(t *testing.T) {
+	shoot, err := DecodeShoot([]byte(`{"spec":{"Hibernation":{"enabled":true},"provider":{"workers":[{"Name":"a","name":"b"}]}},"status":{"IsHibernated":true}}`))
+	require.NoError(t, err)
+	assert.False(t, shoot.HibernationEnabled())
+	assert.False(t, shoot.Status.IsHibernated)
+	require.Len(t, shoot.Spec.Provider.Workers, 1)
+	assert.Equal(t, "b", shoot.Spec.Provider.Workers[0].Name)
+
+	shoot, err = DecodeShoot([]byte(`{"spec":{"hibernation":{"enabled":true}}}`))
+	require.NoError(t, err)
+	assert.True(t, shoot.HibernationEnabled(), "the exact name still counts")
+	_, err = DecodeShoot([]byte(`{"spec":{"hibernation":{"enabled":"yes"}}}`))
+	assert.ErrorContains(t, err, "field spec.hibernation.enabled: expected a boolean, got a JSON string")
+}
