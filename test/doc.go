@@ -5,4 +5,7 @@
 // Each test package starts one control plane in TestMain with Main and gives each test its own
 // namespace with Environment.Namespace. Under `go test -short` no control plane is started and the
 // integration tests skip themselves with Environment.Require.
+//
+// The chaos suite (test/chaos) runs dwd processes against this control plane through Proxy, and
+// restarts its API server on the same etcd with StopAPIServer and StartAPIServer.
 package test

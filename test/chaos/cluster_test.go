@@ -1,0 +1,346 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
+	"github.com/sharded-dwd/dependency-watchdog/test"
+)
+
+// The group's timings: short so that scenarios are quick, in the protocol's order
+// (retry < renew deadline < lease duration, the deadline below the duration by 2 s and 20%).
+const (
+	leaseDuration = 6 * time.Second
+	renewDeadline = 4 * time.Second
+	retryPeriod   = time.Second
+	probeInterval = 2 * time.Second
+	// partitions is the group's partition count: the product's default.
+	partitions = 887
+	// replicaCount is how many replicas the group runs.
+	replicaCount = 3
+	// nodesPerShoot is each simulated shoot's nodes.
+	nodesPerShoot = 3
+	// shardNamespace holds the group's Leases.
+	shardNamespace = "garden"
+)
+
+// proberConfig is the replicas' prober config: the demo's, with the shortest grace period the
+// product accepts (16s at least), so that a meltdown is decided 15 s after the kubelets stop.
+const proberConfig = `kubeConfigSecretName: ` + sim.KubeconfigSecretName + `
+probeInterval: 2s
+initialDelay: 2s
+probeTimeout: 10s
+kcmNodeMonitorGraceDuration: 20s
+nodeLeaseFailureFraction: 0.6
+dependentResourceInfos:
+  - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
+    scaleUp: {level: 0}
+    scaleDown: {level: 1}
+  - ref: {kind: Deployment, name: machine-controller-manager, apiVersion: apps/v1}
+    scaleUp: {level: 1, initialDelay: 2s}
+    scaleDown: {level: 0}
+  - ref: {kind: Deployment, name: cluster-autoscaler, apiVersion: apps/v1}
+    optional: true
+    scaleUp: {level: 2}
+    scaleDown: {level: 0}
+`
+
+// The grace period's consequences: when a melted shoot's leases count as expired (0.75 × 20 s) and
+// the fraction that decides.
+const (
+	expiredAge      = 15 * time.Second
+	expiredFraction = 0.6
+)
+
+const weederConfig = `watchDuration: 10s
+servicesAndDependantSelectors:
+  etcd-main-client:
+    podSelectors:
+      - matchExpressions:
+          - {key: gardener.cloud/role, operator: In, values: [controlplane]}
+          - {key: role, operator: In, values: [apiserver]}
+`
+
+// cluster is the seed, its shoots and the replicas every scenario acts on.
+type cluster struct {
+	dir    string
+	dwd    string
+	seed   *sim.Seed
+	faults *sim.FaultServer
+	// shoots are the simulated shoots' namespaces.
+	shoots   []string
+	replicas []*replica
+	proxies  map[string]*test.Proxy
+	common   []string
+	// audit says whether the binary writes audit logs (--audit-log); auditLogs are every process's.
+	audit     bool
+	auditLogs []string
+	// duplicates counts the second processes started under a running replica's name.
+	duplicates int
+	scaling    *scaleRecorder
+	logf       func(format string, args ...any)
+	stats      *stats
+}
+
+// startCluster starts the seed with n shoots and the replicas, and waits until they converged.
+func startCluster(ctx context.Context, dir, dwd string, n int, logf func(string, ...any)) (*cluster, error) {
+	seed, err := sim.StartSeed(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{dir: dir, dwd: dwd, seed: seed, proxies: map[string]*test.Proxy{}, logf: logf, stats: newStats()}
+	if err := c.setUp(ctx, n); err != nil {
+		c.stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// setUp creates the shoots (their kubeconfigs through the fault server), the configs, the proxies
+// and the replicas.
+func (c *cluster) setUp(ctx context.Context, n int) error {
+	var err error
+	if c.faults, err = sim.NewFaultServer(c.seed.Shoots); err != nil {
+		return err
+	}
+	if err := c.seed.CreateNamespace(ctx, shardNamespace); err != nil {
+		return err
+	}
+	if err := c.seed.CreateShoots(ctx, 0, n, nodesPerShoot, nil); err != nil {
+		return err
+	}
+	for i := range n {
+		ns := sim.ShootName(i)
+		c.shoots = append(c.shoots, ns)
+		if err := c.routeThroughFaults(ctx, ns); err != nil {
+			return err
+		}
+	}
+	if err := c.writeConfigs(ctx); err != nil {
+		return err
+	}
+	if c.scaling, err = startScaleRecorder(ctx, c.seed.Env.Config); err != nil {
+		return err
+	}
+	for i := range replicaCount {
+		if err := c.addReplica(fmt.Sprintf("dwd-%d", i)); err != nil {
+			return err
+		}
+	}
+	for _, r := range c.replicas {
+		if err := c.startReplica(r); err != nil {
+			return err
+		}
+	}
+	return c.converge(ctx, time.Now(), 2*time.Minute)
+}
+
+// routeThroughFaults points a shoot's kubeconfig Secret at the fault server.
+func (c *cluster) routeThroughFaults(ctx context.Context, ns string) error {
+	kubeconfig, err := c.faults.Kubeconfig(ns)
+	if err != nil {
+		return err
+	}
+	return c.setKubeconfig(ctx, ns, map[string][]byte{"kubeconfig": kubeconfig})
+}
+
+// setKubeconfig replaces the data of a shoot's kubeconfig Secret.
+func (c *cluster) setKubeconfig(ctx context.Context, ns string, data map[string][]byte) error {
+	secret := &corev1.Secret{}
+	if err := c.seed.Env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: sim.KubeconfigSecretName}, secret); err != nil {
+		return err
+	}
+	secret.Data = data
+	return c.seed.Env.Client.Update(ctx, secret)
+}
+
+// writeConfigs writes the configs and sets the replicas' common flags; the binary's help says
+// whether it has --audit-log.
+func (c *cluster) writeConfigs(ctx context.Context) error {
+	prober, weeder := filepath.Join(c.dir, "prober.yaml"), filepath.Join(c.dir, "weeder.yaml")
+	if err := os.WriteFile(prober, []byte(proberConfig), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(weeder, []byte(weederConfig), 0o644); err != nil {
+		return err
+	}
+	help, err := exec.CommandContext(ctx, c.dwd, "run", "--help").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("dwd run --help: %w: %s", err, help)
+	}
+	c.audit = bytes.Contains(help, []byte("--audit-log"))
+	c.common = []string{"--prober-config=" + prober, "--weeder-config=" + weeder,
+		"--shard-namespace=" + shardNamespace, "--partitions=" + strconv.Itoa(partitions),
+		"--kube-api-qps=100", "--kube-api-burst=200", "--probe-workers=8",
+		"--member-lease-duration=" + leaseDuration.String(), "--member-renew-deadline=" + renewDeadline.String(),
+		"--member-retry-period=" + retryPeriod.String(), "--leave-mode=handover",
+		"--zap-log-level=info", "--zap-time-encoding=rfc3339nano"}
+	return nil
+}
+
+// addReplica makes a replica with its own proxy and kubeconfig through it.
+func (c *cluster) addReplica(name string) error {
+	u, err := url.Parse(c.seed.Env.Config.Host)
+	if err != nil {
+		return err
+	}
+	proxy, err := test.StartProxy(u.Host)
+	if err != nil {
+		return err
+	}
+	c.proxies[name] = proxy
+	kubeconfig, err := kubeconfigVia(c.seed.Env.KubeConfig, proxy.Addr())
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(c.dir, name+".kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		return err
+	}
+	c.replicas = append(c.replicas, &replica{name: name, kubeconfig: path, log: filepath.Join(c.dir, name+".log")})
+	return nil
+}
+
+// kubeconfigVia is a kubeconfig whose servers are reached at addr (host:port): through a proxy. The
+// API server's certificate names the loopback address, not a port, so it still verifies.
+func kubeconfigVia(kubeconfig []byte, addr string) ([]byte, error) {
+	cfg, err := clientcmd.Load(kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	for name, cl := range cfg.Clusters {
+		u, err := url.Parse(cl.Server)
+		if err != nil {
+			return nil, fmt.Errorf("cluster %s: %w", name, err)
+		}
+		u.Host = addr
+		cl.Server = u.String()
+	}
+	return clientcmd.Write(*cfg)
+}
+
+// startReplica starts a new process of r, with an audit log of its own when the binary writes them.
+func (c *cluster) startReplica(r *replica) error {
+	return r.start(c.dwd, c.common, c.nextAuditLog(r.name, r.starts))
+}
+
+// nextAuditLog is the audit log of the next process of a replica, or "" without audit.
+func (c *cluster) nextAuditLog(name string, start int) string {
+	if !c.audit {
+		return ""
+	}
+	path := filepath.Join(c.dir, fmt.Sprintf("%s.%d.audit", name, start))
+	c.auditLogs = append(c.auditLogs, path)
+	return path
+}
+
+// stop ends the replicas and the seed.
+func (c *cluster) stop() {
+	for _, r := range c.replicas {
+		if r.proc != nil && r.proc.running() {
+			r.proc.signal(sigcont)
+			r.proc.terminate(10 * time.Second)
+		}
+	}
+	for _, p := range c.proxies {
+		p.Close()
+	}
+	if c.scaling != nil {
+		c.scaling.stop()
+	}
+	if c.faults != nil {
+		_ = c.faults.Close()
+	}
+	if err := c.seed.Stop(); err != nil {
+		c.logf("stopping the seed: %v", err)
+	}
+}
+
+// totals sums the partitions held and the shoots probed over the running replicas.
+func (c *cluster) totals(ctx context.Context) (held, probing float64) {
+	for _, r := range c.replicas {
+		m := r.scrape(ctx)
+		held += sum(m, "dwd_sharding_partitions_held")
+		probing += sum(m, "dwd_probes_active")
+	}
+	return held, probing
+}
+
+// converge waits, without restarting anything, until every replica is ready, every partition held,
+// every shoot has a probe, and every shoot the test did not break was probed after since.
+func (c *cluster) converge(ctx context.Context, since time.Time, timeout time.Duration) error {
+	var held, probing float64
+	var unprobed []string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		for _, r := range c.replicas {
+			if !r.proc.running() {
+				return false, fmt.Errorf("%s exited", r.name)
+			}
+			if !r.ready(ctx) {
+				return false, nil
+			}
+		}
+		held, probing = c.totals(ctx)
+		unprobed = c.unprobedSince(since)
+		return held == partitions && probing == float64(len(c.shoots)) && len(unprobed) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("not converged within %s (%.0f of %d partitions held, %.0f of %d shoots with a probe, not probed since: %v): %w",
+			timeout, held, partitions, probing, len(c.shoots), unprobed, err)
+	}
+	return nil
+}
+
+// unprobedSince returns the shoots whose last probe (GET /version) was before t.
+func (c *cluster) unprobedSince(t time.Time) []string {
+	stats := c.seed.Shoots.ProbeStats()
+	var names []string
+	for _, ns := range c.shoots {
+		if stats[ns].Last.Before(t) {
+			names = append(names, ns)
+		}
+	}
+	return names
+}
+
+// replica returns the replica named name.
+func (c *cluster) replica(name string) *replica {
+	for _, r := range c.replicas {
+		if r.name == name {
+			return r
+		}
+	}
+	return nil
+}
+
+// until polls cond every 200ms until it holds or timeout passes.
+func until(ctx context.Context, timeout time.Duration, cond func(context.Context) bool) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		return cond(ctx), nil
+	})
+}
+
+// hold lets d pass unless ctx ends first: a scenario's fault that must last that long.
+func hold(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

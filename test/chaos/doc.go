@@ -1,0 +1,21 @@
+// Package chaos proves on real processes that the sharded watchdog keeps its promises under faults:
+// three `dwd run` processes (built once per test run) against a real kube-apiserver and etcd and
+// about thirty simulated shoots (benchmarks/sim), each replica reaching the API server through its
+// own loopback proxy (test.Proxy) that a scenario can cut.
+//
+// The scenarios kill replicas (SIGKILL, SIGTERM, SIGSTOP), start a second process under a running
+// replica's name, cut a replica's network for longer than the member lease, stop the kube-apiserver
+// and start it again on the same etcd, restart every replica in turn during a meltdown, let shoots
+// lie and fail (stale caches, slow bodies, clock offsets, huge lists, timeouts, 5xx, 429, malformed
+// JSON, a wrong CA, leases without renewTime) and put broken objects into the seed. After each one
+// the suite checks, without restarting anything, that every partition is held and every shoot
+// probed again, that no replica panicked, that no dependent was scaled down without a meltdown, and
+// runs the ownership audit over the replicas' audit logs when the binary writes them.
+//
+// `go test ./test/chaos` runs a few rounds of each scenario (skipped under -short);
+// `go test ./test/chaos -run TestSoak -soak=30m` (make soak) runs scenarios at random until the time
+// is up and prints a summary, also written to -soak-report.
+//
+// Every test shares one cluster (seed, shoots, replicas), started by the first test that needs it:
+// the scenarios run one after the other, never in parallel, since each asserts on the whole group.
+package chaos

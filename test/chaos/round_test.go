@@ -1,0 +1,119 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// sizes are the scenarios' parameters that differ between the short suite and the soak.
+type sizes struct {
+	// killRounds is how many replicas the kill scenario kills in a row.
+	killRounds int
+	// apiOutage is how long the kube-apiserver stays down.
+	apiOutage time.Duration
+	// melt is how many shoots melt during the rolling restart.
+	melt int
+	// hugeLeases is the extra leases of the huge-list shoot.
+	hugeLeases int
+}
+
+// scenario is one kind of fault and its own checks; run returns the shoots it melted on purpose
+// (their scale-downs are no spurious ones).
+type scenario struct {
+	name string
+	// outage says it stops the API server: every member fences, and partitions stay unheld for as long.
+	outage bool
+	run    func(ctx context.Context, c *cluster, rng *rand.Rand, sz sizes) (melted []string, err error)
+}
+
+// convergeTimeout bounds the wait for convergence after a scenario: a member lease (a replica that
+// rejoins waits out its own lease by observation), the return of a fenced member, and probes.
+const convergeTimeout = leaseDuration*3 + 30*time.Second
+
+// round runs one scenario and the checks every scenario is followed by: convergence without a
+// restart, no spurious scale-down, no panic in any log, and the ownership audit. It records what it
+// found in c.stats and returns every failed check.
+func (c *cluster) round(ctx context.Context, sc scenario, rng *rand.Rand, sz sizes) error {
+	start := time.Now()
+	unheld := c.watchUnheld(ctx)
+	melted, err := sc.run(ctx, c, rng, sz)
+	errs := []error{err}
+	if err := c.converge(ctx, time.Now(), convergeTimeout); err != nil {
+		errs = append(errs, fmt.Errorf("after the scenario: %w", err))
+	}
+	longest := unheld.stop()
+	bad := spurious(c.scaling.since(start), set(melted))
+	for _, s := range bad {
+		errs = append(errs, fmt.Errorf("spurious scale-down of %s/%s (%d→%d, resourceVersion %s)", s.namespace, s.name, s.from, s.to, s.resourceVersion))
+	}
+	panics, err := c.panicLines()
+	errs = append(errs, err)
+	if n := len(panics) - c.stats.panics; n > 0 {
+		errs = append(errs, fmt.Errorf("%d new panic lines in the replica logs, the first: %s", n, panics[c.stats.panics]))
+	}
+	audit, err := c.checkAudit()
+	errs = append(errs, err, audit.problem)
+	c.stats.record(sc, start, time.Now(), errors.Join(errs...), longest, len(bad), len(panics), audit)
+	return errors.Join(errs...)
+}
+
+func set(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// pick returns a random running replica.
+func (c *cluster) pick(rng *rand.Rand) *replica {
+	return c.replicas[rng.IntN(len(c.replicas))]
+}
+
+// others returns the replicas other than r.
+func (c *cluster) others(r *replica) []*replica {
+	var out []*replica
+	for _, o := range c.replicas {
+		if o != r {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// heldBy sums the partitions the replicas hold, by their metrics.
+func heldBy(ctx context.Context, replicas []*replica) float64 {
+	held := 0.0
+	for _, r := range replicas {
+		held += sum(r.scrape(ctx), "dwd_sharding_partitions_held")
+	}
+	return held
+}
+
+// held reads the partitions r holds; false when its metrics did not answer (a busy or stopped
+// process), which is no 0.
+func held(ctx context.Context, r *replica) (float64, bool) {
+	m := r.scrape(ctx)
+	return sum(m, "dwd_sharding_partitions_held"), m != nil
+}
+
+// awaitTakeover waits until the replicas hold every partition, and returns how long it took.
+func awaitTakeover(ctx context.Context, replicas []*replica, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	err := until(ctx, timeout, func(ctx context.Context) bool { return heldBy(ctx, replicas) == partitions })
+	if err != nil {
+		return 0, fmt.Errorf("the others held %.0f of %d partitions after %s: %w", heldBy(ctx, replicas), partitions, timeout, err)
+	}
+	return time.Since(start), nil
+}
+
+// awaitReady waits until r's process is ready.
+func awaitReady(ctx context.Context, r *replica, timeout time.Duration) error {
+	if err := until(ctx, timeout, r.ready); err != nil {
+		return fmt.Errorf("%s not ready %s after its start: %w", r.name, timeout, err)
+	}
+	return nil
+}
