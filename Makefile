@@ -98,6 +98,12 @@ test-rules: $(PROMTOOL) ## Check the alert rules and run their promtool unit tes
 test-dashboards: tools $(PROMETHEUS) ## Prometheus on loopback scrapes three dwd replicas: every dashboard and alert expression returns data, a kill fires an alert.
 	DWD_PROMETHEUS=$(PROMETHEUS) $(GO) test -race -count=1 -run='^TestDashboards$$' -v ./cmd/dwd-sim
 
+DURATION ?= 30m
+
+.PHONY: soak
+soak: tools ## Chaos soak: scenarios at random against three dwd replicas for DURATION (default 30m, e.g. make soak DURATION=1h); the summary also goes to bin/soak-report.txt.
+	$(GO) test -count=1 -timeout=0 ./test/chaos -run TestSoak -soak=$(DURATION) -soak-report=$(BIN)/soak-report.txt -v
+
 $(BIN)/promtool $(BIN)/prometheus &:
 	@if ! command -v apt-get >/dev/null; then \
 		echo "$@ is missing: no apt-get here; install Prometheus (its release archive) or set PROMTOOL and PROMETHEUS" >&2; exit 1; fi
