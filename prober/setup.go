@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
@@ -47,6 +48,8 @@ type Options struct {
 	// inconclusive (no action).
 	MaxResponseBytes int64
 	MaxResponseItems int
+	// Audit, when set, records every scale write sent (--audit-log).
+	Audit *audit.Log
 }
 
 // Defaults of the Options a caller leaves at zero.
@@ -117,7 +120,8 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 		// Every scale write asks the coordinator right before it is sent, and goes out bounded by the fence.
 		Scaler: &scaler.Scaler{Client: scaleClient, APIReader: scaleReader, Recorder: recorder,
 			Limiter: flowcontrol.NewTokenBucketRateLimiter(opts.ScaleQPS, opts.ScaleBurst),
-			Clock:   clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos, Guard: coordinator.Guard},
+			Clock:   clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos, Guard: coordinator.Guard,
+			Audit: opts.Audit, Partition: coordinator.Partition},
 	}
 	// The schedulers start once the dependents' caches (which the manager does not own) have synced;
 	// until then the replica is not ready, since it probes nothing (a forbidden list never syncs).

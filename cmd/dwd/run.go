@@ -314,15 +314,9 @@ func (o *options) cacheOptions() (cache.Options, error) {
 func (o *options) setupRoles(ctx context.Context, mgr manager.Manager, owner sharding.Owner, partitions int) error {
 	if o.proberConfig != nil {
 		opts := o.proberOptions()
-		opts.PartitionCount = partitions
-		p, err := prober.Setup(ctx, mgr, o.proberConfig, owner, opts)
-		if err != nil {
+		opts.PartitionCount, opts.Audit = partitions, o.auditLog
+		if _, err := prober.Setup(ctx, mgr, o.proberConfig, owner, opts); err != nil {
 			return fmt.Errorf("setting up the prober: %w", err)
-		}
-		if o.auditLog != nil {
-			// prober.Options has no audit log (yet): the scaler is given it here, before the manager
-			// starts any flow.
-			p.Scaler.Audit, p.Scaler.Partition = o.auditLog, owner.Partition
 		}
 	}
 	if o.weederConfig != nil {
