@@ -28,7 +28,7 @@ func (c *Coordinator) staleViewAfter() time.Duration {
 // settings, no partition lease is held under another partition count, and its own cache is fresh.
 // It logs, counts and reports an Event when that changes.
 func (c *Coordinator) check(snap snapshot, now time.Time) bool {
-	mismatched := c.mismatched(snap, now)
+	mismatched, disagreeing := c.mismatched(snap, now)
 	if mismatched != c.checks.mismatched {
 		began := c.checks.mismatched == ""
 		c.checks.mismatched = mismatched
@@ -45,7 +45,7 @@ func (c *Coordinator) check(snap snapshot, now time.Time) bool {
 			c.log.Info("Group settings disagree", "own", c.cfg.Settings, "others", mismatched)
 		}
 	}
-	c.metrics.mismatch.Set(float64(strings.Count(mismatched, ";")))
+	c.metrics.mismatch.Set(float64(disagreeing))
 	cachedOwn := ""
 	if own := snap.members[c.cfg.Member]; own != nil {
 		cachedOwn = own.ResourceVersion
@@ -60,8 +60,9 @@ func (c *Coordinator) check(snap snapshot, now time.Time) bool {
 }
 
 // mismatched lists the live members whose advertised settings differ from this member's, and the
-// held partition leases written under another partition count, each entry ended by ";".
-func (c *Coordinator) mismatched(snap snapshot, now time.Time) string {
+// held partition leases written under another partition count, each entry ended by ";", and how
+// many entries there are (the settings-mismatch gauge).
+func (c *Coordinator) mismatched(snap snapshot, now time.Time) (description string, count int) {
 	var out []string
 	for m, l := range snap.members {
 		if m == c.cfg.Member || !c.observer.Live(m, now) {
@@ -72,10 +73,12 @@ func (c *Coordinator) mismatched(snap snapshot, now time.Time) string {
 		}
 	}
 	sort.Strings(out)
+	count = len(out)
 	if snap.otherCount > 0 {
 		out = append(out, fmt.Sprintf("%d held partition leases under another partition count;", snap.otherCount))
+		count++
 	}
-	return strings.Join(out, " ")
+	return strings.Join(out, " "), count
 }
 
 // stopForeignWrites stops, without writing anything, the work of every held partition whose lease

@@ -89,6 +89,7 @@ type Coordinator struct {
 	counted     struct {
 		changes uint64
 		at      time.Time
+		owned   int // the count, for the Rebalanced line
 	}
 
 	workCtx    context.Context

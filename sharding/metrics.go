@@ -217,5 +217,5 @@ func (c *Coordinator) updateShootsOwned(ctx context.Context, now time.Time) {
 		}
 	}
 	c.metrics.shootsOwned.Set(float64(owned))
-	c.counted.changes, c.counted.at = changes, now
+	c.counted.changes, c.counted.at, c.counted.owned = changes, now, owned
 }

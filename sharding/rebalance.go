@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -187,15 +186,11 @@ func (c *Coordinator) describeCrashed(crashed map[string]int) string {
 	return strings.Join(out, ", ")
 }
 
-// ownedShoots returns the shoots this member owns as the shoots-owned gauge has them, which the step
-// recounted when the held partitions changed; unknown without a list of the shoot namespaces.
+// ownedShoots returns the shoots this member owns as the step counted them for the shoots-owned gauge
+// when the held partitions changed; unknown without a list of the shoot namespaces.
 func (c *Coordinator) ownedShoots() (int, bool) {
 	if c.namespaces == nil {
 		return 0, false
 	}
-	var m dto.Metric
-	if err := c.metrics.shootsOwned.Write(&m); err != nil {
-		return 0, false
-	}
-	return int(m.GetGauge().GetValue()), true
+	return c.counted.owned, true
 }

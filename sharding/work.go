@@ -304,7 +304,7 @@ func (c *Coordinator) Fence() {
 	held := c.Held()
 	c.fenceMu.Unlock()
 	if len(held) > 0 {
-		c.log.Info("Fenced: stopping the work of every partition", "partitions", len(held))
+		c.log.V(1).Info("Fenced: stopping the work of every partition", "partitions", len(held)) // the Runner logs the fence at info
 	}
 	c.forEachBounded(held, func(p int) { c.stop(p, ReleaseFence) })
 	// Stops already under way elsewhere (a release, a foreign write) left the held set before this
