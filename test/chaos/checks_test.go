@@ -101,7 +101,7 @@ func (c *cluster) heldByAnswering(ctx context.Context) (float64, bool) {
 	total := 0.0
 	for _, r := range c.replicas {
 		n, ok := held(ctx, r)
-		if !ok && r.proc != nil && r.proc.running() && !r.paused.Load() {
+		if !ok && r.alive() && !r.paused.Load() {
 			return 0, false
 		}
 		total += n

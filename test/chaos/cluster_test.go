@@ -250,9 +250,9 @@ func (c *cluster) nextAuditLog(name string, start int) string {
 // stop ends the replicas and the seed.
 func (c *cluster) stop() {
 	for _, r := range c.replicas {
-		if r.proc != nil && r.proc.running() {
-			r.proc.signal(sigcont)
-			r.proc.terminate(10 * time.Second)
+		if r.alive() {
+			r.proc().signal(sigcont)
+			r.proc().terminate(10 * time.Second)
 		}
 	}
 	for _, p := range c.proxies {
@@ -286,7 +286,7 @@ func (c *cluster) converge(ctx context.Context, since time.Time, timeout time.Du
 	var unprobed []string
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		for _, r := range c.replicas {
-			if !r.proc.running() {
+			if !r.alive() {
 				return false, fmt.Errorf("%s exited", r.name)
 			}
 			if !r.ready(ctx) {

@@ -38,7 +38,7 @@ var processScenarios = []scenario{
 func killAndRestart(ctx context.Context, c *cluster, rng *rand.Rand, sz sizes) ([]string, error) {
 	for range sz.killRounds {
 		r := c.pick(rng)
-		r.proc.kill()
+		r.proc().kill()
 		took, err := awaitTakeover(ctx, c.others(r), takeoverTimeout)
 		if err != nil {
 			return nil, fmt.Errorf("after kill -9 of %s: %w", r.name, err)
@@ -66,7 +66,7 @@ func (c *cluster) restart(ctx context.Context, r *replica) error {
 // hold its partitions within seconds, not a lease duration; then it starts again.
 func terminateAndRestart(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]string, error) {
 	r := c.pick(rng)
-	if !r.proc.terminate(stopTimeout) {
+	if !r.proc().terminate(stopTimeout) {
 		return nil, fmt.Errorf("%s did not exit within %s of SIGTERM and was killed", r.name, stopTimeout)
 	}
 	took, err := awaitTakeover(ctx, c.others(r), handoverTimeout)
@@ -82,14 +82,14 @@ func terminateAndRestart(ctx context.Context, c *cluster, rng *rand.Rand, _ size
 // own (the audit), and the group converges.
 func restartAtOnce(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]string, error) {
 	r := c.pick(rng)
-	r.proc.kill()
+	r.proc().kill()
 	if err := c.restart(ctx, r); err != nil {
 		return nil, fmt.Errorf("after kill -9: %w", err)
 	}
 	if err := c.converge(ctx, time.Now(), convergeTimeout); err != nil {
 		return nil, fmt.Errorf("after kill -9 of %s and its restart: %w", r.name, err)
 	}
-	if !r.proc.terminate(stopTimeout) {
+	if !r.proc().terminate(stopTimeout) {
 		return nil, fmt.Errorf("%s did not exit within %s of SIGTERM", r.name, stopTimeout)
 	}
 	if err := c.restart(ctx, r); err != nil {
@@ -111,7 +111,7 @@ func duplicateName(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]
 	if err := dup.start(c.dwd, c.common, c.nextAuditLog(r.name+"-duplicate", c.duplicates)); err != nil {
 		return nil, err
 	}
-	defer dup.proc.kill()
+	defer dup.proc().kill()
 	var errs []error
 	err := until(ctx, leaseDuration+4*time.Second, func(ctx context.Context) bool {
 		if n, _ := held(ctx, dup); n > 0 {
@@ -127,7 +127,7 @@ func duplicateName(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]
 	if err == nil {
 		return nil, errors.Join(errs...)
 	}
-	c.logf("second process under %s: it held nothing for %s; it is %s", r.name, leaseDuration+4*time.Second, runningOrExited(dup.proc))
+	c.logf("second process under %s: it held nothing for %s; it is %s", r.name, leaseDuration+4*time.Second, runningOrExited(dup.proc()))
 	return nil, nil
 }
 
@@ -174,7 +174,7 @@ func cutNetwork(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]str
 // takeover) and it rejoins.
 func pauseProcess(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]string, error) {
 	r := c.pick(rng)
-	r.proc.signal(syscall.SIGSTOP)
+	r.proc().signal(syscall.SIGSTOP)
 	r.paused.Store(true)
 	defer r.resume()
 	took, err := awaitTakeover(ctx, c.others(r), takeoverTimeout)

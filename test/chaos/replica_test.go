@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -29,13 +30,19 @@ type process struct {
 // replica is one member of the group: a name, its own proxy to the API server, and its current
 // process. Every start gets new metrics and health ports, its own audit log and appends to the
 // replica's log.
+//
+// Locking: mu guards the current process and its ports, which a restart replaces while the
+// scenario's samplers read them.
 type replica struct {
 	name       string
 	kubeconfig string
 	log        string
-	metrics    string
-	health     string
-	proc       *process
+
+	mu      sync.Mutex
+	metrics string
+	health  string
+	current *process
+
 	// starts counts the processes started under this replica, for the audit logs' names.
 	starts int
 	// paused is set while the process is stopped (SIGSTOP).
@@ -44,7 +51,7 @@ type replica struct {
 
 // resume continues a stopped process (SIGCONT).
 func (r *replica) resume() {
-	r.proc.signal(syscall.SIGCONT)
+	r.proc().signal(syscall.SIGCONT)
 	r.paused.Store(false)
 }
 
@@ -59,7 +66,6 @@ func (r *replica) start(dwd string, common []string, auditLog string) error {
 	if err != nil {
 		return err
 	}
-	r.metrics, r.health = metrics, health
 	args := append([]string{"run"}, common...)
 	args = append(args, "--member-name="+r.name, "--kubeconfig="+r.kubeconfig,
 		"--metrics-bind-addr="+metrics, "--health-bind-addr="+health)
@@ -70,9 +76,31 @@ func (r *replica) start(dwd string, common []string, auditLog string) error {
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", r.name, err)
 	}
-	r.proc = p
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.current, r.metrics, r.health = p, metrics, health
 	r.starts++
 	return nil
+}
+
+// proc is the replica's current process.
+func (r *replica) proc() *process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.current
+}
+
+// addrs are the current process's metrics and health addresses.
+func (r *replica) addrs() (metrics, health string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.metrics, r.health
+}
+
+// alive reports whether the replica has a running process.
+func (r *replica) alive() bool {
+	p := r.proc()
+	return p != nil && p.running()
 }
 
 // startProcess starts dwd with args, appending its output to log.
@@ -155,10 +183,11 @@ func statusField(lines *bufio.Scanner, field string) (uint64, error) {
 
 // ready asks the replica's /readyz.
 func (r *replica) ready(ctx context.Context) bool {
-	if r.proc == nil || !r.proc.running() {
+	if !r.alive() {
 		return false
 	}
-	return httpOK(ctx, "http://"+r.health+"/readyz")
+	_, health := r.addrs()
+	return httpOK(ctx, "http://"+health+"/readyz")
 }
 
 func httpOK(ctx context.Context, url string) bool {
@@ -175,12 +204,13 @@ func httpOK(ctx context.Context, url string) bool {
 
 // scrape reads the replica's metrics; nil when its process does not answer.
 func (r *replica) scrape(ctx context.Context) map[string]*dto.MetricFamily {
-	if r.proc == nil || !r.proc.running() {
+	if !r.alive() {
 		return nil
 	}
+	metrics, _ := r.addrs()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metrics+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil

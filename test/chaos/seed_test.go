@@ -162,7 +162,7 @@ func (c *cluster) melt(shoots []string) (time.Time, error) {
 func (c *cluster) rollOut(ctx context.Context) error {
 	for i := len(c.replicas) - 1; i >= 0; i-- {
 		r := c.replicas[i]
-		if !r.proc.terminate(stopTimeout) {
+		if !r.proc().terminate(stopTimeout) {
 			return fmt.Errorf("%s did not exit within %s of SIGTERM", r.name, stopTimeout)
 		}
 		if err := c.restart(ctx, r); err != nil {

@@ -95,7 +95,7 @@ func lyingShoots(ctx context.Context, c *cluster, rng *rand.Rand, sz sizes) ([]s
 	errs = append(errs, hold(ctx, lieHold))
 	huge := shoots[indexOf(changes, hugeShoot)]
 	if owner := c.ownerOf(huge); owner != nil {
-		if peak, err := owner.proc.peakRSS(); err == nil {
+		if peak, err := owner.proc().peakRSS(); err == nil {
 			c.stats.peakRSS = max(c.stats.peakRSS, peak)
 			c.logf("peak RSS of %s, which probes the shoot with %d extra leases: %d MiB", owner.name, sz.hugeLeases, peak>>20)
 		}
