@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"strings"
 	"testing"
 	"time"
 
@@ -109,17 +107,6 @@ func TestLieList(t *testing.T) {
 
 	o.duration = time.Minute
 	assert.Equal(t, time.Minute, lieList(o, 10*time.Second)[2].hold)
-}
-
-func TestParseVmRSS(t *testing.T) {
-	status := "Name:\tdwd\nVmPeak:\t  900000 kB\nVmHWM:\t  300000 kB\nVmRSS:\t  123456 kB\nThreads:\t12\n"
-	got, err := parseVmRSS(bufio.NewScanner(strings.NewReader(status)))
-	require.NoError(t, err)
-	assert.Equal(t, uint64(123456*1024), got)
-	_, err = parseVmRSS(bufio.NewScanner(strings.NewReader("Name:\tdwd\n")))
-	assert.Error(t, err)
-	_, err = parseVmRSS(bufio.NewScanner(strings.NewReader("VmRSS:\tlots kB\n")))
-	assert.Error(t, err)
 }
 
 func TestBenchProberConfig(t *testing.T) {

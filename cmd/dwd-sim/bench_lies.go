@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -165,7 +163,7 @@ func sampleRSS(replicas []*replica, period time.Duration) func() []float64 {
 		defer ticker.Stop()
 		for {
 			for i, r := range replicas {
-				if rss, err := residentBytes(r.cmd.Process.Pid); err == nil {
+				if rss, err := r.proc.Memory("VmRSS"); err == nil {
 					peaks[i] = max(peaks[i], float64(rss))
 				}
 			}
@@ -181,35 +179,6 @@ func sampleRSS(replicas []*replica, period time.Duration) func() []float64 {
 		wg.Wait()
 		return peaks
 	}
-}
-
-// residentBytes reads a process's resident memory (VmRSS) from /proc.
-func residentBytes(pid int) (uint64, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	return parseVmRSS(bufio.NewScanner(f))
-}
-
-// parseVmRSS finds the "VmRSS: <n> kB" line of a /proc/<pid>/status.
-func parseVmRSS(lines *bufio.Scanner) (uint64, error) {
-	for lines.Scan() {
-		value, ok := strings.CutPrefix(lines.Text(), "VmRSS:")
-		if !ok {
-			continue
-		}
-		kib, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(value), "kB")), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("VmRSS %q: %w", value, err)
-		}
-		return kib * 1024, nil
-	}
-	if err := lines.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("no VmRSS")
 }
 
 // mib formats bytes as MiB, comma-separated.

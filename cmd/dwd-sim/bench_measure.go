@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
+
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
@@ -44,7 +46,7 @@ func countersByLabel(a, b snapshot, name, match, label string) map[string]float6
 	by := map[string]float64{}
 	add := func(families map[string]*dto.MetricFamily, sign float64) {
 		for _, m := range families[name].GetMetric() {
-			if !labelsMatch(m.GetLabel(), match) {
+			if !dwdproc.LabelsMatch(m.GetLabel(), splitMatch(match)...) {
 				continue
 			}
 			value := ""

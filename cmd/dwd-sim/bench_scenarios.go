@@ -397,7 +397,7 @@ func (b *bench) settle(ctx context.Context, start time.Time, before map[string]s
 func exited(replicas []*replica) error {
 	for _, r := range replicas {
 		if !r.running() {
-			return fmt.Errorf("%s exited (%v); see %s", r.name, r.cmd.ProcessState, r.log)
+			return fmt.Errorf("%s exited (%v); see %s", r.name, r.proc.State(), r.log)
 		}
 	}
 	return nil

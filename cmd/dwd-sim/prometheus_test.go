@@ -9,12 +9,12 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
 
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
@@ -22,9 +22,7 @@ import (
 
 // prometheusServer is a Prometheus process on loopback that scrapes dwd replicas.
 type prometheusServer struct {
-	url    string
-	cmd    *exec.Cmd
-	exited chan struct{}
+	url string
 }
 
 // scrapeInterval is how often the test's Prometheus scrapes the replicas and evaluates the rules.
@@ -56,33 +54,16 @@ func startPrometheus(t *testing.T, bin, dir string, replicas []*replica, rules s
 	require.NoError(t, err)
 	config := filepath.Join(dir, "prometheus.yml")
 	require.NoError(t, os.WriteFile(config, data, 0o644))
-	addr, err := freePort()
+	addr, err := dwdproc.FreePort()
 	require.NoError(t, err)
-	log, err := os.Create(filepath.Join(dir, "prometheus.log"))
+	log := filepath.Join(dir, "prometheus.log")
+	proc, err := dwdproc.Start(bin, []string{"--config.file=" + config, "--web.listen-address=" + addr,
+		"--storage.tsdb.path=" + filepath.Join(dir, "prometheus-data"), "--log.level=warn"}, log)
 	require.NoError(t, err)
-	p := &prometheusServer{url: "http://" + addr, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, "--config.file="+config, "--web.listen-address="+addr,
-		"--storage.tsdb.path="+filepath.Join(dir, "prometheus-data"), "--log.level=warn")
-	p.cmd.Stdout, p.cmd.Stderr = log, log
-	require.NoError(t, p.cmd.Start())
-	go func() { _ = p.cmd.Wait(); _ = log.Close(); close(p.exited) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(p.url + "/-/ready")
-		if err != nil {
-			return false
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 30*time.Second, 100*time.Millisecond, "Prometheus ready; its log: %s", filepath.Join(dir, "prometheus.log"))
+	t.Cleanup(func() { proc.Terminate(10 * time.Second) })
+	p := &prometheusServer{url: "http://" + addr}
+	require.Eventually(t, func() bool { return dwdproc.OK(context.Background(), p.url+"/-/ready") },
+		30*time.Second, 100*time.Millisecond, "Prometheus ready; its log: %s", log)
 	return p
 }
 

@@ -90,7 +90,7 @@ func (g *gardenerStory) handOver(ctx context.Context) (string, error) {
 	}
 	return fmt.Sprintf("%s exited %s after SIGTERM (exit code %d, grace period %s), releasing the leader lease; %s led %s after the exit "+
 		"(retry period %s, leader lease %s) and had probed every shoot %s after it; longest gap between two probes of a shoot %s (%s)",
-		leader.name, exited.Sub(start).Round(10*time.Millisecond), leader.cmd.ProcessState.ExitCode(), gardenerGracePeriod, next.name,
+		leader.name, exited.Sub(start).Round(10*time.Millisecond), leader.proc.State().ExitCode(), gardenerGracePeriod, next.name,
 		led.Round(10*time.Millisecond), gardenerRetryPeriod, gardenerLeaseDuration, probed.Round(10*time.Millisecond),
 		gap.Round(10*time.Millisecond), shoot), nil
 }

@@ -4,19 +4,15 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
+
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
 
 // replica is one `dwd run` process of the demo.
@@ -26,8 +22,7 @@ type replica struct {
 	log         string
 	metricsAddr string
 	healthAddr  string
-	cmd         *exec.Cmd
-	exited      chan struct{}
+	proc        *dwdproc.Process
 }
 
 // replicaSet starts `dwd run` processes against the simulated seed.
@@ -48,11 +43,11 @@ type replicaSet struct {
 
 // start runs a replica named name, logging to a file in the folder.
 func (rs *replicaSet) start(name string) (*replica, error) {
-	metrics, err := freePort()
+	metrics, err := dwdproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	health, err := freePort()
+	health, err := dwdproc.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +58,7 @@ func (rs *replicaSet) start(name string) (*replica, error) {
 	}
 	r.args = append(r.args, "--metrics-bind-addr="+metrics, "--health-bind-addr="+health)
 	if rs.pprof {
-		addr, err := freePort()
+		addr, err := dwdproc.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -86,62 +81,26 @@ func (rs *replicaSet) common(name string) []string {
 
 // run starts (or restarts) the replica's process.
 func (r *replica) run(dwd string) error {
-	out, err := os.OpenFile(r.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	p, err := dwdproc.Start(dwd, r.args, r.log)
 	if err != nil {
-		return err
-	}
-	r.cmd = exec.Command(dwd, r.args...)
-	r.cmd.Stdout, r.cmd.Stderr = out, out
-	if err := r.cmd.Start(); err != nil {
-		_ = out.Close()
 		return fmt.Errorf("starting %s: %w", r.name, err)
 	}
-	r.exited = make(chan struct{})
-	go func() { _ = r.cmd.Wait(); _ = out.Close(); close(r.exited) }()
+	r.proc = p
 	return nil
 }
 
 // kill ends the process at once (SIGKILL): a crash.
-func (r *replica) kill() {
-	_ = r.cmd.Process.Signal(syscall.SIGKILL)
-	<-r.exited
-}
+func (r *replica) kill() { r.proc.Kill() }
 
 // terminate asks the process to stop (SIGTERM) and waits for it; after timeout it kills it and
 // returns false.
-func (r *replica) terminate(timeout time.Duration) bool {
-	_ = r.cmd.Process.Signal(syscall.SIGTERM)
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-r.exited:
-		return true
-	case <-t.C:
-		r.kill()
-		return false
-	}
-}
+func (r *replica) terminate(timeout time.Duration) bool { return r.proc.Terminate(timeout) }
 
-func (r *replica) running() bool {
-	select {
-	case <-r.exited:
-		return false
-	default:
-		return true
-	}
-}
+func (r *replica) running() bool { return r.proc.Running() }
 
 // ready asks the replica's /readyz, waiting a second at most.
 func (r *replica) ready(ctx context.Context) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.healthAddr+"/readyz", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return dwdproc.OK(ctx, "http://"+r.healthAddr+"/readyz")
 }
 
 // metrics scrapes the replica's metrics; nil when it does not answer.
@@ -149,68 +108,18 @@ func (r *replica) metrics(ctx context.Context) map[string]*dto.MetricFamily {
 	if !r.running() {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metricsAddr+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil
-	}
-	return families
+	return dwdproc.Scrape(ctx, r.metricsAddr)
 }
 
 // sum adds up the samples of a counter or gauge whose labels include match ("k=v,k=v").
 func sum(families map[string]*dto.MetricFamily, name, match string) float64 {
-	f, ok := families[name]
-	if !ok {
-		return 0
-	}
-	total := 0.0
-	for _, m := range f.GetMetric() {
-		if !labelsMatch(m.GetLabel(), match) {
-			continue
-		}
-		switch {
-		case m.Counter != nil:
-			total += m.GetCounter().GetValue()
-		case m.Gauge != nil:
-			total += m.GetGauge().GetValue()
-		}
-	}
-	return total
+	return dwdproc.Sum(families, name, splitMatch(match)...)
 }
 
-func labelsMatch(labels []*dto.LabelPair, match string) bool {
+// splitMatch splits "k=v,k=v" into its pairs; none for "".
+func splitMatch(match string) []string {
 	if match == "" {
-		return true
+		return nil
 	}
-	for _, kv := range strings.Split(match, ",") {
-		k, v, _ := strings.Cut(kv, "=")
-		found := false
-		for _, l := range labels {
-			if l.GetName() == k && l.GetValue() == v {
-				found = true
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
-
-// freePort returns a loopback address whose port was free a moment ago.
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return strings.Split(match, ",")
 }

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/clientcmd"
@@ -251,8 +253,8 @@ func (c *cluster) nextAuditLog(name string, start int) string {
 func (c *cluster) stop() {
 	for _, r := range c.replicas {
 		if r.alive() {
-			r.proc().signal(sigcont)
-			r.proc().terminate(10 * time.Second)
+			r.proc().Signal(sigcont)
+			r.proc().Terminate(10 * time.Second)
 		}
 	}
 	for _, p := range c.proxies {
@@ -273,8 +275,8 @@ func (c *cluster) stop() {
 func (c *cluster) totals(ctx context.Context) (held, probing float64) {
 	for _, r := range c.replicas {
 		m := r.scrape(ctx)
-		held += sum(m, "dwd_sharding_partitions_held")
-		probing += sum(m, "dwd_probes_active")
+		held += dwdproc.Sum(m, "dwd_sharding_partitions_held")
+		probing += dwdproc.Sum(m, "dwd_probes_active")
 	}
 	return held, probing
 }

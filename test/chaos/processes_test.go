@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
 )
 
 const (
@@ -38,7 +40,7 @@ var processScenarios = []scenario{
 func killAndRestart(ctx context.Context, c *cluster, rng *rand.Rand, sz sizes) ([]string, error) {
 	for range sz.killRounds {
 		r := c.pick(rng)
-		r.proc().kill()
+		r.proc().Kill()
 		took, err := awaitTakeover(ctx, c.others(r), takeoverTimeout)
 		if err != nil {
 			return nil, fmt.Errorf("after kill -9 of %s: %w", r.name, err)
@@ -66,7 +68,7 @@ func (c *cluster) restart(ctx context.Context, r *replica) error {
 // hold its partitions within seconds, not a lease duration; then it starts again.
 func terminateAndRestart(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]string, error) {
 	r := c.pick(rng)
-	if !r.proc().terminate(stopTimeout) {
+	if !r.proc().Terminate(stopTimeout) {
 		return nil, fmt.Errorf("%s did not exit within %s of SIGTERM and was killed", r.name, stopTimeout)
 	}
 	took, err := awaitTakeover(ctx, c.others(r), handoverTimeout)
@@ -82,14 +84,14 @@ func terminateAndRestart(ctx context.Context, c *cluster, rng *rand.Rand, _ size
 // own (the audit), and the group converges.
 func restartAtOnce(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]string, error) {
 	r := c.pick(rng)
-	r.proc().kill()
+	r.proc().Kill()
 	if err := c.restart(ctx, r); err != nil {
 		return nil, fmt.Errorf("after kill -9: %w", err)
 	}
 	if err := c.converge(ctx, time.Now(), convergeTimeout); err != nil {
 		return nil, fmt.Errorf("after kill -9 of %s and its restart: %w", r.name, err)
 	}
-	if !r.proc().terminate(stopTimeout) {
+	if !r.proc().Terminate(stopTimeout) {
 		return nil, fmt.Errorf("%s did not exit within %s of SIGTERM", r.name, stopTimeout)
 	}
 	if err := c.restart(ctx, r); err != nil {
@@ -111,7 +113,7 @@ func duplicateName(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]
 	if err := dup.start(c.dwd, c.common, c.nextAuditLog(r.name+"-duplicate", c.duplicates)); err != nil {
 		return nil, err
 	}
-	defer dup.proc().kill()
+	defer dup.proc().Kill()
 	var errs []error
 	err := until(ctx, leaseDuration+4*time.Second, func(ctx context.Context) bool {
 		if n, _ := held(ctx, dup); n > 0 {
@@ -131,8 +133,8 @@ func duplicateName(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]
 	return nil, nil
 }
 
-func runningOrExited(p *process) string {
-	if p.running() {
+func runningOrExited(p *dwdproc.Process) string {
+	if p.Running() {
 		return "still running"
 	}
 	return "exited on its own"
@@ -174,7 +176,7 @@ func cutNetwork(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]str
 // takeover) and it rejoins.
 func pauseProcess(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]string, error) {
 	r := c.pick(rng)
-	r.proc().signal(syscall.SIGSTOP)
+	r.proc().Signal(syscall.SIGSTOP)
 	r.paused.Store(true)
 	defer r.resume()
 	took, err := awaitTakeover(ctx, c.others(r), takeoverTimeout)

@@ -1,31 +1,16 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net"
-	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
-	"time"
+
+	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 )
-
-// process is one `dwd run` process; a replica runs one process after the other under its name.
-type process struct {
-	cmd    *exec.Cmd
-	exited chan struct{}
-}
 
 // replica is one member of the group: a name, its own proxy to the API server, and its current
 // process. Every start gets new metrics and health ports, its own audit log and appends to the
@@ -41,7 +26,7 @@ type replica struct {
 	mu      sync.Mutex
 	metrics string
 	health  string
-	current *process
+	current *dwdproc.Process
 
 	// starts counts the processes started under this replica, for the audit logs' names.
 	starts int
@@ -51,18 +36,18 @@ type replica struct {
 
 // resume continues a stopped process (SIGCONT).
 func (r *replica) resume() {
-	r.proc().signal(syscall.SIGCONT)
+	r.proc().Signal(syscall.SIGCONT)
 	r.paused.Store(false)
 }
 
 // start starts a new process of the replica with the common args; auditLog, when not empty, is given
 // to --audit-log.
 func (r *replica) start(dwd string, common []string, auditLog string) error {
-	metrics, err := freePort()
+	metrics, err := dwdproc.FreePort()
 	if err != nil {
 		return err
 	}
-	health, err := freePort()
+	health, err := dwdproc.FreePort()
 	if err != nil {
 		return err
 	}
@@ -72,7 +57,7 @@ func (r *replica) start(dwd string, common []string, auditLog string) error {
 	if auditLog != "" {
 		args = append(args, "--audit-log="+auditLog)
 	}
-	p, err := startProcess(dwd, args, r.log)
+	p, err := dwdproc.Start(dwd, args, r.log)
 	if err != nil {
 		return fmt.Errorf("starting %s: %w", r.name, err)
 	}
@@ -84,7 +69,7 @@ func (r *replica) start(dwd string, common []string, auditLog string) error {
 }
 
 // proc is the replica's current process.
-func (r *replica) proc() *process {
+func (r *replica) proc() *dwdproc.Process {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.current
@@ -100,85 +85,7 @@ func (r *replica) addrs() (metrics, health string) {
 // alive reports whether the replica has a running process.
 func (r *replica) alive() bool {
 	p := r.proc()
-	return p != nil && p.running()
-}
-
-// startProcess starts dwd with args, appending its output to log.
-func startProcess(dwd string, args []string, log string) (*process, error) {
-	out, err := os.OpenFile(log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(dwd, args...)
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		_ = out.Close()
-		return nil, err
-	}
-	p := &process{cmd: cmd, exited: make(chan struct{})}
-	go func() { _ = cmd.Wait(); _ = out.Close(); close(p.exited) }()
-	return p, nil
-}
-
-// kill ends the process at once (SIGKILL, which also ends a stopped process) and waits for it.
-func (p *process) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exited
-}
-
-// terminate sends SIGTERM and waits for the exit; after timeout it kills the process and returns
-// false.
-func (p *process) terminate(timeout time.Duration) bool {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-p.exited:
-		return true
-	case <-t.C:
-		p.kill()
-		return false
-	}
-}
-
-func (p *process) signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
-
-func (p *process) running() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// peakRSS is the process's peak resident memory (VmHWM), in bytes.
-func (p *process) peakRSS() (uint64, error) {
-	f, err := os.Open(filepath.Join("/proc", strconv.Itoa(p.cmd.Process.Pid), "status"))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	return statusField(bufio.NewScanner(f), "VmHWM:")
-}
-
-// statusField reads a "<field> <n> kB" line of /proc/<pid>/status, in bytes.
-func statusField(lines *bufio.Scanner, field string) (uint64, error) {
-	for lines.Scan() {
-		value, ok := strings.CutPrefix(lines.Text(), field)
-		if !ok {
-			continue
-		}
-		kib, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(value), "kB")), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s %q: %w", field, value, err)
-		}
-		return kib * 1024, nil
-	}
-	if err := lines.Err(); err != nil {
-		return 0, err
-	}
-	return 0, fmt.Errorf("no %s", field)
+	return p != nil && p.Running()
 }
 
 // ready asks the replica's /readyz.
@@ -187,19 +94,7 @@ func (r *replica) ready(ctx context.Context) bool {
 		return false
 	}
 	_, health := r.addrs()
-	return httpOK(ctx, "http://"+health+"/readyz")
-}
-
-func httpOK(ctx context.Context, url string) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false
-	}
-	defer resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
+	return dwdproc.OK(ctx, "http://"+health+"/readyz")
 }
 
 // scrape reads the replica's metrics; nil when its process does not answer.
@@ -208,54 +103,5 @@ func (r *replica) scrape(ctx context.Context) map[string]*dto.MetricFamily {
 		return nil
 	}
 	metrics, _ := r.addrs()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metrics+"/metrics", nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil
-	}
-	return families
-}
-
-// sum adds up the samples of a counter or gauge whose labels include every k=v of match.
-func sum(families map[string]*dto.MetricFamily, name string, match ...string) float64 {
-	total := 0.0
-	for _, m := range families[name].GetMetric() {
-		if !labelsMatch(m.GetLabel(), match) {
-			continue
-		}
-		total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-	}
-	return total
-}
-
-func labelsMatch(labels []*dto.LabelPair, match []string) bool {
-	for _, kv := range match {
-		k, v, _ := strings.Cut(kv, "=")
-		found := false
-		for _, l := range labels {
-			found = found || l.GetName() == k && l.GetValue() == v
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
-}
-
-// freePort returns a loopback address whose port was free a moment ago.
-func freePort() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return dwdproc.Scrape(ctx, metrics)
 }

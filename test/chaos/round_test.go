@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
 )
 
 // sizes are the scenarios' parameters that differ between the short suite and the soak.
@@ -88,7 +90,7 @@ func (c *cluster) others(r *replica) []*replica {
 func heldBy(ctx context.Context, replicas []*replica) float64 {
 	held := 0.0
 	for _, r := range replicas {
-		held += sum(r.scrape(ctx), "dwd_sharding_partitions_held")
+		held += dwdproc.Sum(r.scrape(ctx), "dwd_sharding_partitions_held")
 	}
 	return held
 }
@@ -97,7 +99,7 @@ func heldBy(ctx context.Context, replicas []*replica) float64 {
 // process), which is no 0.
 func held(ctx context.Context, r *replica) (float64, bool) {
 	m := r.scrape(ctx)
-	return sum(m, "dwd_sharding_partitions_held"), m != nil
+	return dwdproc.Sum(m, "dwd_sharding_partitions_held"), m != nil
 }
 
 // awaitTakeover waits until the replicas hold every partition, and returns how long it took.

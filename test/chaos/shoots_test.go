@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -95,7 +97,7 @@ func lyingShoots(ctx context.Context, c *cluster, rng *rand.Rand, sz sizes) ([]s
 	errs = append(errs, hold(ctx, lieHold))
 	huge := shoots[indexOf(changes, hugeShoot)]
 	if owner := c.ownerOf(huge); owner != nil {
-		if peak, err := owner.proc().peakRSS(); err == nil {
+		if peak, err := owner.proc().Memory("VmHWM"); err == nil {
 			c.stats.peakRSS = max(c.stats.peakRSS, peak)
 			c.logf("peak RSS of %s, which probes the shoot with %d extra leases: %d MiB", owner.name, sz.hugeLeases, peak>>20)
 		}
@@ -174,7 +176,7 @@ func (c *cluster) faultMetrics(ctx context.Context) faultCounts {
 				}
 			}
 		}
-		counts["throttled api=shoot"] += sum(m, "dwd_api_throttled_requests_total", "api=shoot")
+		counts["throttled api=shoot"] += dwdproc.Sum(m, "dwd_api_throttled_requests_total", "api=shoot")
 	}
 	return counts
 }

@@ -1,0 +1,91 @@
+package dwdproc
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestProcessSignals(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "sleep.log")
+	logged := func(want string) func() bool {
+		return func() bool { out, _ := os.ReadFile(log); return strings.Contains(string(out), want) }
+	}
+	p, err := Start("/bin/sh", []string{"-c", "echo started; exec sleep 60"}, log)
+	require.NoError(t, err)
+	require.Eventually(t, logged("started\n"), 10*time.Second, 10*time.Millisecond)
+	assert.True(t, p.Running())
+	assert.Positive(t, p.Pid())
+	p.Signal(syscall.SIGSTOP)
+	p.Kill() // ends a stopped process too
+	assert.False(t, p.Running())
+	out, err := os.ReadFile(log)
+	require.NoError(t, err)
+	assert.Equal(t, "started\n", string(out))
+
+	p, err = Start("/bin/sh", []string{"-c", "trap '' TERM; echo trapped; exec sleep 60"}, log)
+	require.NoError(t, err)
+	require.Eventually(t, logged("trapped"), 10*time.Second, 10*time.Millisecond)
+	assert.False(t, p.Terminate(100*time.Millisecond), "SIGTERM ignored: killed after the timeout")
+	<-p.Exited()
+
+	_, err = Start("/does/not/exist", nil, log)
+	assert.ErrorContains(t, err, "/does/not/exist")
+}
+
+func TestScrapeAndSum(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/metrics" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(strings.Join([]string{
+			`# TYPE dwd_x counter`, `dwd_x{a="1",b="2"} 3`, `dwd_x{a="1",b="3"} 4`,
+			`# TYPE dwd_y gauge`, `dwd_y 5`, ``}, "\n")))
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	f := Scrape(context.Background(), addr)
+	require.NotNil(t, f)
+	assert.Equal(t, 7.0, Sum(f, "dwd_x"))
+	assert.Equal(t, 3.0, Sum(f, "dwd_x", "a=1", "b=2"))
+	assert.Zero(t, Sum(f, "dwd_x", "a=2"))
+	assert.Equal(t, 5.0, Sum(f, "dwd_y"))
+	assert.Zero(t, Sum(f, "dwd_missing"))
+	assert.True(t, OK(context.Background(), srv.URL+"/metrics"))
+	assert.False(t, OK(context.Background(), srv.URL+"/readyz"))
+
+	free, err := FreePort()
+	require.NoError(t, err)
+	assert.Nil(t, Scrape(context.Background(), free), "nothing listens")
+}
+
+func TestStatusBytes(t *testing.T) {
+	status := "Name:\tdwd\nVmPeak:\t  900000 kB\nVmHWM:\t  300000 kB\nVmRSS:\t  123456 kB\nThreads:\t12\n"
+	got, err := statusBytes(strings.NewReader(status), "VmRSS")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(123456*1024), got)
+	got, err = statusBytes(strings.NewReader(status), "VmHWM")
+	require.NoError(t, err)
+	assert.Equal(t, uint64(300000*1024), got)
+	_, err = statusBytes(strings.NewReader("Name:\tdwd\n"), "VmRSS")
+	assert.Error(t, err)
+	_, err = statusBytes(strings.NewReader("VmRSS:\tlots kB\n"), "VmRSS")
+	assert.Error(t, err)
+
+	p, err := Start("/bin/sh", []string{"-c", "exec sleep 60"}, filepath.Join(t.TempDir(), "log"))
+	require.NoError(t, err)
+	defer p.Kill()
+	rss, err := p.Memory("VmRSS")
+	require.NoError(t, err)
+	assert.Positive(t, rss)
+}

@@ -1,0 +1,87 @@
+package dwdproc
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// FreePort returns a loopback address whose port was free a moment ago.
+func FreePort() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// OK reports whether a GET of url answers 200 within a second (a /readyz).
+func OK(ctx context.Context, url string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// Scrape reads the metrics served at addr (host:port, path /metrics), waiting two seconds at most;
+// nil when they cannot be read.
+func Scrape(ctx context.Context, addr string) map[string]*dto.MetricFamily {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil
+	}
+	return families
+}
+
+// Sum adds up the samples of the counter or gauge name whose labels include every "k=v" of match.
+func Sum(families map[string]*dto.MetricFamily, name string, match ...string) float64 {
+	total := 0.0
+	for _, m := range families[name].GetMetric() {
+		if LabelsMatch(m.GetLabel(), match...) {
+			total += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return total
+}
+
+// LabelsMatch reports whether labels include every "k=v" of match.
+func LabelsMatch(labels []*dto.LabelPair, match ...string) bool {
+	for _, kv := range match {
+		k, v, _ := strings.Cut(kv, "=")
+		found := false
+		for _, l := range labels {
+			found = found || l.GetName() == k && l.GetValue() == v
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
