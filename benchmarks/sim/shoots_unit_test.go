@@ -391,3 +391,11 @@ func TestExtraLeasesAreEncodedOncePerRenew(t *testing.T) {
 	assert.Equal(t, []string{"extra-lease-0", "extra-lease-1", "extra-lease-2"}, []string{list.Items[0].Name, list.Items[1].Name, list.Items[2].Name})
 	assert.Equal(t, t0.Add(10*time.Second), list.Items[2].Spec.RenewTime.UTC())
 }
+
+func TestProberConfigWithChangesOnlyTheTimings(t *testing.T) {
+	assert.Equal(t, ProberConfig, ProberConfigWith(2*time.Second, 5*time.Second, 40*time.Second, 2*time.Second))
+	c := ProberConfigWith(time.Second, 10*time.Second, 20*time.Second, 0)
+	for _, want := range []string{"probeInterval: 1s", "probeTimeout: 10s", "kcmNodeMonitorGraceDuration: 20s", "initialDelay: 0s}"} {
+		assert.Contains(t, c, want)
+	}
+}

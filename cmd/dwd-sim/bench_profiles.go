@@ -8,10 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
 // The scale budget flags of `dwd run` and their defaults, and the shoot answer bounds. A binary built
@@ -128,9 +128,5 @@ func (b *bench) replicaSet(p replicaProfile) (*replicaSet, error) {
 // benchProberConfig is the demo's prober config at another probe interval, probe timeout and
 // machine-controller-manager scale-up delay.
 func benchProberConfig(interval, probeTimeout, mcmScaleUpDelay time.Duration) string {
-	return strings.NewReplacer(
-		"probeInterval: 2s", "probeInterval: "+interval.String(),
-		"probeTimeout: 5s", "probeTimeout: "+probeTimeout.String(),
-		"scaleUp: {level: 1, initialDelay: 2s}", "scaleUp: {level: 1, initialDelay: "+mcmScaleUpDelay.String()+"}",
-	).Replace(demoProberConfig)
+	return sim.ProberConfigWith(interval, probeTimeout, 40*time.Second, mcmScaleUpDelay)
 }

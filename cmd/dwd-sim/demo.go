@@ -38,38 +38,11 @@ func expiredSince(shoots *sim.ShootServer, ns string) time.Time {
 	return at
 }
 
-const demoProberConfig = `kubeConfigSecretName: ` + sim.KubeconfigSecretName + `
-probeInterval: 2s
-initialDelay: 2s
-probeTimeout: 5s
-kcmNodeMonitorGraceDuration: 40s
-nodeLeaseFailureFraction: 0.6
-dependentResourceInfos:
-  - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
-    scaleUp: {level: 0}
-    scaleDown: {level: 1}
-  - ref: {kind: Deployment, name: machine-controller-manager, apiVersion: apps/v1}
-    scaleUp: {level: 1, initialDelay: 2s}
-    scaleDown: {level: 0}
-  - ref: {kind: Deployment, name: cluster-autoscaler, apiVersion: apps/v1}
-    optional: true
-    scaleUp: {level: 2}
-    scaleDown: {level: 0}
-`
-
-const demoWeederConfig = `watchDuration: 30s
-servicesAndDependantSelectors:
-  etcd-main-client:
-    podSelectors:
-      - matchExpressions:
-          - {key: gardener.cloud/role, operator: In, values: [controlplane]}
-          - {key: role, operator: In, values: [apiserver]}
-  kube-apiserver:
-    podSelectors:
-      - matchExpressions:
-          - {key: gardener.cloud/role, operator: In, values: [controlplane]}
-          - {key: role, operator: NotIn, values: [main, apiserver]}
-`
+// The demo's configs are the simulated seed's.
+const (
+	demoProberConfig = sim.ProberConfig
+	demoWeederConfig = sim.WeederConfig
+)
 
 // demoOptions are the demo's flags.
 type demoOptions struct {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
@@ -41,24 +42,7 @@ const (
 
 // proberConfig is the replicas' prober config: the demo's, with the shortest grace period the
 // product accepts (16s at least), so that a meltdown is decided 15 s after the kubelets stop.
-const proberConfig = `kubeConfigSecretName: ` + sim.KubeconfigSecretName + `
-probeInterval: 2s
-initialDelay: 2s
-probeTimeout: 10s
-kcmNodeMonitorGraceDuration: 20s
-nodeLeaseFailureFraction: 0.6
-dependentResourceInfos:
-  - ref: {kind: Deployment, name: kube-controller-manager, apiVersion: apps/v1}
-    scaleUp: {level: 0}
-    scaleDown: {level: 1}
-  - ref: {kind: Deployment, name: machine-controller-manager, apiVersion: apps/v1}
-    scaleUp: {level: 1, initialDelay: 2s}
-    scaleDown: {level: 0}
-  - ref: {kind: Deployment, name: cluster-autoscaler, apiVersion: apps/v1}
-    optional: true
-    scaleUp: {level: 2}
-    scaleDown: {level: 0}
-`
+var proberConfig = sim.ProberConfigWith(2*time.Second, 10*time.Second, 20*time.Second, 2*time.Second)
 
 // The grace period's consequences: when a melted shoot's leases count as expired (0.75 × 20 s) and
 // the fraction that decides.
@@ -67,14 +51,8 @@ const (
 	expiredFraction = 0.6
 )
 
-const weederConfig = `watchDuration: 10s
-servicesAndDependantSelectors:
-  etcd-main-client:
-    podSelectors:
-      - matchExpressions:
-          - {key: gardener.cloud/role, operator: In, values: [controlplane]}
-          - {key: role, operator: In, values: [apiserver]}
-`
+// weederConfig is the simulated seed's, with a shorter watch.
+var weederConfig = strings.Replace(sim.WeederConfig, "watchDuration: 30s", "watchDuration: 10s", 1)
 
 // cluster is the seed, its shoots and the replicas every scenario acts on.
 type cluster struct {
