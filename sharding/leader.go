@@ -35,8 +35,15 @@ type Leader struct {
 }
 
 // NewLeader returns the Ownership of a replica of group that leads while lock's renewals succeed.
+// Its metrics name member (the host name) and show the leader lease's renewals as a member lease's,
+// and one partition: the alerts on renewals and the dashboards read a leader as a group of one.
 func NewLeader(group, member string, lock *FencedLock, log logr.Logger) *Leader {
-	return &Leader{lock: lock, clock: lock.clock, log: log, metrics: newMemberMetrics(group, member)}
+	m := newMemberMetrics(group, member)
+	partitions.WithLabelValues(group, member).Set(LeaderPartitions)
+	lock.mu.Lock()
+	lock.renewed = func(sent time.Time) { m.lastRenew.Set(float64(sent.UnixNano()) / 1e9) }
+	lock.mu.Unlock()
+	return &Leader{lock: lock, clock: lock.clock, log: log, metrics: m}
 }
 
 // AddHandler registers a handler; call it before the manager starts.
@@ -118,6 +125,8 @@ type FencedLock struct {
 
 	mu      sync.Mutex
 	fenceAt time.Time
+	// renewed, when set, is told the send time of every successful renewal (the Leader's metrics).
+	renewed func(sent time.Time)
 }
 
 // NewFencedLock wraps lock; renewDeadline is the leader election's.
@@ -156,6 +165,12 @@ func (l *FencedLock) written(record resourcelock.LeaderElectionRecord, sent time
 			l.Audit.Renewed(sent.Add(l.renewDeadline))
 		}
 		l.setFence(sent.Add(l.renewDeadline))
+		l.mu.Lock()
+		renewed := l.renewed
+		l.mu.Unlock()
+		if renewed != nil {
+			renewed(sent)
+		}
 	}
 }
 

@@ -81,7 +81,7 @@ func TestFencedLockFenceFollowsSuccessfulRenewals(t *testing.T) {
 func TestLeaderOwnsEverythingWhileLeadingAndBeforeItsFence(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	lock := NewFencedLock(&fakeLock{}, 10*time.Second, clk)
-	leader := NewLeader("dwd-prober", "me", lock, logr.Discard())
+	leader := NewLeader("leader-metrics", "me", lock, logr.Discard())
 	work := &leaderWork{acquired: map[int]Takeover{}}
 	leader.AddHandler(work)
 
@@ -89,7 +89,11 @@ func TestLeaderOwnsEverythingWhileLeadingAndBeforeItsFence(t *testing.T) {
 	require.ErrorIs(t, err, ErrNotOwner, "before the manager made it the leader")
 	assert.False(t, leader.Owns("shoot--a"))
 
+	assert.Zero(t, readMetric(t, lastRenew.WithLabelValues("leader-metrics", "me")), "no renewal yet")
+	assert.Equal(t, 1.0, readMetric(t, partitions.WithLabelValues("leader-metrics", "me")), "a group of one partition")
 	require.NoError(t, lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}))
+	assert.Equal(t, 1000.0, readMetric(t, lastRenew.WithLabelValues("leader-metrics", "me")),
+		"the leader lease's renewals show as the member lease's")
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- leader.Start(ctx) }()
