@@ -13,6 +13,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -743,16 +744,10 @@ func (h *gatedRelease) Released(int) {
 	h.inFlight.Add(-1)
 }
 
-// readMetric reads a gauge's or a counter's value. (prometheus/testutil would do, but it needs a
-// module the go.mod does not list.)
-func readMetric(t *testing.T, m prometheus.Metric) float64 {
+// readMetric reads a gauge's or a counter's value.
+func readMetric(t *testing.T, m prometheus.Collector) float64 {
 	t.Helper()
-	var out dto.Metric
-	require.NoError(t, m.Write(&out))
-	if out.Gauge != nil {
-		return out.GetGauge().GetValue()
-	}
-	return out.GetCounter().GetValue()
+	return testutil.ToFloat64(m)
 }
 
 // fenceCount returns how many fences dwd_sharding_fence_duration_seconds has observed for member.
