@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/leases"
+
 	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
 )
 
@@ -32,8 +34,10 @@ type scenario struct {
 }
 
 // convergeTimeout bounds the wait for convergence after a scenario: a member lease (a replica that
-// rejoins waits out its own lease by observation), the return of a fenced member, and probes.
-const convergeTimeout = leaseDuration*3 + 30*time.Second
+// rejoins waits out its own lease by observation), the return of a fenced member, and probes; and a
+// step-down: a replica that fenced leases.FlapFences times within the flap window (two network cuts of
+// it in a row, as the soak may draw) sits out that window before it joins again, by design.
+const convergeTimeout = leases.FlapWindowDurations*leaseDuration + leaseDuration*3 + 30*time.Second
 
 // round runs one scenario and the checks every scenario is followed by: convergence without a
 // restart, no spurious scale-down, no panic in any log, and the ownership audit. It records what it
