@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/fuzzinput"
+
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,34 +22,16 @@ import (
 )
 
 // The fuzz targets of the prober's pure decisions and of its kubeconfig gate. The structured targets
-// read their input from a byte string through fuzzInput, so that the fuzzer's mutations reach every
+// read their input from a byte string through fuzzinput.Input, so that the fuzzer's mutations reach every
 // field; run one with e.g. go test -run='^$' -fuzz='^FuzzDecideScaling$' -fuzztime=60s ./prober.
-
-// fuzzInput hands out the bytes of a fuzz input as small numbers; past the end it gives zeros.
-type fuzzInput []byte
-
-func (in *fuzzInput) byte() byte {
-	if len(*in) == 0 {
-		return 0
-	}
-	b := (*in)[0]
-	*in = (*in)[1:]
-	return b
-}
-
-// pick returns a number in [0, n).
-func (in *fuzzInput) pick(n int) int { return int(in.byte()) % n }
-
-func (in *fuzzInput) bit() bool { return in.byte()&1 == 1 }
-
-// int16 returns a signed 16-bit number.
-func (in *fuzzInput) int16() int64 { return int64(int16(uint16(in.byte())<<8 | uint16(in.byte()))) }
 
 // fuzzBase is the moment around which the structured targets place their times.
 var fuzzBase = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// fuzzAt returns fuzzBase moved by a signed 16-bit number of seconds.
-func (in *fuzzInput) at() time.Time { return fuzzBase.Add(time.Duration(in.int16()) * time.Second) }
+// fuzzAt returns fuzzBase moved by a signed 16-bit number of seconds of in.
+func fuzzAt(in *fuzzinput.Input) time.Time {
+	return fuzzBase.Add(time.Duration(in.Int16()) * time.Second)
+}
 
 // --- The kubeconfig gate ---
 
@@ -265,7 +249,7 @@ func FuzzDecideScaling(f *testing.F) {
 		if !(fraction > 0 && fraction <= 1) {
 			t.Skip("config validation holds nodeLeaseFailureFraction in (0, 1]")
 		}
-		in := fuzzInput(data)
+		in := fuzzinput.Input(data)
 		candidates, read, seen := scalingInput(&in)
 		g := time.Duration(grace)
 		seenBefore := maps.Clone(seen)
@@ -293,18 +277,18 @@ func FuzzDecideScaling(f *testing.F) {
 
 // scalingInput builds candidates (names n0..n15, any order, repeats allowed), a read of leases (names
 // n0..n19, so some are of no candidate) and sightings from in.
-func scalingInput(in *fuzzInput) ([]string, LeaseRead, map[string]Sighting) {
-	candidates := make([]string, in.pick(17))
+func scalingInput(in *fuzzinput.Input) ([]string, LeaseRead, map[string]Sighting) {
+	candidates := make([]string, in.Pick(17))
 	for i := range candidates {
-		candidates[i] = fmt.Sprintf("n%d", in.pick(16))
+		candidates[i] = fmt.Sprintf("n%d", in.Pick(16))
 	}
-	sent := in.at()
-	read := LeaseRead{Sent: sent, Received: sent.Add(time.Duration(in.byte()) * time.Second / 4), TrustAge: in.bit()}
+	sent := fuzzAt(in)
+	read := LeaseRead{Sent: sent, Received: sent.Add(time.Duration(in.Byte()) * time.Second / 4), TrustAge: in.Bit()}
 	seen := map[string]Sighting{}
-	for range in.pick(256) {
+	for range in.Pick(256) {
 		lease := fuzzLease(in)
-		if in.bit() {
-			seen[lease.Name] = Sighting{UID: types.UID(fmt.Sprint(in.pick(3))), RenewTime: in.at(), Since: in.at(), Renewed: in.bit()}
+		if in.Bit() {
+			seen[lease.Name] = Sighting{UID: types.UID(fmt.Sprint(in.Pick(3))), RenewTime: fuzzAt(in), Since: fuzzAt(in), Renewed: in.Bit()}
 		}
 		read.Leases = append(read.Leases, lease)
 	}
@@ -337,14 +321,14 @@ func seedLease(name int, renew int16, since *int16) []byte {
 
 // fuzzLease builds one node lease from in: any of three UIDs, renewTime unset or around fuzzBase,
 // leaseDurationSeconds unset or any int32.
-func fuzzLease(in *fuzzInput) coordinationv1.Lease {
-	lease := coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", in.pick(20)), Namespace: nodeLeaseNamespace,
-		UID: types.UID(fmt.Sprint(in.pick(3)))}}
-	if in.pick(8) != 0 {
-		lease.Spec.RenewTime = &metav1.MicroTime{Time: in.at()}
+func fuzzLease(in *fuzzinput.Input) coordinationv1.Lease {
+	lease := coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", in.Pick(20)), Namespace: nodeLeaseNamespace,
+		UID: types.UID(fmt.Sprint(in.Pick(3)))}}
+	if in.Pick(8) != 0 {
+		lease.Spec.RenewTime = &metav1.MicroTime{Time: fuzzAt(in)}
 	}
-	if in.bit() {
-		s := int32(uint32(in.byte())<<24 | uint32(in.byte())<<16 | uint32(in.byte())<<8 | uint32(in.byte()))
+	if in.Bit() {
+		s := int32(uint32(in.Byte())<<24 | uint32(in.Byte())<<16 | uint32(in.Byte())<<8 | uint32(in.Byte()))
 		lease.Spec.LeaseDurationSeconds = &s
 	}
 	return lease
@@ -488,7 +472,7 @@ func FuzzCandidateNodes(f *testing.F) {
 		0, 0,
 		7, 0, 0, 1, 0, 2, 0, 3, 0, 4, 5, 5, 3, 5, 0, 17, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		in := fuzzInput(data)
+		in := fuzzinput.Input(data)
 		nodes, machines, spec := candidateInput(&in)
 		got := CandidateNodes(nodes, machines, spec)
 		require.True(t, slices.IsSorted(got), "not sorted: %v", got)
@@ -510,47 +494,47 @@ func FuzzCandidateNodes(f *testing.F) {
 
 // candidateInput builds up to 16 nodes (distinct names n0..), up to 32 Machines (of n0..n16 or of no
 // node) and the pools' condition types from in.
-func candidateInput(in *fuzzInput) ([]corev1.Node, []MachineInfo, ProbeSpec) {
+func candidateInput(in *fuzzinput.Input) ([]corev1.Node, []MachineInfo, ProbeSpec) {
 	spec := ProbeSpec{NodeMonitorGracePeriod: 40 * time.Second, WorkerNodeConditions: map[string][]string{"a": {"Custom"}, "b": {}}}
-	if in.bit() {
+	if in.Bit() {
 		spec.WorkerNodeConditions["c"] = []string{"Ready", "DiskPressure"}
 	}
-	nodes := make([]corev1.Node, in.pick(17))
+	nodes := make([]corev1.Node, in.Pick(17))
 	for i := range nodes {
 		nodes[i] = fuzzNode(in, fmt.Sprintf("n%d", i))
 	}
-	machines := make([]MachineInfo, in.pick(33))
+	machines := make([]MachineInfo, in.Pick(33))
 	for i := range machines {
 		node := ""
-		if n := in.pick(18); n < 17 {
+		if n := in.Pick(18); n < 17 {
 			node = fmt.Sprintf("n%d", n)
 		}
-		machines[i] = MachineInfo{Name: fmt.Sprintf("m%d", i), Node: node, Phase: fuzzPhases[in.pick(len(fuzzPhases))]}
+		machines[i] = MachineInfo{Name: fmt.Sprintf("m%d", i), Node: node, Phase: fuzzPhases[in.Pick(len(fuzzPhases))]}
 	}
 	return nodes, machines, spec
 }
 
 // fuzzNode builds one node from in.
-func fuzzNode(in *fuzzInput, name string) corev1.Node {
+func fuzzNode(in *fuzzinput.Input, name string) corev1.Node {
 	node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	flags := in.byte()
+	flags := in.Byte()
 	if flags&1 != 0 {
-		node.Annotations = map[string]string{AnnotationNotManagedByMCM: []string{"1", "", "false"}[in.pick(3)]}
+		node.Annotations = map[string]string{AnnotationNotManagedByMCM: []string{"1", "", "false"}[in.Pick(3)]}
 	}
 	if flags&2 != 0 {
-		node.Labels = map[string]string{LabelWorkerPool: fuzzPools[in.pick(len(fuzzPools))]}
+		node.Labels = map[string]string{LabelWorkerPool: fuzzPools[in.Pick(len(fuzzPools))]}
 	}
 	if flags&4 != 0 {
 		if node.Labels == nil {
 			node.Labels = map[string]string{}
 		}
-		node.Labels[LabelNodeUpdateResult] = []string{NodeUpdateResultFailed, "successful", "Failed"}[in.pick(3)]
+		node.Labels[LabelNodeUpdateResult] = []string{NodeUpdateResultFailed, "successful", "Failed"}[in.Pick(3)]
 	}
-	for range in.pick(5) {
+	for range in.Pick(5) {
 		node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{
-			Type:   corev1.NodeConditionType(fuzzConditionTypes[in.pick(len(fuzzConditionTypes))]),
-			Status: fuzzConditionStatuses[in.pick(len(fuzzConditionStatuses))],
-			Reason: fuzzReasons[in.pick(len(fuzzReasons))],
+			Type:   corev1.NodeConditionType(fuzzConditionTypes[in.Pick(len(fuzzConditionTypes))]),
+			Status: fuzzConditionStatuses[in.Pick(len(fuzzConditionStatuses))],
+			Reason: fuzzReasons[in.Pick(len(fuzzReasons))],
 		})
 	}
 	return node

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/fuzzinput"
+
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -25,23 +27,6 @@ import (
 
 // The fuzz targets of the weeder's window decisions; run one with e.g.
 // go test -run='^$' -fuzz='^FuzzWeedWatched$' -fuzztime=60s ./weeder.
-
-// fuzzInput hands out the bytes of a fuzz input as small numbers; past the end it gives zeros.
-type fuzzInput []byte
-
-func (in *fuzzInput) byte() byte {
-	if len(*in) == 0 {
-		return 0
-	}
-	b := (*in)[0]
-	*in = (*in)[1:]
-	return b
-}
-
-// pick returns a number in [0, n).
-func (in *fuzzInput) pick(n int) int { return int(in.byte()) % n }
-
-func (in *fuzzInput) bit() bool { return in.byte()&1 == 1 }
 
 // fuzzOwnership plays sharding.Ownership for the fuzz targets: it lets every write through unless
 // refuse is set, and counts the guards.
@@ -104,9 +89,9 @@ func FuzzWeedWatched(f *testing.F) {
 	// A waiting reason of the fuzz input.
 	f.Add([]byte{0, 0, 1, 0, 0, 0, 0, 1, 8, 0, 0, 0, 0}, "CrashLoopBackOff\x00")
 	f.Fuzz(func(t *testing.T, data []byte, reason string) {
-		in := fuzzInput(data)
-		own := &fuzzOwnership{refuse: in.bit()}
-		deleteErr := in.pick(4)
+		in := fuzzinput.Input(data)
+		own := &fuzzOwnership{refuse: in.Bit()}
+		deleteErr := in.Pick(4)
 		evs := weedEvents(&in, reason)
 		before := make([]watch.Event, len(evs))
 		for i, e := range evs {
@@ -196,10 +181,10 @@ func weedDeleteError(kind int, name string) error {
 }
 
 // weedEvents builds up to 16 watch events from in; reason is the free-form waiting reason.
-func weedEvents(in *fuzzInput, reason string) []watch.Event {
-	evs := make([]watch.Event, in.pick(17))
+func weedEvents(in *fuzzinput.Input, reason string) []watch.Event {
+	evs := make([]watch.Event, in.Pick(17))
 	for i := range evs {
-		typ := fuzzEventTypes[in.pick(len(fuzzEventTypes))]
+		typ := fuzzEventTypes[in.Pick(len(fuzzEventTypes))]
 		if typ == watch.Error {
 			evs[i] = watch.Event{Type: typ, Object: &metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired}}
 			continue
@@ -211,12 +196,12 @@ func weedEvents(in *fuzzInput, reason string) []watch.Event {
 
 // fuzzPod builds a pod from in: one of four names and three UIDs, with or without a resourceVersion,
 // terminating or not, with up to three statuses of each kind of container.
-func fuzzPod(in *fuzzInput, reason string) *corev1.Pod {
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shoot--p--s", Name: fmt.Sprintf("etcd-%d", in.pick(4)),
-		UID: types.UID(fmt.Sprint(in.pick(3)))}}
-	flags := in.byte()
+func fuzzPod(in *fuzzinput.Input, reason string) *corev1.Pod {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shoot--p--s", Name: fmt.Sprintf("etcd-%d", in.Pick(4)),
+		UID: types.UID(fmt.Sprint(in.Pick(3)))}}
+	flags := in.Byte()
 	if flags&1 != 0 {
-		pod.ResourceVersion = fmt.Sprint(in.pick(8))
+		pod.ResourceVersion = fmt.Sprint(in.Pick(8))
 	}
 	if flags&2 != 0 {
 		pod.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
@@ -231,11 +216,11 @@ func fuzzPod(in *fuzzInput, reason string) *corev1.Pod {
 
 // fuzzStatuses builds up to three container statuses from in, each in one state (or none) and with
 // or without a last state.
-func fuzzStatuses(in *fuzzInput, reason string) []corev1.ContainerStatus {
+func fuzzStatuses(in *fuzzinput.Input, reason string) []corev1.ContainerStatus {
 	var out []corev1.ContainerStatus
-	for i := range in.pick(4) {
+	for i := range in.Pick(4) {
 		s := corev1.ContainerStatus{Name: fmt.Sprintf("c%d", i), State: fuzzState(in, reason)}
-		if in.bit() {
+		if in.Bit() {
 			s.LastTerminationState = fuzzState(in, reason)
 		}
 		out = append(out, s)
@@ -244,12 +229,12 @@ func fuzzStatuses(in *fuzzInput, reason string) []corev1.ContainerStatus {
 }
 
 // fuzzState builds one container state: waiting, running, terminated, all of them or none.
-func fuzzState(in *fuzzInput, reason string) corev1.ContainerState {
+func fuzzState(in *fuzzinput.Input, reason string) corev1.ContainerState {
 	r := reason
-	if n := in.pick(len(fuzzWaitingReasons) + 1); n < len(fuzzWaitingReasons) {
+	if n := in.Pick(len(fuzzWaitingReasons) + 1); n < len(fuzzWaitingReasons) {
 		r = fuzzWaitingReasons[n]
 	}
-	switch in.pick(5) {
+	switch in.Pick(5) {
 	case 0:
 		return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: r}}
 	case 1:
@@ -273,7 +258,7 @@ func FuzzPodSelector(f *testing.F) {
 	f.Add([]byte{2, 2, 0, 3, 1, 1, 0, 3, 2, 1, 0}, "gardener.cloud/role", "")
 	f.Add([]byte{0, 1, 0, 0, 3, 4}, "a b", "!=")
 	f.Fuzz(func(t *testing.T, data []byte, key, value string) {
-		in := fuzzInput(data)
+		in := fuzzinput.Input(data)
 		keys := []string{"role", "app.kubernetes.io/name", "gardener.cloud/role", key}
 		values := []string{"etcd", "main", "", value}
 		s := fuzzSelector(&in, keys, values)
@@ -285,8 +270,8 @@ func FuzzPodSelector(f *testing.F) {
 		require.NoError(t, err, "the selector sent does not parse: %q", sel.String())
 		for range 4 {
 			set := labels.Set{}
-			for range in.pick(4) {
-				set[keys[in.pick(len(keys))]] = values[in.pick(len(values))]
+			for range in.Pick(4) {
+				set[keys[in.Pick(len(keys))]] = values[in.Pick(len(values))]
 			}
 			require.Equal(t, sel.Matches(set), parsed.Matches(set), "selector %q on %v", sel.String(), set)
 		}
@@ -295,20 +280,20 @@ func FuzzPodSelector(f *testing.F) {
 
 // fuzzSelector builds a pod selector from in, with match labels and expressions of every operator
 // (and a wrong one).
-func fuzzSelector(in *fuzzInput, keys, values []string) *metav1.LabelSelector {
+func fuzzSelector(in *fuzzinput.Input, keys, values []string) *metav1.LabelSelector {
 	s := &metav1.LabelSelector{}
-	for range in.pick(3) {
+	for range in.Pick(3) {
 		if s.MatchLabels == nil {
 			s.MatchLabels = map[string]string{}
 		}
-		s.MatchLabels[keys[in.pick(len(keys))]] = values[in.pick(len(values))]
+		s.MatchLabels[keys[in.Pick(len(keys))]] = values[in.Pick(len(values))]
 	}
 	ops := []metav1.LabelSelectorOperator{metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn, metav1.LabelSelectorOpExists,
 		metav1.LabelSelectorOpDoesNotExist, metav1.LabelSelectorOperator(selection.Equals)}
-	for range in.pick(3) {
-		r := metav1.LabelSelectorRequirement{Key: keys[in.pick(len(keys))], Operator: ops[in.pick(len(ops))]}
-		for range in.pick(3) {
-			r.Values = append(r.Values, values[in.pick(len(values))])
+	for range in.Pick(3) {
+		r := metav1.LabelSelectorRequirement{Key: keys[in.Pick(len(keys))], Operator: ops[in.Pick(len(ops))]}
+		for range in.Pick(3) {
+			r.Values = append(r.Values, values[in.Pick(len(values))])
 		}
 		s.MatchExpressions = append(s.MatchExpressions, r)
 	}
