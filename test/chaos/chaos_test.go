@@ -48,6 +48,9 @@ func TestChaos(t *testing.T) {
 		t.Skip("-soak runs TestSoak only")
 	}
 	c, rng := newCluster(t, shortShoots)
+	t.Run("harness: writes counted without a watch", func(t *testing.T) {
+		require.NoError(t, checkWritesCounted(t.Context(), c))
+	})
 	for _, sc := range scenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			start := time.Now()

@@ -70,9 +70,10 @@ type cluster struct {
 	auditLogs []string
 	// duplicates counts the second processes started under a running replica's name.
 	duplicates int
-	scaling    *scaleRecorder
-	logf       func(format string, args ...any)
-	stats      *stats
+	// own counts the test's own writes to Deployments in the round (see scalings).
+	own   ownWrites
+	logf  func(format string, args ...any)
+	stats *stats
 }
 
 // startCluster starts the seed with n shoots and the replicas, and waits until they converged.
@@ -110,9 +111,6 @@ func (c *cluster) setUp(ctx context.Context, n int) error {
 		}
 	}
 	if err := c.writeConfigs(ctx); err != nil {
-		return err
-	}
-	if c.scaling, err = startScaleRecorder(ctx, c.seed.Env.Config); err != nil {
 		return err
 	}
 	for i := range replicaCount {
@@ -237,9 +235,6 @@ func (c *cluster) stop() {
 	}
 	for _, p := range c.proxies {
 		p.Close()
-	}
-	if c.scaling != nil {
-		c.scaling.stop()
 	}
 	if c.faults != nil {
 		_ = c.faults.Close()

@@ -40,10 +40,16 @@ type scenario struct {
 const convergeTimeout = leases.FlapWindowDurations*leaseDuration + leaseDuration*3 + 30*time.Second
 
 // round runs one scenario and the checks every scenario is followed by: convergence without a
-// restart, no spurious scale-down, no panic in any log, and the ownership audit. It records what it
+// restart, no spurious scale-down (and every dependent of a shoot it melted scaled down and up
+// exactly once, see scalings), no panic in any log, and the ownership audit. It records what it
 // found in c.stats and returns every failed check.
 func (c *cluster) round(ctx context.Context, sc scenario, rng *rand.Rand, sz sizes) error {
 	start := time.Now()
+	before, err := c.readDependents(ctx)
+	if err != nil {
+		return err
+	}
+	c.own.take()
 	unheld := c.watchUnheld(ctx)
 	melted, err := sc.run(ctx, c, rng, sz)
 	errs := []error{err}
@@ -51,9 +57,16 @@ func (c *cluster) round(ctx context.Context, sc scenario, rng *rand.Rand, sz siz
 		errs = append(errs, fmt.Errorf("after the scenario: %w", err))
 	}
 	longest := unheld.stop()
-	bad := spurious(c.scaling.since(start), set(melted))
-	for _, s := range bad {
-		errs = append(errs, fmt.Errorf("spurious scale-down of %s/%s (%d→%d, resourceVersion %s)", s.namespace, s.name, s.from, s.to, s.resourceVersion))
+	after, err := c.readDependents(ctx)
+	errs = append(errs, err)
+	var bad []string
+	if err == nil {
+		var wrong []error
+		bad, wrong = scalings(before, after, set(melted), c.own.take())
+		errs = append(errs, wrong...)
+		for _, s := range bad {
+			errs = append(errs, fmt.Errorf("spurious scaling of %s", s))
+		}
 	}
 	panics, err := c.panicLines()
 	errs = append(errs, err)

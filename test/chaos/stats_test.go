@@ -93,7 +93,7 @@ func (s *stats) write(w io.Writer, elapsed time.Duration) {
 		{"longest unheld after a graceful change (audit)", s.auditText(s.unheldGraceful)},
 		{"longest unheld across an API server outage (audit)", s.auditText(s.unheldOutage)},
 		{"longest with a partition held by no answering replica (metrics)", s.metricsUnheld.Round(10 * time.Millisecond).String()},
-		{"spurious scale-downs", fmt.Sprint(s.spurious)},
+		{"spurious scalings (Deployments of healthy shoots written)", fmt.Sprint(s.spurious)},
 		{"panic lines in replica logs", fmt.Sprint(s.panics)},
 		{"peak RSS facing the huge list (VmHWM)", fmt.Sprintf("%d MiB", s.peakRSS>>20)},
 	}
