@@ -31,9 +31,9 @@
 //     kustomization that makes them a ConfigMap in garden labelled for Gardener's seed Plutono;
 //     docs/dashboards.md describes them. grafana_test.go checks their structure (ids, datasources,
 //     targets, variables, panel types Plutono has, the metrics named) and builds and applies the
-//     ConfigMap. DashboardQueries and ExpandQuery give their expressions to cmd/dwd-sim's
+//     ConfigMap. Package deploytest reads their expressions for these tests and for cmd/dwd-sim's
 //     TestDashboards (make test-dashboards), which evaluates each on a real Prometheus scraping real
-//     replicas, as it does every alert of the rule file (MetricNames lists what an alert reads).
+//     replicas, as it does every alert of the rule file.
 //
 // The base's images entry is a placeholder: no image of dwd is published, so a user builds one with
 // `make image`, pushes it, and sets the entry to it.

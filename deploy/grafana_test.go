@@ -12,11 +12,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sharded-dwd/dependency-watchdog/deploy/deploytest"
 )
 
 const (
-	overviewFile = "dwd-overview.json"
-	shardFile    = "dwd-shard.json"
+	// dashboardsDir holds the dashboards and the kustomization of their ConfigMap.
+	dashboardsDir = "grafana"
+	overviewFile  = "dwd-overview.json"
+	shardFile     = "dwd-shard.json"
 	// dashboardDatasource is the datasource of every panel and target: the datasource variable, in the
 	// string form Grafana 7.5 (Plutono) reads and current Grafana migrates.
 	dashboardDatasource = "${datasource}"
@@ -194,7 +198,7 @@ var (
 // by another label than member or not selected at all, constant rate windows.
 func exprProblems(expr string, exported []string) []string {
 	var problems []string
-	for _, m := range metricNames(expr) {
+	for _, m := range deploytest.MetricNames(expr) {
 		if !slices.Contains(exported, m) && m != "up" && !strings.HasPrefix(m, "process_") && !strings.HasPrefix(m, "go_") {
 			problems = append(problems, fmt.Sprintf("metric %s is none dwd defines", m))
 		}
@@ -217,8 +221,7 @@ func exprProblems(expr string, exported []string) []string {
 // unknownVariables lists the variables s uses that are neither in vars nor built in.
 func unknownVariables(name, where, s string, vars map[string]bool) []string {
 	var problems []string
-	for _, m := range dashboardVariable.FindAllStringSubmatch(s, -1) {
-		v := m[1] + m[2] + m[3]
+	for _, v := range deploytest.Variables(s) {
 		if !vars[v] && !slices.Contains(dashboardBuiltins, v) {
 			problems = append(problems, fmt.Sprintf("%s: %s uses the variable %s, which the dashboard does not define", name, where, v))
 		}
@@ -228,7 +231,7 @@ func unknownVariables(name, where, s string, vars map[string]bool) []string {
 
 func dashboardFiles(t *testing.T) map[string][]byte {
 	t.Helper()
-	files, err := Dashboards()
+	files, err := deploytest.Dashboards()
 	require.NoError(t, err)
 	require.Len(t, files, len(dashboardIdentity), "the dashboards are %v", dashboardIdentity)
 	return files
@@ -380,10 +383,10 @@ var dashboardTopics = map[string][]string{
 }
 
 // missingTopics returns the metrics of topics that no query of queries selects.
-func missingTopics(queries []DashboardQuery, topics []string) []string {
+func missingTopics(queries []deploytest.DashboardQuery, topics []string) []string {
 	shown := map[string]bool{}
 	for _, q := range queries {
-		for _, m := range metricNames(q.Expr) {
+		for _, m := range deploytest.MetricNames(q.Expr) {
 			shown[m] = true
 		}
 	}
@@ -397,11 +400,11 @@ func missingTopics(queries []DashboardQuery, topics []string) []string {
 }
 
 func TestGrafanaDashboardsCoverTheTopicsOfTheIssue(t *testing.T) {
-	queries, err := DashboardQueries()
+	queries, err := deploytest.DashboardQueries()
 	require.NoError(t, err)
 	for name, topics := range dashboardTopics {
 		t.Run(name, func(t *testing.T) {
-			var own []DashboardQuery
+			var own []deploytest.DashboardQuery
 			for _, q := range queries {
 				if q.Dashboard == name {
 					own = append(own, q)
@@ -411,7 +414,7 @@ func TestGrafanaDashboardsCoverTheTopicsOfTheIssue(t *testing.T) {
 		})
 	}
 	t.Run("a dashboard without its lag panel misses it", func(t *testing.T) {
-		var without []DashboardQuery
+		var without []deploytest.DashboardQuery
 		for _, q := range queries {
 			if q.Dashboard == overviewFile && !strings.Contains(q.Expr, "dwd_probe_lag_seconds_bucket") {
 				without = append(without, q)
@@ -481,52 +484,8 @@ func TestGrafanaConfigMapAppliesToTheAPIServer(t *testing.T) {
 	assert.Empty(t, warned.take(), "the API server warns")
 }
 
-func TestGrafanaExpandQuery(t *testing.T) {
-	vars := map[string]string{"shard": ".*", "group": "dwd-prober", "__rate_interval": "1m", "__range": "5m"}
-	for _, tc := range []struct{ expr, want string }{
-		{`up{member=~"$shard"}`, `up{member=~".*"}`},
-		{`up{member=~"${shard}"}`, `up{member=~".*"}`},
-		{`up{member=~"[[shard]]"}`, `up{member=~".*"}`},
-		{`rate(x{group=~"$group",member=~"$shard"}[$__rate_interval])`, `rate(x{group=~"dwd-prober",member=~".*"}[1m])`},
-		{`increase(x[$__range]) + increase(y[${__range}])`, `increase(x[5m]) + increase(y[5m])`},
-		{`x[$__range_s] $shardx $zone ${zone} [[zone]]`, `x[$__range_s] $shardx $zone ${zone} [[zone]]`},
-		{`$shard$group`, `.*dwd-prober`},
-		{`no variable`, `no variable`},
-	} {
-		t.Run(tc.expr, func(t *testing.T) {
-			assert.Equal(t, tc.want, ExpandQuery(tc.expr, vars))
-		})
-	}
-}
-
-func TestGrafanaDashboardQueries(t *testing.T) {
-	files := map[string][]byte{
-		"b.json": []byte(`{"panels": [
-			{"id": 1, "type": "row", "title": "R", "collapsed": true, "panels": [
-				{"id": 2, "title": "nested", "targets": [{"refId": "A", "expr": "x", "instant": true}]}]},
-			{"id": 3, "title": "P", "targets": [{"refId": "A", "expr": "y"}, {"refId": "B", "expr": "z"}]}]}`),
-		"a.json": []byte(`{"panels": [{"id": 7, "title": "first", "targets": [{"refId": "A", "expr": "w"}]}]}`),
-	}
-	queries, err := dashboardQueries(files)
-	require.NoError(t, err)
-	assert.Equal(t, []DashboardQuery{
-		{Dashboard: "a.json", PanelID: 7, Panel: "first", RefID: "A", Expr: "w"},
-		{Dashboard: "b.json", PanelID: 2, Panel: "nested", RefID: "A", Expr: "x", Instant: true},
-		{Dashboard: "b.json", PanelID: 3, Panel: "P", RefID: "A", Expr: "y"},
-		{Dashboard: "b.json", PanelID: 3, Panel: "P", RefID: "B", Expr: "z"},
-	}, queries)
-
-	for _, bad := range []string{`{"panels": [`, `{"panels": {"id": 1}}`, `{"panels": [{"targets": "x"}]}`, `[]`} {
-		t.Run(bad, func(t *testing.T) {
-			_, err := dashboardQueries(map[string][]byte{"a.json": []byte("{}"), "bad.json": []byte(bad)})
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), "dashboard bad.json")
-		})
-	}
-}
-
 func TestGrafanaDashboardQueriesOfTheTree(t *testing.T) {
-	queries, err := DashboardQueries()
+	queries, err := deploytest.DashboardQueries()
 	require.NoError(t, err)
 	require.NotEmpty(t, queries)
 	assert.Equal(t, overviewFile, queries[0].Dashboard, "files in name order")

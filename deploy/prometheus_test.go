@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/sharded-dwd/dependency-watchdog/deploy/deploytest"
 )
 
 const (
@@ -114,31 +116,11 @@ func TestPrometheusRulesNameOnlyMetricsDwdExports(t *testing.T) {
 	require.Contains(t, exported, "dwd_probe_lag_seconds_bucket")
 	exported = append(exported, "up") // the scrape's own series of each target
 	for _, r := range alertRules(t) {
-		names := metricNames(r.Expr)
+		names := deploytest.MetricNames(r.Expr)
 		assert.NotEmpty(t, names, r.Alert)
 		for _, name := range names {
 			assert.Contains(t, exported, name, "%s names a metric dwd does not export", r.Alert)
 		}
-	}
-}
-
-func TestPrometheusMetricNamesOfAnExpression(t *testing.T) {
-	for _, tc := range []struct {
-		expr string
-		want []string
-	}{
-		{`dwd_a > 0`, []string{"dwd_a"}},
-		{`max by (group) (dwd_a{member="x", le="+Inf"}) > 0 or count by (group, partitions) (dwd_b) > 1`,
-			[]string{"dwd_a", "dwd_b"}},
-		{`timestamp(dwd_a) - dwd_a > 10 and dwd_a > 0 or increase(dwd_b_total[5m]) > 3`, []string{"dwd_a", "dwd_b_total"}},
-		{`histogram_quantile(0.99, sum by (pod, le) (rate(dwd_c_bucket[5m]))) > 10`, []string{"dwd_c_bucket"}},
-		{"(sum by (pod) (rate(x[5m])) or 0 * max by (pod) (y)) == 0\nand on (pod) max without (le) (z) > 0 unless ignoring(a) bool_x",
-			[]string{"x", "y", "z", "bool_x"}},
-		{`time() - up offset 5m > 120`, []string{"up"}},
-	} {
-		t.Run(tc.expr, func(t *testing.T) {
-			assert.Equal(t, tc.want, metricNames(tc.expr))
-		})
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
-	"github.com/sharded-dwd/dependency-watchdog/deploy"
+	"github.com/sharded-dwd/dependency-watchdog/deploy/deploytest"
 )
 
 // rulesPath is deploy/prometheus's rule file, from this package's folder.
@@ -46,7 +46,7 @@ func TestDashboards(t *testing.T) {
 	require.NoError(t, err)
 	rulesFile := filepath.Join(dir, "rules.yaml")
 	require.NoError(t, os.WriteFile(rulesFile, short, 0o644))
-	queries, err := deploy.DashboardQueries()
+	queries, err := deploytest.DashboardQueries()
 	require.NoError(t, err)
 	require.NotEmpty(t, queries)
 
@@ -93,7 +93,7 @@ func TestDashboards(t *testing.T) {
 			if strings.Contains(q.Dashboard, "shard") {
 				vars["shard"] = shard
 			}
-			expr := deploy.ExpandQuery(q.Expr, vars)
+			expr := deploytest.ExpandQuery(q.Expr, vars)
 			name := fmt.Sprintf("%s panel %d %q %s", q.Dashboard, q.PanelID, q.Panel, q.RefID)
 			// A fallback (or on() vector(0)) returns data whatever the rest does: the rest must too.
 			for _, e := range []string{expr, withoutFallback(expr)} {
@@ -182,7 +182,7 @@ func waitForQuery(t *testing.T, prom *prometheusServer, expr, what string) {
 }
 
 // countDashboards counts the dashboards queries come from.
-func countDashboards(queries []deploy.DashboardQuery) int {
+func countDashboards(queries []deploytest.DashboardQuery) int {
 	seen := map[string]bool{}
 	for _, q := range queries {
 		seen[q.Dashboard] = true
@@ -229,7 +229,7 @@ func withoutFallback(expr string) string {
 // after it (every distinct one), so that a matcher on a label the metric lacks is caught.
 func selectors(expr string) []string {
 	var sels []string
-	for _, name := range deploy.MetricNames(expr) {
+	for _, name := range deploytest.MetricNames(expr) {
 		re := regexp.MustCompile(`(?:^|[^A-Za-z0-9_:])(` + regexp.QuoteMeta(name) + `(?:\s*\{[^}]*\})?)`)
 		for _, m := range re.FindAllStringSubmatch(expr, -1) {
 			if !slices.Contains(sels, m[1]) {

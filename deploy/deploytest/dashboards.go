@@ -1,16 +1,23 @@
-package deploy
+package deploytest
 
 import (
 	"encoding/json"
 	"fmt"
-	"io/fs"
-	"path"
+	"os"
+	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 )
 
-// dashboardsDir holds the Grafana/Plutono dashboards and the kustomization of their ConfigMap.
-const dashboardsDir = "grafana"
+// dir is the deploy tree in the source: the parent of this package's folder.
+var dir = func() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return filepath.Join("..", "deploy")
+	}
+	return filepath.Dir(filepath.Dir(file))
+}()
 
 // DashboardQuery is one target of one panel.
 type DashboardQuery struct {
@@ -24,20 +31,21 @@ type DashboardQuery struct {
 
 // Dashboards returns the dashboard files of deploy/grafana (name -> raw JSON).
 func Dashboards() (map[string][]byte, error) {
-	names, err := fs.Glob(tree, dashboardsDir+"/*.json")
+	grafana := filepath.Join(dir, "grafana")
+	names, err := filepath.Glob(filepath.Join(grafana, "*.json"))
 	if err != nil {
 		return nil, fmt.Errorf("listing the dashboards: %w", err)
 	}
 	if len(names) == 0 {
-		return nil, fmt.Errorf("no dashboard in %s", dashboardsDir)
+		return nil, fmt.Errorf("no dashboard in %s", grafana)
 	}
 	files := make(map[string][]byte, len(names))
 	for _, name := range names {
-		data, err := tree.ReadFile(name)
+		data, err := os.ReadFile(name)
 		if err != nil {
 			return nil, fmt.Errorf("reading dashboard %s: %w", name, err)
 		}
-		files[path.Base(name)] = data
+		files[filepath.Base(name)] = data
 	}
 	return files, nil
 }
@@ -113,4 +121,13 @@ func ExpandQuery(expr string, vars map[string]string) string {
 		}
 		return ref
 	})
+}
+
+// Variables returns the names of the variables s refers to, in order, once each time it does.
+func Variables(s string) []string {
+	var names []string
+	for _, m := range dashboardVariable.FindAllStringSubmatch(s, -1) {
+		names = append(names, m[1]+m[2]+m[3])
+	}
+	return names
 }

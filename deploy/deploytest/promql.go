@@ -1,4 +1,4 @@
-package deploy
+package deploytest
 
 import (
 	"regexp"
@@ -35,6 +35,3 @@ func MetricNames(expr string) []string {
 	}
 	return names
 }
-
-// metricNames is MetricNames, the name this package's tests use.
-func metricNames(expr string) []string { return MetricNames(expr) }
