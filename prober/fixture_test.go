@@ -346,6 +346,40 @@ func kubeconfigFor(server string) []byte {
 	return data
 }
 
+// awaitSeenRenewing waits until the replica's probe of s succeeded three times in a row
+// (dwd_shoot_last_successful_probe_timestamp_seconds moved on twice): its kubelets renew every second,
+// as often as the probe runs, so by then it has seen a renewal that shows the clocks agree, and finds
+// leases expired afterwards by their age within the stability window, not by observation alone after
+// 0.75 × grace (30 s).
+func (s *shootNS) awaitSeenRenewing() {
+	s.t.Helper()
+	var seen []float64
+	require.Eventually(s.t, func() bool {
+		v := gaugeValue(s.t, "dwd_shoot_last_successful_probe_timestamp_seconds", map[string]string{"namespace": s.name})
+		if v > 0 && (len(seen) == 0 || v > seen[len(seen)-1]) {
+			seen = append(seen, v)
+		}
+		return len(seen) >= 3
+	}, 20*time.Second, 50*time.Millisecond, "%s probed successfully three times", s.name)
+}
+
+// gaugeValue reads the gauge sample of name whose labels include want (0 when there is none).
+func gaugeValue(t *testing.T, name string, want map[string]string) float64 {
+	families, err := metrics.Registry.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if hasLabels(m.GetLabel(), want) {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
 // counterSum adds up the samples of a counter whose labels include want.
 func counterSum(t *testing.T, name string, want map[string]string) float64 {
 	families, err := metrics.Registry.Gather()

@@ -47,6 +47,7 @@ func TestMeltdownScalesDownThenUpInLevelOrder(t *testing.T) {
 	events := s.watchScaling()
 	r := startReplica(t, seed.Namespace(t), "dwd-0")
 	require.Eventually(t, func() bool { return r.prober.Probing(s.name) }, 20*time.Second, 50*time.Millisecond)
+	s.awaitSeenRenewing()
 
 	// Two of three leases expire: 0.67 >= 0.6.
 	crossed := time.Now()
@@ -95,13 +96,12 @@ func TestScalingRespectsIgnoreAndOptionalResources(t *testing.T) {
 	startReplica(t, seed.Namespace(t), "dwd-0")
 
 	for _, s := range []*shootNS{ignored, optionalMissing, requiredMissing} {
+		s.awaitSeenRenewing()
 		s.renewLeases(2, time.Now().Add(-expired))
 	}
-	// The shoots may melt before the replica saw a renewal that shows the clocks agree: it then finds
-	// the meltdown by observation alone, after 0.75 × grace (30 s).
 	require.Eventually(t, func() bool {
 		return ignored.replicas("machine-controller-manager") == 0 && optionalMissing.replicas("kube-controller-manager") == 0
-	}, 50*time.Second, 50*time.Millisecond, "the other resources are scaled down")
+	}, 20*time.Second, 50*time.Millisecond, "the other resources are scaled down")
 	require.Eventually(t, func() bool { return requiredMissing.replicas("cluster-autoscaler") == 0 }, 20*time.Second, 50*time.Millisecond,
 		"a missing required resource fails its level; the other resources of that level still run")
 	assert.Equal(t, int32(2), ignored.replicas("kube-controller-manager"), "ignore-scaling is never scaled")
@@ -183,9 +183,9 @@ func TestMalformedShootAffectsOnlyItsCluster(t *testing.T) {
 	assert.False(t, r.prober.Probing(broken.name))
 	assert.Equal(t, reported+1, counterSum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "cluster"}))
 
+	healthy.awaitSeenRenewing()
 	healthy.renewLeases(2, time.Now().Add(-expired))
-	// Found by the age rule when the replica saw a renewal first, else by observation alone (30 s).
-	require.Eventually(t, func() bool { return healthy.replicas("kube-controller-manager") == 0 }, 50*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return healthy.replicas("kube-controller-manager") == 0 }, 20*time.Second, 50*time.Millisecond,
 		"the other shoot is probed and scaled as usual")
 }
 
