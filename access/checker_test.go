@@ -42,6 +42,7 @@ func serviceAccountConfig(t *testing.T, ns string) *rest.Config {
 	require.NoError(t, env.Client.Create(ctx, binding))
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + ns + ":dwd"}
+	test.AwaitGranted(t, cfg, ns, role.Rules)
 	return cfg
 }
 

@@ -4,7 +4,8 @@
 //
 // Each test package starts one control plane in TestMain with Main and gives each test its own
 // namespace with Environment.Namespace. Under `go test -short` no control plane is started and the
-// integration tests skip themselves with Environment.Require.
+// integration tests skip themselves with Environment.Require. A test that binds RBAC to a user it
+// impersonates waits with AwaitGranted until the API server's authorizer grants it.
 //
 // The chaos suite (test/chaos) runs dwd processes against this control plane through Proxy, and
 // restarts its API server on the same etcd with StopAPIServer and StartAPIServer.

@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/sharded-dwd/dependency-watchdog/test"
 )
 
 func TestPodOrdinal(t *testing.T) {
@@ -291,6 +293,7 @@ func userWithRole(t *testing.T, ns, user string, rules []rbacv1.PolicyRule) kube
 	require.NoError(t, env.Client.Create(ctx, binding))
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	test.AwaitGranted(t, cfg, ns, rules)
 	return kubernetes.NewForConfigOrDie(cfg)
 }
 
