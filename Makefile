@@ -78,11 +78,16 @@ verify: ## Fail if gofmt would change a file or go vet finds a problem.
 	$(GO) vet ./...
 
 .PHONY: test-go
+# The test packages that take longest, longest first: go test starts packages in the order given, so
+# that two of them run at a time from the start and the short ones fill in at the end.
+SLOW_TEST_PKGS := ./test/chaos ./cmd/dwd-sim ./sharding ./prober ./cmd/dwd ./deploy ./weeder
+
 test-go: tools ## Unit and integration tests with the race detector, against the real control plane.
-	@# Build every test binary in parallel first (-short: no control plane), then run the packages
-	@# one at a time, so that the integration tests' timings are not squeezed by each other.
+	@# Build every test binary in parallel first (-short: no control plane), then run two packages at
+	@# a time: their tests mostly wait on real time (leases, probe intervals, processes), and together
+	@# they use about one of two cores.
 	$(GO) test -race -short -count=1 -run='^$$' ./... >/dev/null
-	$(GO) test -race -count=1 -p 1 -skip='^TestDashboards$$' ./...
+	$(GO) test -race -count=1 -p 2 -skip='^TestDashboards$$' $(SLOW_TEST_PKGS) ./...
 
 # promtool and prometheus from Debian's prometheus package, unpacked into bin/ when none is on the
 # PATH: only the binaries, so that no Prometheus service is installed or started.
