@@ -9,8 +9,10 @@
 // lie and fail (stale caches, slow bodies, clock offsets, huge lists, timeouts, 5xx, 429, malformed
 // JSON, a wrong CA, leases without renewTime) and put broken objects into the seed. After each one
 // the suite checks, without restarting anything, that every partition is held and every shoot
-// probed again, that no replica panicked, that no dependent was scaled down without a meltdown, and
-// runs the ownership audit over the replicas' audit logs when the binary writes them.
+// probed again, that no replica panicked, that dwd wrote no Deployment of a shoot that did not melt
+// and each dependent of one that did exactly twice (down, up), counted by metadata.generation between
+// two reads rather than by a watch that may miss changes, and runs the ownership audit over the
+// replicas' audit logs when the binary writes them.
 //
 // `go test ./test/chaos` runs a few rounds of each scenario (skipped under -short);
 // `go test ./test/chaos -run TestSoak -soak=30m` (make soak) runs scenarios at random until the time
