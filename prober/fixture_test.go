@@ -355,7 +355,7 @@ func (s *shootNS) awaitSeenRenewing() {
 	s.t.Helper()
 	var seen []float64
 	require.Eventually(s.t, func() bool {
-		v := gaugeValue(s.t, "dwd_shoot_last_successful_probe_timestamp_seconds", map[string]string{"namespace": s.name})
+		v := metricSum(s.t, "dwd_shoot_last_successful_probe_timestamp_seconds", map[string]string{"namespace": s.name})
 		if v > 0 && (len(seen) == 0 || v > seen[len(seen)-1]) {
 			seen = append(seen, v)
 		}
@@ -363,25 +363,8 @@ func (s *shootNS) awaitSeenRenewing() {
 	}, 20*time.Second, 50*time.Millisecond, "%s probed successfully three times", s.name)
 }
 
-// gaugeValue reads the gauge sample of name whose labels include want (0 when there is none).
-func gaugeValue(t *testing.T, name string, want map[string]string) float64 {
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if hasLabels(m.GetLabel(), want) {
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-// counterSum adds up the samples of a counter whose labels include want.
-func counterSum(t *testing.T, name string, want map[string]string) float64 {
+// metricSum adds up the samples of a counter or gauge whose labels include want.
+func metricSum(t *testing.T, name string, want map[string]string) float64 {
 	families, err := metrics.Registry.Gather()
 	require.NoError(t, err)
 	sum := 0.0
@@ -391,7 +374,7 @@ func counterSum(t *testing.T, name string, want map[string]string) float64 {
 		}
 		for _, m := range f.GetMetric() {
 			if hasLabels(m.GetLabel(), want) {
-				sum += m.GetCounter().GetValue()
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}
