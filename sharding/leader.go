@@ -41,7 +41,7 @@ func NewLeader(group, member string, lock *FencedLock, log logr.Logger) *Leader 
 	m := newMemberMetrics(group, member)
 	partitions.WithLabelValues(group, member).Set(LeaderPartitions)
 	lock.mu.Lock()
-	lock.renewed = func(sent time.Time) { m.lastRenew.Set(float64(sent.UnixNano()) / 1e9) }
+	lock.renewed = m.renewed
 	lock.mu.Unlock()
 	return &Leader{lock: lock, clock: lock.clock, log: log, metrics: m}
 }

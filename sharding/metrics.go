@@ -145,6 +145,11 @@ func newMemberMetrics(group, member string) *memberMetrics {
 	}
 }
 
+// renewed records the send time of the member's (or leader's) last successful lease renewal.
+func (m *memberMetrics) renewed(sent time.Time) {
+	m.lastRenew.Set(float64(sent.UnixNano()) / 1e9)
+}
+
 // setSettings exports the partition count and the settings fingerprint (see Settings) this member
 // advertises.
 func (m *memberMetrics) setSettings(partitionCount int, settings string) {

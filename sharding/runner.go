@@ -339,7 +339,7 @@ func (r *Runner) onRenewFailure(err error) {
 // onRenew exports the time of the member lease's last successful renewal, so that an alert sees a
 // member failing to renew before it fences.
 func (r *Runner) onRenew(sentAt time.Time) {
-	r.coordinator.metrics.lastRenew.Set(float64(sentAt.UnixNano()) / 1e9)
+	r.coordinator.metrics.renewed(sentAt)
 }
 
 func (r *Runner) onStepDown(until time.Time) {
