@@ -346,11 +346,12 @@ func kubeconfigFor(server string) []byte {
 	return data
 }
 
-// awaitSeenRenewing waits until the replica's probe of s succeeded three times in a row
-// (dwd_shoot_last_successful_probe_timestamp_seconds moved on twice): its kubelets renew every second,
-// as often as the probe runs, so by then it has seen a renewal that shows the clocks agree, and finds
-// leases expired afterwards by their age within the stability window, not by observation alone after
-// 0.75 × grace (30 s).
+// awaitSeenRenewing waits until the replica's probe of s has succeeded at three different times
+// (dwd_shoot_last_successful_probe_timestamp_seconds moved on twice). The kubelets renew every second,
+// as often as the probe runs, so by then the replica has almost surely read the leases before and
+// after a renewal, which shows the clocks agree, and finds leases that expire afterwards by their age
+// within the stability window: seconds. Otherwise it finds them by observation alone after
+// 0.75 × grace (30 s), which the tests' waits for a scale-down (expiryWait) still cover.
 func (s *shootNS) awaitSeenRenewing() {
 	s.t.Helper()
 	var seen []float64

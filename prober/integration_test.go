@@ -19,6 +19,9 @@ import (
 const (
 	grace   = 40 * time.Second
 	expired = grace // renewed this long ago, a lease has expired (0.75 × grace)
+	// expiryWait bounds the wait for a scale-down after leases expired: a few seconds when the replica
+	// has seen the kubelets renew (awaitSeenRenewing), 0.75 × grace by observation alone otherwise.
+	expiryWait = grace*3/4 + 20*time.Second
 )
 
 // levelOrder asserts that every deployment in first reached want before any in then did.
@@ -101,7 +104,7 @@ func TestScalingRespectsIgnoreAndOptionalResources(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		return ignored.replicas("machine-controller-manager") == 0 && optionalMissing.replicas("kube-controller-manager") == 0
-	}, 20*time.Second, 50*time.Millisecond, "the other resources are scaled down")
+	}, expiryWait, 50*time.Millisecond, "the other resources are scaled down")
 	require.Eventually(t, func() bool { return requiredMissing.replicas("cluster-autoscaler") == 0 }, 20*time.Second, 50*time.Millisecond,
 		"a missing required resource fails its level; the other resources of that level still run")
 	assert.Equal(t, int32(2), ignored.replicas("kube-controller-manager"), "ignore-scaling is never scaled")
@@ -185,7 +188,7 @@ func TestMalformedShootAffectsOnlyItsCluster(t *testing.T) {
 
 	healthy.awaitSeenRenewing()
 	healthy.renewLeases(2, time.Now().Add(-expired))
-	require.Eventually(t, func() bool { return healthy.replicas("kube-controller-manager") == 0 }, 20*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return healthy.replicas("kube-controller-manager") == 0 }, expiryWait, 50*time.Millisecond,
 		"the other shoot is probed and scaled as usual")
 }
 

@@ -10,14 +10,15 @@ import (
 	"sort"
 )
 
-// dir is the deploy tree in the source: the parent of this package's folder.
-var dir = func() string {
+// deployDir returns the deploy tree in the source: the parent of this package's folder, as the
+// compiler recorded it (not under -trimpath).
+func deployDir() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return filepath.Join("..", "deploy")
+	if !ok || !filepath.IsAbs(file) {
+		return "", fmt.Errorf("the source folder of package deploytest is unknown (built with -trimpath?)")
 	}
-	return filepath.Dir(filepath.Dir(file))
-}()
+	return filepath.Dir(filepath.Dir(file)), nil
+}
 
 // DashboardQuery is one target of one panel.
 type DashboardQuery struct {
@@ -31,6 +32,10 @@ type DashboardQuery struct {
 
 // Dashboards returns the dashboard files of deploy/grafana (name -> raw JSON).
 func Dashboards() (map[string][]byte, error) {
+	dir, err := deployDir()
+	if err != nil {
+		return nil, err
+	}
 	grafana := filepath.Join(dir, "grafana")
 	names, err := filepath.Glob(filepath.Join(grafana, "*.json"))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 
 	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
@@ -47,12 +48,19 @@ func (c *cluster) round(ctx context.Context, sc scenario, rng *rand.Rand, sz siz
 	start := time.Now()
 	before, err := c.readDependents(ctx)
 	if err != nil {
+		err = fmt.Errorf("before the scenario: %w", err)
+		c.stats.record(sc, start, time.Now(), err, 0, 0, c.stats.panics, auditOutcome{})
 		return err
 	}
 	c.own.take()
 	unheld := c.watchUnheld(ctx)
 	melted, err := sc.run(ctx, c, rng, sz)
 	errs := []error{err}
+	if err != nil && len(melted) > 0 {
+		// A scenario cut short leaves its melted shoots' scale-ups to come: let them land in this
+		// round, which has failed already, not count as spurious in the next.
+		errs = append(errs, c.awaitDependents(ctx, melted, func(name string) int32 { return sim.Dependents[name] }, scaleUpTimeout))
+	}
 	if err := c.converge(ctx, time.Now(), convergeTimeout); err != nil {
 		errs = append(errs, fmt.Errorf("after the scenario: %w", err))
 	}

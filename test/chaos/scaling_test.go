@@ -24,6 +24,7 @@ import (
 
 // dependent is one Deployment of the seed as one read saw it.
 type dependent struct {
+	uid        types.UID
 	generation int64
 	replicas   int32
 }
@@ -54,7 +55,7 @@ func (c *cluster) readDependents(ctx context.Context) (dependents, error) {
 			if d.Spec.Replicas != nil {
 				replicas = *d.Spec.Replicas
 			}
-			deps[d.Namespace+"/"+d.Name] = dependent{generation: d.Generation, replicas: replicas}
+			deps[d.Namespace+"/"+d.Name] = dependent{uid: d.UID, generation: d.Generation, replicas: replicas}
 		}
 		return true
 	})
@@ -102,6 +103,10 @@ func scalings(before, after dependents, melted map[string]bool, own map[string]i
 			errs = append(errs, fmt.Errorf("Deployment %s appeared during the round", key))
 			continue
 		}
+		if now.uid != was.uid {
+			errs = append(errs, fmt.Errorf("Deployment %s was deleted and created again during the round", key))
+			continue
+		}
 		writes := int(now.generation-was.generation) - own[key]
 		ns, _, _ := strings.Cut(key, "/")
 		switch {
@@ -144,9 +149,11 @@ func TestScalings(t *testing.T) {
 
 	delete(after, "s3/kcm")
 	after["s4/kcm"] = dependent{generation: 1, replicas: 1}
+	after["s2/kcm"] = dependent{uid: "new", generation: 1, replicas: 1}
 	_, errs = scalings(before, after, nil, nil)
 	require.ErrorContains(t, errors.Join(errs...), "s4/kcm appeared")
 	require.ErrorContains(t, errors.Join(errs...), "s3/kcm disappeared")
+	require.ErrorContains(t, errors.Join(errs...), "s2/kcm was deleted and created again")
 }
 
 // checkWritesCounted proves on the real API server what scalings relies on: a Deployment's generation

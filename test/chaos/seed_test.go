@@ -108,6 +108,7 @@ const (
 func rollingMeltdown(ctx context.Context, c *cluster, rng *rand.Rand, sz sizes) ([]string, error) {
 	melted := c.randomShoots(rng, sz.melt)
 	start := time.Now()
+	defer c.recover(melted) // also when the scenario fails half-way
 	expired, err := c.melt(melted)
 	if err != nil {
 		return melted, err
@@ -126,10 +127,8 @@ func rollingMeltdown(ctx context.Context, c *cluster, rng *rand.Rand, sz sizes) 
 	if err := c.annotate(ctx, damaged, "kube-controller-manager", scaler.ReplicasAnnotation, "abc"); err != nil {
 		return melted, err
 	}
-	for _, ns := range melted {
-		if err := c.seed.Shoots.SetScenario(ns, sim.Scenario{}); err != nil {
-			return melted, err
-		}
+	if err := c.recover(melted); err != nil {
+		return melted, err
 	}
 	if err := c.awaitDependents(ctx, melted, func(name string) int32 { return sim.Dependents[name] }, scaleUpTimeout); err != nil {
 		return melted, fmt.Errorf("not scaled up: %w", err)
@@ -144,6 +143,15 @@ func (c *cluster) randomShoots(rng *rand.Rand, n int) []string {
 	names := slices.Clone(c.shoots)
 	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
 	return names[:min(n, len(names))]
+}
+
+// recover lets the kubelets of the shoots renew their leases again.
+func (c *cluster) recover(shoots []string) error {
+	var errs []error
+	for _, ns := range shoots {
+		errs = append(errs, c.seed.Shoots.SetScenario(ns, sim.Scenario{}))
+	}
+	return errors.Join(errs...)
 }
 
 // melt stops the kubelets of the shoots and returns when the last of them will have expired leases.
@@ -201,8 +209,11 @@ func (c *cluster) annotate(ctx context.Context, ns, name, key, value string) err
 	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, key, value)
 	dep := &appsv1.Deployment{}
 	dep.Namespace, dep.Name = ns, name
+	if err := c.seed.Env.Client.Patch(ctx, dep, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return err
+	}
 	c.own.add(ns + "/" + name)
-	return c.seed.Env.Client.Patch(ctx, dep, client.RawPatch(types.MergePatchType, patch))
+	return nil
 }
 
 // expectEvent checks that an Event with the reason was recorded in the namespace.
