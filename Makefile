@@ -77,11 +77,11 @@ verify: ## Fail if gofmt would change a file or go vet finds a problem.
 		if [ -n "$$files" ]; then echo "gofmt would change:"; echo "$$files"; exit 1; fi
 	$(GO) vet ./...
 
-.PHONY: test-go
 # The test packages that take longest, longest first: go test starts packages in the order given, so
 # that two of them run at a time from the start and the short ones fill in at the end.
 SLOW_TEST_PKGS := ./test/chaos ./cmd/dwd-sim ./sharding ./prober ./cmd/dwd ./deploy ./weeder
 
+.PHONY: test-go
 test-go: tools ## Unit and integration tests with the race detector, against the real control plane.
 	@# Build every test binary in parallel first (-short: no control plane), then run two packages at
 	@# a time: their tests mostly wait on real time (leases, probe intervals, processes), and together

@@ -354,13 +354,12 @@ func kubeconfigFor(server string) []byte {
 // 0.75 × grace (30 s), which the tests' waits for a scale-down (expiryWait) still cover.
 func (s *shootNS) awaitSeenRenewing() {
 	s.t.Helper()
-	var seen []float64
+	last, seen := 0.0, 0
 	require.Eventually(s.t, func() bool {
-		v := metricSum(s.t, "dwd_shoot_last_successful_probe_timestamp_seconds", map[string]string{"namespace": s.name})
-		if v > 0 && (len(seen) == 0 || v > seen[len(seen)-1]) {
-			seen = append(seen, v)
+		if v := metricSum(s.t, "dwd_shoot_last_successful_probe_timestamp_seconds", map[string]string{"namespace": s.name}); v > last {
+			last, seen = v, seen+1
 		}
-		return len(seen) >= 3
+		return seen >= 3
 	}, 20*time.Second, 50*time.Millisecond, "%s probed successfully three times", s.name)
 }
 

@@ -23,22 +23,30 @@ func AwaitGranted(t testing.TB, cfg *rest.Config, ns string, rules []rbacv1.Poli
 	if err != nil {
 		t.Fatalf("a client of the impersonating config: %v", err)
 	}
+	for _, attrs := range resourceAttributes(ns, rules) {
+		review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}
+		err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true,
+			func(ctx context.Context) (bool, error) {
+				answer, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+				return err == nil && answer.Status.Allowed, nil
+			})
+		if err != nil {
+			t.Fatalf("%s %s.%s in %q not granted within 10s of binding it: %v", attrs.Verb, attrs.Resource, attrs.Group, ns, err)
+		}
+	}
+}
+
+// resourceAttributes lists every group, resource and verb the rules name, in ns.
+func resourceAttributes(ns string, rules []rbacv1.PolicyRule) []authorizationv1.ResourceAttributes {
+	var attrs []authorizationv1.ResourceAttributes
 	for _, rule := range rules {
 		for _, group := range rule.APIGroups {
 			for _, resource := range rule.Resources {
 				for _, verb := range rule.Verbs {
-					attrs := authorizationv1.ResourceAttributes{Namespace: ns, Group: group, Resource: resource, Verb: verb}
-					review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}
-					err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 10*time.Second, true,
-						func(ctx context.Context) (bool, error) {
-							answer, err := c.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
-							return err == nil && answer.Status.Allowed, nil
-						})
-					if err != nil {
-						t.Fatalf("%s %s.%s in %q not granted within 10s of binding it: %v", verb, resource, group, ns, err)
-					}
+					attrs = append(attrs, authorizationv1.ResourceAttributes{Namespace: ns, Group: group, Resource: resource, Verb: verb})
 				}
 			}
 		}
 	}
+	return attrs
 }

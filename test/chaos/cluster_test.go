@@ -70,8 +70,9 @@ type cluster struct {
 	auditLogs []string
 	// duplicates counts the second processes started under a running replica's name.
 	duplicates int
-	// own counts the test's own writes to Deployments in the round (see scalings).
-	own   ownWrites
+	// own counts the test's own writes to Deployments in the round that bump their generation (an
+	// annotation it damages), by namespace/name: no writes of dwd (see scalings).
+	own   map[string]int
 	logf  func(format string, args ...any)
 	stats *stats
 }

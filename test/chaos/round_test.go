@@ -52,7 +52,7 @@ func (c *cluster) round(ctx context.Context, sc scenario, rng *rand.Rand, sz siz
 		c.stats.record(sc, start, time.Now(), err, 0, 0, c.stats.panics, auditOutcome{})
 		return err
 	}
-	c.own.take()
+	c.own = map[string]int{}
 	unheld := c.watchUnheld(ctx)
 	melted, err := sc.run(ctx, c, rng, sz)
 	errs := []error{err}
@@ -70,7 +70,7 @@ func (c *cluster) round(ctx context.Context, sc scenario, rng *rand.Rand, sz siz
 	var bad []string
 	if err == nil {
 		var wrong []error
-		bad, wrong = scalings(before, after, set(melted), c.own.take())
+		bad, wrong = scalings(before, after, set(melted), c.own)
 		errs = append(errs, wrong...)
 		for _, s := range bad {
 			errs = append(errs, fmt.Errorf("spurious scaling of %s", s))

@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -63,32 +62,6 @@ func (c *cluster) readDependents(ctx context.Context) (dependents, error) {
 		return nil, fmt.Errorf("listing the Deployments: %w", errors.Join(lastErr, err))
 	}
 	return deps, nil
-}
-
-// ownWrites counts the test's own writes to Deployments that bump their generation (an annotation
-// it damages), which are no writes of dwd.
-type ownWrites struct {
-	mu     sync.Mutex
-	counts map[string]int
-}
-
-// add notes one write of the test to namespace/name.
-func (o *ownWrites) add(key string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.counts == nil {
-		o.counts = map[string]int{}
-	}
-	o.counts[key]++
-}
-
-// take returns the writes noted since the last take, and forgets them.
-func (o *ownWrites) take() map[string]int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	counts := o.counts
-	o.counts = nil
-	return counts
 }
 
 // scalings checks the writes dwd made to the Deployments between two reads, own (the test's writes)

@@ -103,8 +103,9 @@ const (
 
 // rollingMeltdown melts some shoots and, while their leases expire, restarts every replica in turn
 // (SIGTERM, a new process, ready, the next): every melted dependent must be scaled down and, after the
-// recovery, up again, each exactly once (the round checks that, see scalings). One of them gets a damaged replicas annotation ("abc")
-// while it is down: it is restored to the default replicas with an InvalidAnnotation Event.
+// recovery, up again, each exactly once (the round checks that, see scalings). One of them gets a
+// damaged replicas annotation ("abc") while it is down: it is restored to the default replicas with an
+// InvalidAnnotation Event.
 func rollingMeltdown(ctx context.Context, c *cluster, rng *rand.Rand, sz sizes) ([]string, error) {
 	melted := c.randomShoots(rng, sz.melt)
 	start := time.Now()
@@ -212,7 +213,7 @@ func (c *cluster) annotate(ctx context.Context, ns, name, key, value string) err
 	if err := c.seed.Env.Client.Patch(ctx, dep, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		return err
 	}
-	c.own.add(ns + "/" + name)
+	c.own[ns+"/"+name]++
 	return nil
 }
 
