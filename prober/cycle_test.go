@@ -424,11 +424,11 @@ func TestFirstRunWaitsInitialDelayWhereTheOriginalDid(t *testing.T) {
 
 func TestAFlowInTheOtherDirectionReplacesTheRunningOne(t *testing.T) {
 	f := newCycleFixture(t, 1)
-	f.m.startFlow(cycleNS, scaler.Down, scaler.Reason{})
+	f.m.startFlow(cycleNS, scaler.Down, 1, scaler.Reason{})
 	first := f.m.flows[cycleNS]
-	f.m.startFlow(cycleNS, scaler.Down, scaler.Reason{})
+	f.m.startFlow(cycleNS, scaler.Down, 1, scaler.Reason{})
 	assert.Same(t, first, f.m.flows[cycleNS], "the same direction keeps the running flow")
-	f.m.startFlow(cycleNS, scaler.Up, scaler.Reason{})
+	f.m.startFlow(cycleNS, scaler.Up, 2, scaler.Reason{})
 	dir, ok := f.flowStarted()
 	require.True(t, ok)
 	assert.Equal(t, scaler.Up, dir)
@@ -439,21 +439,18 @@ func TestAFlowInTheOtherDirectionReplacesTheRunningOne(t *testing.T) {
 	assert.False(t, f.m.Flows.Scheduled(cycleNS))
 }
 
-// blockingLimiter never hands out a token until its context ends: a scale budget that is used up.
+// blockingLimiter never hands out a token: a scale budget that is used up. It counts the requests
+// told to wait.
 type blockingLimiter struct{ waits atomic.Int32 }
 
-func (l *blockingLimiter) TryAccept() bool { return false }
-func (l *blockingLimiter) Accept()         { select {} }
-func (l *blockingLimiter) Stop()           {}
-func (l *blockingLimiter) QPS() float32    { return 0 }
-func (l *blockingLimiter) Wait(ctx context.Context) error {
+func (l *blockingLimiter) Reserve(time.Time, scaler.Direction, int) (time.Duration, func(time.Time)) {
 	l.waits.Add(1)
-	<-ctx.Done()
-	return ctx.Err()
+	return time.Hour, nil
 }
 
 // A melted shoot whose scale flow cannot get a write through keeps being probed at its cadence, on a
-// probe pool of a single worker: the flow holds no probe worker.
+// probe pool of a single worker: the flow holds no probe worker (nor a flow worker: it waits for its
+// budget on the flow scheduler's clock).
 func TestProbesKeepTheirCadenceWhileAFlowWaits(t *testing.T) {
 	f := newCycleFixture(t, 5)
 	limiter := &blockingLimiter{}
@@ -468,10 +465,18 @@ func TestProbesKeepTheirCadenceWhileAFlowWaits(t *testing.T) {
 	f.m.Scheduler.Schedule(cycleNS, f.clk.Now(), f.p.run)
 	lists := func() int32 { return f.shoot.cached.Load() + f.shoot.consistent.Load() }
 	step := func() {
-		before := lists()
-		require.Eventually(t, f.clk.HasWaiters, 10*time.Second, time.Millisecond, "the probe is scheduled")
-		f.clk.Step(2 * time.Second) // past the longest jittered 1 s period
-		require.Eventually(t, func() bool { return lists() > before }, 10*time.Second, time.Millisecond)
+		before, start := lists(), f.clk.Now()
+		// The flow's wait for its budget is a timer too: step until the probe has run again.
+		require.Eventually(t, func() bool {
+			if lists() > before {
+				return true
+			}
+			if f.clk.HasWaiters() && f.clk.Since(start) < 2*time.Second {
+				f.clk.Step(100 * time.Millisecond)
+			}
+			return false
+		}, 10*time.Second, time.Millisecond)
+		require.LessOrEqual(t, f.clk.Since(start), 2*time.Second, "the probe runs within its longest jittered 1 s period")
 	}
 	require.Eventually(t, func() bool { return lists() == 1 }, 10*time.Second, time.Millisecond)
 	for range 3 {

@@ -80,6 +80,9 @@ type Manager struct {
 
 	flowMu sync.Mutex
 	flows  map[string]*scaler.Flow
+	// verdicts holds each probed shoot's latest verdict (see publish); a flow writes only while its
+	// own is the latest.
+	verdicts map[string]verdict
 
 	// scaledDown holds the probed shoots whose dependents are scaled down, for dwd_shoots_scaled_down.
 	scaledDown shootSet
@@ -276,6 +279,7 @@ func (m *Manager) stopLocked(ns string) {
 	}
 	delete(m.probes, ns)
 	m.Scheduler.Remove(ns)
+	m.forgetVerdict(ns)
 	m.stopFlow(ns)
 	m.Clients.Forget(ns)
 	expiredFraction.DeleteLabelValues(ns)
@@ -330,10 +334,11 @@ func (m *Manager) firstReport(key, version string) bool {
 	return true
 }
 
-// startFlow runs a scale flow of ns in direction dir on the flow pool, unless one in that direction
-// runs already; a flow in the other direction is stopped first (its step in flight is waited for; the
-// state on the resources lets the new flow finish whatever it left).
-func (m *Manager) startFlow(ns string, dir scaler.Direction, why scaler.Reason) {
+// startFlow runs a scale flow of ns in direction dir, acting on the verdict of epoch, on the flow pool,
+// unless one in that direction runs already; a flow in the other direction is ended first (its step in
+// flight is waited for; the state on the resources lets the new flow finish whatever it left). The
+// flow writes only while its verdict is the shoot's latest (see publish).
+func (m *Manager) startFlow(ns string, dir scaler.Direction, epoch uint64, why scaler.Reason) {
 	m.flowMu.Lock()
 	running, ok := m.flows[ns]
 	m.flowMu.Unlock()
@@ -342,8 +347,9 @@ func (m *Manager) startFlow(ns string, dir scaler.Direction, why scaler.Reason) 
 	}
 	if ok {
 		m.Log.Info("Replacing scale flow", "namespace", ns, "from", running.Direction().String(), "to", dir.String())
+		m.endFlow(ns, running)
 	}
-	m.Flows.Remove(ns)
+	why.Current = func() bool { return m.current(ns, dir, epoch) }
 	f := m.Scaler.NewFlow(ns, dir, why)
 	m.flowMu.Lock()
 	if m.flows == nil {
@@ -366,20 +372,41 @@ func (m *Manager) flowJob(ns string, f *scaler.Flow) Job {
 			delete(m.flows, ns)
 		}
 		m.flowMu.Unlock()
+		switch {
+		case errors.Is(err, scaler.ErrSuperseded):
+			m.Log.V(1).Info("Scale flow ended: its verdict was superseded", "namespace", ns, "direction", f.Direction().String())
 		// A refused write was logged by the Scaler and counted by the Ownership: no failure.
-		if err != nil && ctx.Err() == nil && !errors.Is(err, scaler.ErrRefused) {
+		case err != nil && ctx.Err() == nil && !errors.Is(err, scaler.ErrRefused):
 			m.Log.Error(err, "Scale flow failed", "namespace", ns, "direction", f.Direction().String())
 		}
 		return Done
 	}
 }
 
-// stopFlow stops the flow of ns, if any, and waits for its step in flight.
-func (m *Manager) stopFlow(ns string) {
-	m.Flows.Remove(ns)
+// endFlow ends flow f of ns, if it still runs: it waits for its step in flight and gives back the
+// budget it reserved.
+func (m *Manager) endFlow(ns string, f *scaler.Flow) {
 	m.flowMu.Lock()
+	if m.flows[ns] != f {
+		m.flowMu.Unlock()
+		return
+	}
 	delete(m.flows, ns)
 	m.flowMu.Unlock()
+	m.Flows.Remove(ns)
+	f.Close()
+}
+
+// stopFlow stops the flow of ns, if any, and waits for its step in flight.
+func (m *Manager) stopFlow(ns string) {
+	m.flowMu.Lock()
+	f, ok := m.flows[ns]
+	m.flowMu.Unlock()
+	if ok {
+		m.endFlow(ns, f)
+		return
+	}
+	m.Flows.Remove(ns)
 }
 
 // shootEvent records an Event about a shoot's probe on its first dependent resource, in the shoot's

@@ -348,18 +348,23 @@ func (p *shootProbe) machines(ctx context.Context) ([]MachineInfo, error) {
 	return machines, nil
 }
 
-// act starts the scale flow the decision calls for when the cache shows it would change anything; the
-// flow runs on the flow pool, not in this probe's turn. A healthy shoot also gets the replicas
-// annotations the original left behind removed.
+// act publishes the decision as the shoot's latest verdict, which ends a flow in the other direction
+// at once (written or not), and starts the scale flow the decision calls for when the cache shows it
+// would change anything; the flow runs on the flow pool, not in this probe's turn, and writes only
+// while the verdict stands. A healthy shoot also gets the replicas annotations the original left
+// behind removed. A decision of None publishes nothing: no evidence either way.
 func (p *shootProbe) act(ctx context.Context, d Decision) (string, error) {
 	dir, result := scaler.Up, resultScaledUp
 	switch d.Action {
 	case ScaleDown:
 		dir, result = scaler.Down, resultScaledDown
 	case ScaleUp:
-		p.cleanup(ctx)
 	default:
 		return resultNoDecision, nil
+	}
+	epoch := p.m.publish(p.namespace, dir)
+	if dir == scaler.Up {
+		p.cleanup(ctx)
 	}
 	needed, err := p.m.Scaler.NeedsScaling(ctx, p.namespace, dir)
 	if err != nil {
@@ -369,7 +374,7 @@ func (p *shootProbe) act(ctx context.Context, d Decision) (string, error) {
 		return resultHealthy, nil
 	}
 	why := scaler.Reason{Message: fmt.Sprintf("%d of %d candidate node leases expired", d.Expired, d.Candidates), ExpiredFraction: d.ExpiredFraction}
-	p.m.startFlow(p.namespace, dir, why)
+	p.m.startFlow(p.namespace, dir, epoch, why)
 	return result, nil
 }
 

@@ -119,7 +119,7 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 			MaxBytes: opts.MaxResponseBytes, MaxItems: opts.MaxResponseItems, Wrap: CountRequests("shoot", "prober")},
 		// Every scale write asks the coordinator right before it is sent, and goes out bounded by the fence.
 		Scaler: &scaler.Scaler{Client: scaleClient, APIReader: scaleReader, Recorder: recorder,
-			Limiter: flowcontrol.NewTokenBucketRateLimiter(opts.ScaleQPS, opts.ScaleBurst),
+			Limiter: scaler.NewTokenBucket(opts.ScaleQPS, opts.ScaleBurst),
 			Clock:   clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos, Guard: coordinator.Guard,
 			Audit: opts.Audit, Partition: coordinator.Partition},
 	}

@@ -53,9 +53,12 @@ func (s *Scaler) cleanup(ctx context.Context, j job) error {
 	if err != nil {
 		return err
 	}
-	deadline := s.clock().Now().Add(j.timeout())
+	if err := s.waitBudget(ctx, Up, 1); err != nil {
+		return fmt.Errorf("waiting for the scale budget: %w", err)
+	}
+	deadline := s.clock().Now().Add(j.timeout()) // after the wait for the budget: it is no slowness
 	send := s.guarded(j, func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) })
-	if err := s.request(ctx, &deadline, send); err != nil {
+	if err := s.request(ctx, deadline, send); err != nil {
 		return fmt.Errorf("removing the leftover replicas annotation: %w", err)
 	}
 	j.log.Info("Removed a leftover replicas annotation")

@@ -44,12 +44,13 @@ func (f *Flow) Direction() Direction { return f.dir }
 
 // Step does the work that is due now (on the Scaler's Clock) and returns how long until the next step
 // is due. The resources of a level progress in parallel, each in a goroutine that Step starts and waits
-// for; when a level completes, the next one starts in the same Step. Step never waits on the clock; it
-// may wait for a token of the Scaler's Limiter, and for the requests it sends.
+// for; when a level completes, the next one starts in the same Step. Step never waits on the clock nor
+// for the Scaler's Limiter (a token not free now is reserved, and the step comes back when it is due);
+// it waits only for the requests it sends.
 //
 // done reports that the flow has ended; err is nil when it completed, else why it stopped: a failed
-// level (naming its resources), a write the Guard refused (wrapping ErrRefused) or the end of ctx. A
-// Step after the end returns the same result.
+// level (naming its resources), a write the Guard refused (wrapping ErrRefused), a verdict superseded
+// (wrapping ErrSuperseded) or the end of ctx. A Step after the end returns the same result.
 func (f *Flow) Step(ctx context.Context) (next time.Duration, done bool, err error) {
 	if f.ended {
 		return 0, true, f.err
@@ -135,12 +136,12 @@ func (f *Flow) levelErr() error {
 	return errors.Join(errs...)
 }
 
-// refusal returns the error of a resource of the level whose write the Scaler's Guard refused, if any:
-// the flow ends at once, without waiting for the rest of the level, since this replica may not act
-// on the namespace now.
+// refusal returns the error of a resource of the level whose write the Scaler's Guard refused, or
+// whose verdict was superseded, if any: the flow ends at once, without waiting for the rest of the
+// level, since this replica may not act on the namespace now, or not in this direction.
 func (f *Flow) refusal() error {
 	for _, t := range f.tasks {
-		if errors.Is(t.err, ErrRefused) {
+		if errors.Is(t.err, ErrRefused) || errors.Is(t.err, ErrSuperseded) {
 			return t.err
 		}
 	}
@@ -164,8 +165,17 @@ func (f *Flow) cancelled(err error) error {
 	return fmt.Errorf("scale-%s flow in namespace %s cancelled at level %d: %w", f.dir, f.namespace, f.levelNumber(), err)
 }
 
+// Close gives back the budget the flow reserved and has not used. A caller that drops a flow before
+// its end (another verdict, a stopped probe) calls it, after the Step in flight, if any, returned.
+func (f *Flow) Close() {
+	for _, t := range f.tasks {
+		f.s.releaseBudget(t)
+	}
+}
+
 // end ends the flow with err and observes its duration.
 func (f *Flow) end(err error) (time.Duration, bool, error) {
+	f.Close()
 	f.ended, f.err = true, err
 	scaleDuration.WithLabelValues(f.dir.String()).Observe(f.s.clock().Since(f.start).Seconds())
 	return 0, true, err

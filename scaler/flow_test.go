@@ -87,11 +87,12 @@ func TestScaleDownSettlesBeforeTheNextLevel(t *testing.T) {
 		wantKCM time.Duration // when level 1 (kube-controller-manager) is written
 	}{
 		{name: "level 1 starts when level 0 has 0 ready replicas", stopAt: 3 * time.Second, wantKCM: 3 * time.Second},
-		{name: "level 1 starts when level 0's timeout has run out", stopAt: never, wantKCM: 10 * time.Second},
+		{name: "level 1 waits at most the original's 5 s for pods that never stop", stopAt: never, wantKCM: 5 * time.Second},
+		{name: "pods that stop after 5 s do not hold level 1", stopAt: 8 * time.Second, wantKCM: 5 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, withTimings(upstreamInfos(t), 0, 10*time.Second))
+			f := newFixture(t, withTimings(upstreamInfos(t), 0, 30*time.Second))
 			clk := clocktesting.NewFakeClock(time.Now())
 			f.scaler.Clock = clk
 			for _, name := range []string{kcm, mcm, ca} {
@@ -131,32 +132,25 @@ func (f *fixture) setReady(t *testing.T, name string, n int32) {
 	require.NoError(t, env.Client.Status().Update(context.Background(), d))
 }
 
-// gate is a Limiter whose every Wait blocks until the test releases a token.
+// gate is a Budget that grants nothing until the test opens it: every request is told to ask again
+// a second later.
 type gate struct {
-	waiting atomic.Int32
-	release chan struct{}
+	asked atomic.Int32
+	open  atomic.Bool
 }
 
-func newGate() *gate { return &gate{release: make(chan struct{})} }
+func newGate() *gate { return &gate{} }
 
-func (g *gate) Wait(ctx context.Context) error {
-	g.waiting.Add(1)
-	defer g.waiting.Add(-1)
-	select {
-	case <-g.release:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+func (g *gate) Reserve(time.Time, scaler.Direction, int) (time.Duration, func(time.Time)) {
+	if g.open.Load() {
+		return 0, nil
 	}
+	g.asked.Add(1)
+	return time.Second, nil
 }
 
-func (g *gate) Accept()         { <-g.release }
-func (g *gate) TryAccept() bool { return false }
-func (g *gate) Stop()           {}
-func (g *gate) QPS() float32    { return 1 }
-
-// blocked tells whether a flow is waiting for a token.
-func (g *gate) blocked() bool { return g.waiting.Load() > 0 }
+// blocked tells whether a flow has asked for a token and was told to wait.
+func (g *gate) blocked() bool { return g.asked.Load() > 0 }
 
 func TestLimiterWaitIsNotATimeout(t *testing.T) {
 	infos := withTimings(only(upstreamInfos(t), kcm), 0, 10*time.Second)
@@ -171,9 +165,17 @@ func TestLimiterWaitIsNotATimeout(t *testing.T) {
 		go func() { done <- f.scaler.Scale(context.Background(), f.ns, scaler.Down, meltdown) }()
 
 		require.Eventually(t, tokens.blocked, 10*time.Second, 10*time.Millisecond)
-		clk.Step(time.Minute) // far past the 10 s timeout
-		tokens.release <- struct{}{}
-		require.Eventually(t, func() bool { return len(done) == 1 }, 10*time.Second, 10*time.Millisecond)
+		for range 60 { // a minute of refusals, far past the 10 s timeout
+			require.Eventually(t, clk.HasWaiters, 10*time.Second, time.Millisecond)
+			clk.Step(time.Second)
+		}
+		tokens.open.Store(true)
+		require.Eventually(t, func() bool {
+			if clk.HasWaiters() {
+				clk.Step(time.Second)
+			}
+			return len(done) == 1
+		}, 10*time.Second, 10*time.Millisecond)
 
 		require.NoError(t, <-done)
 		assert.Equal(t, state{annotations: marks("2")}, f.state(t, kcm))

@@ -24,10 +24,14 @@ var (
 		Help:    "Duration of whole scale flows (all levels), by direction.",
 		Buckets: []float64{0.1, 0.5, 1, 2.5, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300},
 	}, []string{"direction"})
+	supersededWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_scale_writes_superseded_total",
+		Help: "Scale writes not sent because the shoot's latest verdict no longer called for them (the flow ended), by direction.",
+	}, []string{"direction"})
 )
 
 // collectors are the scale metrics, all registered at init.
-var collectors = []prometheus.Collector{scaleOperations, scaleDuration}
+var collectors = []prometheus.Collector{scaleOperations, scaleDuration, supersededWrites}
 
 func init() {
 	metrics.Registry.MustRegister(collectors...)

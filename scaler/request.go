@@ -37,14 +37,9 @@ func (s *Scaler) read(ctx context.Context, reader client.Reader, j job) (client.
 	return obj, nil
 }
 
-// request sends one request to the API server with send. It first takes a token from the Limiter,
-// waiting as long as ctx (the flow's) allows; that wait moves *deadline on by its length, since waiting
-// for the budget is not the request being slow. The request itself is bounded by what is left until
-// *deadline on the clock.
-func (s *Scaler) request(ctx context.Context, deadline *time.Time, send func(ctx context.Context) error) error {
-	if err := s.takeToken(ctx, deadline); err != nil {
-		return err
-	}
+// request sends one request to the API server with send, whose token the caller has taken. The
+// request is bounded by what is left until deadline on the clock.
+func (s *Scaler) request(ctx context.Context, deadline time.Time, send func(ctx context.Context) error) error {
 	left := deadline.Sub(s.clock().Now())
 	if left <= 0 {
 		return permanentError{fmt.Errorf("no time left of the timeout")}
@@ -59,13 +54,17 @@ func (s *Scaler) request(ctx context.Context, deadline *time.Time, send func(ctx
 // the client does with an ended context. A refusal, or a write that Guard's context cut off while
 // ctx went on, is an error wrapping ErrRefused. It is asked after the token was taken, right before
 // the write, so that no wait comes between the check and the send. A write sent is recorded in the
-// Audit.
+// Audit. Before the Guard, the verdict the job acts on must still be current (Reason.Current).
 func (s *Scaler) guarded(j job, send func(ctx context.Context) error) func(ctx context.Context) error {
-	if s.Guard == nil {
-		return s.audited(j, send)
-	}
 	send = s.audited(j, send)
 	return func(ctx context.Context) error {
+		if j.why.Current != nil && !j.why.Current() {
+			supersededWrites.WithLabelValues(j.dir.String()).Inc()
+			return fmt.Errorf("%w: the shoot's latest verdict is no longer scale-%s", ErrSuperseded, j.dir)
+		}
+		if s.Guard == nil {
+			return send(ctx)
+		}
 		writeCtx, cancel, err := s.Guard(ctx, j.namespace)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrRefused, err)
@@ -106,21 +105,4 @@ func (s *Scaler) audited(j job, send func(ctx context.Context) error) func(ctx c
 // Guard counts the refusals, and the replica that may act finishes the flow.
 func logRefused(log logr.Logger, err error) {
 	log.Info("Write refused: this replica may not act on the namespace now", "reason", err.Error())
-}
-
-// takeToken waits for a token of the Limiter, if any, and moves *deadline on by the wait.
-func (s *Scaler) takeToken(ctx context.Context, deadline *time.Time) error {
-	if s.Limiter == nil {
-		return nil
-	}
-	start := s.clock().Now()
-	if err := s.Limiter.Wait(ctx); err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		// The limiter refuses to wait beyond ctx's deadline: no later attempt gets a token either.
-		return permanentError{fmt.Errorf("waiting for the scale budget: %w", err)}
-	}
-	*deadline = deadline.Add(s.clock().Since(start))
-	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
@@ -24,6 +23,9 @@ const (
 	// readyPollInterval is the interval at which a scaled resource's ready replicas are read from the
 	// cache.
 	readyPollInterval = time.Second
+	// levelWait bounds the wait for a written resource's ready replicas before the next level starts:
+	// the original's resource check timeout.
+	levelWait = 5 * time.Second
 )
 
 // Scaler runs scale flows on the dependent resources of shoot namespaces. Its fields are dependencies;
@@ -37,10 +39,11 @@ type Scaler struct {
 	// decides on its current version; nil uses Client.
 	APIReader client.Reader
 	// Limiter is the budget of the scale path: every request a flow or Cleanup sends to the API server
-	// (a write, or a read through APIReader) first waits for one of its tokens, with the flow's context.
-	// Client should have no limiter of its own, so that a wait for the budget never eats into a
-	// resource's timeout. nil is no limit.
-	Limiter flowcontrol.RateLimiter
+	// (a write, or a read through APIReader) first takes one of its tokens. A flow reserves them without
+	// waiting and comes back when they are due, so that a wait for the budget holds no worker; Down
+	// goes before Up (see TokenBucket). Client should have no limiter of its own, so that a wait for
+	// the budget never eats into a resource's timeout. nil is no limit.
+	Limiter Budget
 	// Recorder records events.k8s.io Events on the scaled resources, with action EventAction; nil
 	// records none.
 	Recorder recorder.EventRecorder
@@ -70,12 +73,21 @@ type Scaler struct {
 // whichever replica may act finishes it from the state on the resources.
 var ErrRefused = errors.New("write refused")
 
-// Reason says why a flow runs; it goes into the Events.
+// ErrSuperseded wraps the error of a flow that ended because the verdict it acted on is no longer its
+// namespace's latest (Reason.Current): nothing was written from then on, and no failure is counted.
+var ErrSuperseded = errors.New("verdict superseded")
+
+// Reason says why a flow runs: the verdict it acts on. Message and ExpiredFraction go into the Events.
 type Reason struct {
 	// Message is the cause, e.g. "node leases expired".
 	Message string
 	// ExpiredFraction is the fraction of expired node leases that led to the decision.
 	ExpiredFraction float64
+	// Current, when set, tells whether the verdict is still the namespace's latest. It is asked right
+	// before every write of the flow, after the write's token was taken (the budget's wait is where a
+	// stale flow sits): false sends nothing and ends the flow with an error wrapping ErrSuperseded.
+	// nil is always current.
+	Current func() bool
 }
 
 // String formats r for Event messages.

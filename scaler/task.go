@@ -34,6 +34,14 @@ type task struct {
 	// deadline ends the resource's timeout: set when the write phase starts, moved on by every wait
 	// for a token of the Limiter.
 	deadline time.Time
+	// tokens is how many tokens of the Limiter the next attempt holds; release gives back a
+	// reservation not yet due (nil: none).
+	tokens  int
+	release func(now time.Time)
+	// waitFrom is when the task began to wait for the budget (zero: it does not).
+	waitFrom time.Time
+	// settleBy ends the wait for the ready replicas (see settle).
+	settleBy time.Time
 	attempts int
 	live     bool          // the next attempt reads from the API server (the cache was found behind)
 	obj      client.Object // the resource as read for the next attempt; nil: read it then
@@ -80,13 +88,17 @@ func (s *Scaler) attempt(ctx context.Context, t *task) {
 	if t.deadline.IsZero() {
 		t.deadline = s.clock().Now().Add(t.timeout())
 	}
+	if !s.budgeted(ctx, t) {
+		return
+	}
 	t.attempts++
 	out, err := s.try(ctx, t)
-	t.out = out
+	t.out, t.tokens = out, 0
 	switch {
 	case err == nil:
 		s.report(t.job, out, nil)
 		t.phase, t.due = phaseSettle, time.Time{}
+		t.settleBy = s.clock().Now().Add(levelWait)
 		if !out.settle {
 			t.phase = phaseDone
 		}
@@ -96,9 +108,60 @@ func (s *Scaler) attempt(ctx context.Context, t *task) {
 		// Not this replica's to do now: no retry, no Event, no failure counted; Step ends the flow.
 		logRefused(t.log, err)
 		t.phase, t.err = phaseDone, fmt.Errorf("%s: %w", t.job, err)
+	case errors.Is(err, ErrSuperseded):
+		// The shoot's latest verdict is the other way (or none): no retry, no Event, no failure.
+		t.log.V(1).Info("Write not sent: the verdict it acted on was superseded")
+		t.phase, t.err = phaseDone, fmt.Errorf("%s: %w", t.job, err)
 	default:
 		s.retryOrFail(t, err)
 	}
+}
+
+// budgeted tells whether the task holds the tokens its next attempt needs: none when the cache shows
+// nothing to write, else one for the write and one for a read from the API server after a Conflict.
+// When they are not free now, it reserves them (a scale-down) or not (a scale-up, which yields to
+// scale-downs), sets the task due when to come back, and moves its deadline on by that wait: waiting
+// for the budget is not the resource being slow, and holds no worker.
+func (s *Scaler) budgeted(ctx context.Context, t *task) bool {
+	need := 1
+	if t.live {
+		need = 2
+	} else {
+		obj, err := t.obj, error(nil)
+		if obj == nil {
+			obj, err = s.read(ctx, s.Client, t.job)
+		}
+		t.obj = obj
+		if err != nil || obj == nil || !decide(t.dir, specReplicas(obj), obj.GetAnnotations()).writes() {
+			return true // nothing to send (or the attempt reports why)
+		}
+	}
+	now := s.clock().Now()
+	if !t.waitFrom.IsZero() { // back from a wait for the budget: the timeout did not run meanwhile
+		t.deadline, t.waitFrom = t.deadline.Add(now.Sub(t.waitFrom)), time.Time{}
+	}
+	if s.Limiter == nil || t.tokens >= need {
+		return true
+	}
+	wait, release := s.Limiter.Reserve(now, t.dir, need)
+	if wait <= 0 {
+		t.tokens = need
+		return true
+	}
+	t.due, t.waitFrom, t.release = now.Add(wait), now, release
+	if release != nil {
+		t.tokens = need // reserved: they are ours when the task is due
+	}
+	t.obj = nil // read again when due: the cache may have moved on
+	return false
+}
+
+// releaseBudget gives back the task's reservation, if it is not yet due.
+func (s *Scaler) releaseBudget(t *task) {
+	if t.release != nil && t.phase != phaseDone && s.clock().Now().Before(t.due) {
+		t.release(s.clock().Now())
+	}
+	t.release = nil
 }
 
 // retryOrFail schedules the next attempt after a back-off, or ends the task with err.
@@ -145,11 +208,11 @@ func (s *Scaler) try(ctx context.Context, t *task) (outcome, error) {
 		return out, permanentError{err}
 	}
 	send := func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) }
-	return out, s.request(ctx, &t.deadline, s.guarded(t.job, send))
+	return out, s.request(ctx, t.deadline, s.guarded(t.job, send))
 }
 
 // readFor reads the resource for an attempt: from Client (the cache, free), or after a Conflict from
-// the API server, which costs a token.
+// the API server, with one of the attempt's tokens.
 func (s *Scaler) readFor(ctx context.Context, t *task) (client.Object, error) {
 	if !t.live {
 		return s.read(ctx, s.Client, t.job)
@@ -159,7 +222,7 @@ func (s *Scaler) readFor(ctx context.Context, t *task) (client.Object, error) {
 		reader = s.Client
 	}
 	var obj client.Object
-	err := s.request(ctx, &t.deadline, func(ctx context.Context) (err error) {
+	err := s.request(ctx, t.deadline, func(ctx context.Context) (err error) {
 		obj, err = s.read(ctx, reader, t.job)
 		return err
 	})
@@ -167,24 +230,30 @@ func (s *Scaler) readFor(ctx context.Context, t *task) (client.Object, error) {
 }
 
 // settle polls the cache until the ready replicas have followed the write: 0 after a scale-down, the
-// target after a scale-up. It is best effort and bounded by the rest of the resource's timeout: without
-// a running controller (or with pods that do not start or stop) it would never end, and the next level
-// must not wait forever.
+// target after a scale-up. It is best effort and bounded by levelWait, as the original bounds it, and
+// by the rest of the resource's timeout: without a running controller (or with pods that do not start
+// or stop) it would never end, and the next level must not wait long. In a meltdown the next level
+// down is kube-controller-manager, which races its own node monitor grace period: the order of the
+// levels is the order of the writes, and pods that take their grace period to stop must not hold it.
 func (s *Scaler) settle(ctx context.Context, t *task) {
 	obj, err := s.read(ctx, s.Client, t.job)
 	ready := int32(-1)
 	if err == nil && obj != nil {
 		ready = readyReplicas(obj)
 	}
+	until := t.deadline
+	if t.settleBy.Before(until) {
+		until = t.settleBy
+	}
 	switch now := s.clock().Now(); {
 	case t.dir == Down && ready == 0, t.dir == Up && ready >= t.out.to:
 		t.log.V(1).Info("Replicas settled", "ready", ready)
-	case !now.Before(t.deadline):
-		t.log.Info("Gave up waiting for the ready replicas", "want", t.out.to, "ready", ready)
+	case !now.Before(until):
+		t.log.V(1).Info("Moving on without waiting longer for the ready replicas", "want", t.out.to, "ready", ready, "waited", now.Sub(t.settleBy.Add(-levelWait)).String())
 	default:
 		t.due = now.Add(readyPollInterval)
-		if t.due.After(t.deadline) {
-			t.due = t.deadline
+		if t.due.After(until) {
+			t.due = until
 		}
 		return
 	}

@@ -1,0 +1,60 @@
+package scaler_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/sharded-dwd/dependency-watchdog/scaler"
+)
+
+func TestTokenBucketPutsScaleDownsFirst(t *testing.T) {
+	now := time.Now()
+	b := scaler.NewTokenBucket(10, 2) // a token every 100 ms, two at once
+
+	wait, cancel := b.Reserve(now, scaler.Down, 1)
+	assert.Zero(t, wait, "the burst is free")
+	assert.Nil(t, cancel)
+	wait, _ = b.Reserve(now, scaler.Up, 1)
+	assert.Zero(t, wait, "an Up request takes a free token")
+
+	downWait, cancel := b.Reserve(now, scaler.Down, 1)
+	assert.Equal(t, 100*time.Millisecond, downWait, "a Down request reserves the next token")
+	require.NotNil(t, cancel)
+	later, _ := b.Reserve(now, scaler.Down, 1)
+	assert.Equal(t, 200*time.Millisecond, later, "Down requests are served in the order they asked")
+
+	upWait, upCancel := b.Reserve(now.Add(150*time.Millisecond), scaler.Up, 1)
+	assert.Nil(t, upCancel, "an Up request reserves nothing")
+	assert.Greater(t, upWait, time.Duration(0), "an Up request waits while Down reservations are pending")
+	wait, _ = b.Reserve(now.Add(300*time.Millisecond), scaler.Up, 1)
+	assert.Zero(t, wait, "once the Down reservations are served, Up takes the next free token")
+}
+
+func TestTokenBucketCancelledReservationFreesItsToken(t *testing.T) {
+	now := time.Now()
+	b := scaler.NewTokenBucket(1, 1)
+	wait, _ := b.Reserve(now, scaler.Down, 1)
+	require.Zero(t, wait)
+	wait, cancel := b.Reserve(now, scaler.Down, 1)
+	require.Equal(t, time.Second, wait)
+	require.NotNil(t, cancel)
+	cancel(now.Add(100 * time.Millisecond)) // the shoot recovered: the Down flow is gone
+
+	wait, _ = b.Reserve(now.Add(time.Second), scaler.Up, 1)
+	assert.Zero(t, wait, "the Up flow does not wait behind a debt nobody will use")
+}
+
+func TestTokenBucketNeverAsksForMoreThanItHolds(t *testing.T) {
+	now := time.Now()
+	b := scaler.NewTokenBucket(1, 1)
+	wait, _ := b.Reserve(now, scaler.Up, 2)
+	assert.Zero(t, wait, "two tokens from a bucket of one would never be granted; one is")
+	unlimited := scaler.NewTokenBucket(0, 0)
+	for range 100 {
+		wait, _ = unlimited.Reserve(now, scaler.Up, 1)
+		require.Zero(t, wait)
+	}
+}
