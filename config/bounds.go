@@ -36,6 +36,16 @@ var (
 	watchDurationRange = durationRange{min: 0, openMin: true, max: time.Hour}
 )
 
+// minNodeLeaseFailureFraction is the least nodeLeaseFailureFraction that
+// validation accepts; the original accepts any value in (0, 1] and Gardener
+// ships 0.6. Below one half, a minority of nodes losing their leases (one
+// zone of three) scales the whole control plane down, although the nodes
+// of the other zones still need machine-controller-manager; and a single
+// lease the prober cannot judge yet (one recreated under a new UID) makes
+// (expired + unknown) / candidates reach the fraction and blocks the
+// scale-up of a small shoot (≤ 5 candidates at 0.2).
+const minNodeLeaseFailureFraction = 0.5
+
 // Bounds of a node monitor grace period. A kubelet renews its node lease
 // every 10 s, and the prober counts a lease expired 0.75 × grace after its
 // last renewal, so a grace below 13.4 s counts healthy nodes as expired and

@@ -49,7 +49,8 @@ type ProberConfig struct {
 	// [16s, 10m] (see ClampGracePeriod).
 	KCMNodeMonitorGraceDuration *metav1.Duration `json:"kcmNodeMonitorGraceDuration,omitempty"`
 	// NodeLeaseFailureFraction is the fraction of expired node leases, in
-	// (0, 1], at or above which the dependent resources are scaled down.
+	// [0.5, 1] (the original accepts (0, 1]; see minNodeLeaseFailureFraction),
+	// at or above which the dependent resources are scaled down.
 	NodeLeaseFailureFraction *float64 `json:"nodeLeaseFailureFraction,omitempty"`
 	// DependentResourceInfos are the resources scaled down and up by the prober.
 	DependentResourceInfos []DependentResourceInfo `json:"dependentResourceInfos"`

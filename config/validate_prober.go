@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"slices"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -28,8 +29,22 @@ func ValidateProberConfig(c *ProberConfig) field.ErrorList {
 	errs = append(errs, validateDuration(c.ProbeTimeout, probeTimeoutRange, field.NewPath("probeTimeout"))...)
 	errs = append(errs, validateJitterFactor(c.BackoffJitterFactor, field.NewPath("backoffJitterFactor"))...)
 	errs = append(errs, validateDuration(c.KCMNodeMonitorGraceDuration, graceRange, field.NewPath("kcmNodeMonitorGraceDuration"))...)
-	errs = append(errs, validateFraction(c.NodeLeaseFailureFraction, field.NewPath("nodeLeaseFailureFraction"))...)
+	errs = append(errs, validateFailureFraction(c.NodeLeaseFailureFraction, field.NewPath("nodeLeaseFailureFraction"))...)
 	return append(errs, validateDependentResourceInfos(c.DependentResourceInfos, field.NewPath("dependentResourceInfos"))...)
+}
+
+// validateFailureFraction requires f to be a fraction in
+// [minNodeLeaseFailureFraction, 1].
+func validateFailureFraction(f *float64, p *field.Path) field.ErrorList {
+	if errs := validateFraction(f, p); len(errs) > 0 {
+		return errs
+	}
+	if *f < minNodeLeaseFailureFraction {
+		return field.ErrorList{field.Invalid(p, *f, fmt.Sprintf("must be at least %g: below, a minority of nodes "+
+			"losing their leases scales the control plane down, and a single lease not judged yet blocks the "+
+			"scale-up of a small shoot (Gardener ships 0.6)", minNodeLeaseFailureFraction))}
+	}
+	return nil
 }
 
 // refKey identifies the resource a ref names, whatever its API version.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 )
 
@@ -78,7 +79,11 @@ func TestValidateProberConfig(t *testing.T) {
 		{"nodeLeaseFailureFraction unset", func(c *ProberConfig) { c.NodeLeaseFailureFraction = nil }, []fieldErr{required("nodeLeaseFailureFraction")}},
 		{"nodeLeaseFailureFraction zero", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(0.0) }, []fieldErr{invalid("nodeLeaseFailureFraction")}},
 		{"nodeLeaseFailureFraction negative", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(-0.5) }, []fieldErr{invalid("nodeLeaseFailureFraction")}},
-		{"nodeLeaseFailureFraction tiny", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(1e-9) }, nil},
+		{"nodeLeaseFailureFraction tiny", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(1e-9) }, []fieldErr{invalid("nodeLeaseFailureFraction")}},
+		{"nodeLeaseFailureFraction 0.2", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(0.2) }, []fieldErr{invalid("nodeLeaseFailureFraction")}},
+		{"nodeLeaseFailureFraction just below 0.5", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(0.4999) }, []fieldErr{invalid("nodeLeaseFailureFraction")}},
+		{"nodeLeaseFailureFraction 0.5", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(0.5) }, nil},
+		{"nodeLeaseFailureFraction Gardener's 0.6", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(0.6) }, nil},
 		{"nodeLeaseFailureFraction one", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(1.0) }, nil},
 		{"nodeLeaseFailureFraction above one", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(1.5) }, []fieldErr{invalid("nodeLeaseFailureFraction")}},
 		{"nodeLeaseFailureFraction NaN", func(c *ProberConfig) { c.NodeLeaseFailureFraction = ptr(math.NaN()) }, []fieldErr{invalid("nodeLeaseFailureFraction")}},
@@ -140,6 +145,20 @@ func TestValidateProberConfig(t *testing.T) {
 
 func TestValidateProberConfigNil(t *testing.T) {
 	assert.Equal(t, []fieldErr{required("<document>")}, fieldErrs(ValidateProberConfig(nil)))
+}
+
+// TestFailureFractionFloorError: a fraction below the floor is refused with its field path, the value and
+// the floor in the message, and a value outside (0, 1] keeps the message of a fraction.
+func TestFailureFractionFloorError(t *testing.T) {
+	c := validProberConfig()
+	c.NodeLeaseFailureFraction = ptr(0.2)
+	errs := ValidateProberConfig(c)
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs.ToAggregate().Error(), "nodeLeaseFailureFraction: Invalid value: 0.2: must be at least 0.5")
+
+	c.NodeLeaseFailureFraction = ptr(1.5)
+	assert.Equal(t, "nodeLeaseFailureFraction: Invalid value: 1.5: must be greater than 0 and at most 1",
+		ValidateProberConfig(c).ToAggregate().Error(), "the README shows this message")
 }
 
 // nilIfEmpty lets a test case write "no errors" as nil.
