@@ -5,7 +5,10 @@
 // server (ShootServer) that serves every shoot under its own path prefix.
 //
 // The shoots' node leases renew like kubelets', each every RenewInterval on its own schedule, so a
-// healthy lease is between 0 and one interval old when it is served. Per-shoot scenarios, which can
+// healthy lease is between 0 and one interval old when it is served. A melted kubelet stops at its last
+// renewal and stays there, across scenario changes, until a scenario lets it run again; it then renews
+// at its next renew instant, so no read ever shows a renewal made while it was stopped. Per-shoot
+// scenarios, which can
 // change while the server runs, play the faults a prober must act on (Meltdown), must survive (Down,
 // Slow, Throttled) and must not be fooled by: a watch cache that lags (StaleCache: lists with a
 // resourceVersion are stale, consistent ones fresh), a body delivered long after it was served

@@ -225,10 +225,11 @@ func (s *ShootServer) CAData() []byte { return s.tls.caPEM }
 // path segment.
 func (s *ShootServer) AddShoot(name string, nodes []string) {
 	now := s.opts.Clock.Now()
-	sh := &shoot{nodes: append([]string(nil), nodes...), scenario: newScenarioState(Scenario{}, now)}
+	sh := &shoot{nodes: append([]string(nil), nodes...)}
 	for _, n := range sh.nodes {
 		sh.phases = append(sh.phases, renewPhase(n, s.opts.RenewInterval))
 	}
+	sh.scenario = newScenarioState(Scenario{}, now, make([]kubelet, len(sh.nodes)))
 	for enc := range encodings {
 		sh.nodeRuns[enc] = nodeRun(enc, sh.nodes, now)
 	}
@@ -245,19 +246,26 @@ func (s *ShootServer) RemoveShoot(name string) {
 }
 
 // SetScenario sets how a shoot's API server behaves from its next request on; the moment it is set
-// is when a StaleCache's cache stops. It fails for an unknown shoot or an invalid scenario.
+// is when a StaleCache's cache stops, when the kubelets a Meltdown expires stop renewing (those
+// stopped already stay stopped since they stopped), and when the others resume. It fails for an
+// unknown shoot or an invalid scenario.
 func (s *ShootServer) SetScenario(name string, sc Scenario) error {
 	if err := sc.Validate(); err != nil {
 		return fmt.Errorf("shoot %q: %w", name, err)
 	}
-	state := newScenarioState(sc, s.opts.Clock.Now())
+	now := s.opts.Clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sh, ok := s.shoots[name]
 	if !ok {
 		return fmt.Errorf("shoot %q not found", name)
 	}
-	sh.scenario = state
+	expired := sc.expiredLeases(len(sh.nodes))
+	kubelets := make([]kubelet, len(sh.nodes))
+	for i, k := range sh.scenario.kubelets {
+		kubelets[i] = k.next(i < expired, now, sh.phases[i], s.opts.RenewInterval)
+	}
+	sh.scenario = newScenarioState(sc, now, kubelets)
 	return nil
 }
 
@@ -319,9 +327,9 @@ func (s *ShootServer) lookup(name string) (*shoot, *scenarioState) {
 
 // ExpiredSince returns the moment at which the leases of a melted shoot had aged enough to decide a
 // scale-down: when at least fraction of its node leases had gone unrenewed for age (a prober's
-// grace × 0.75). The melted kubelets stopped renewing when the Meltdown was set, each after its own
-// last renewal, so this is some time after that. The second result is false when the shoot is not in
-// a Meltdown whose expired leases reach fraction.
+// grace × 0.75). The melted kubelets stopped renewing when the Meltdown was set (or an earlier one
+// that still holds them), each after its own last renewal, so this is some time after that. The
+// second result is false when the shoot is not in a Meltdown whose expired leases reach fraction.
 func (s *ShootServer) ExpiredSince(name string, age time.Duration, fraction float64) (time.Time, bool) {
 	sh, st := s.lookup(name)
 	if sh == nil || st.Kind != Meltdown || len(sh.nodes) == 0 {
@@ -333,23 +341,51 @@ func (s *ShootServer) ExpiredSince(name string, age time.Duration, fraction floa
 		return time.Time{}, false
 	}
 	crossed := make([]time.Time, 0, expired)
-	for i := range expired {
-		crossed = append(crossed, lastRenew(st.since, sh.phases[i], s.opts.RenewInterval).Add(age))
+	for _, k := range st.kubelets[:expired] {
+		crossed = append(crossed, k.frozen.Add(age))
 	}
 	slices.SortFunc(crossed, time.Time.Compare)
 	return crossed[need-1], true
+}
+
+// Melt is when a melted shoot's kubelets stopped renewing: Stopped, the moment the Meltdown that
+// stopped them was set, and LastRenewal, the latest renewal among their leases, at most one renew
+// interval before it.
+type Melt struct {
+	Stopped, LastRenewal time.Time
+}
+
+// Melted returns when the kubelets of a shoot in a Meltdown stopped renewing; false when it is not in
+// one or none of its leases expire.
+func (s *ShootServer) Melted(name string) (Melt, bool) {
+	sh, st := s.lookup(name)
+	if sh == nil || st.Kind != Meltdown {
+		return Melt{}, false
+	}
+	var m Melt
+	for _, k := range st.kubelets[:st.expiredLeases(len(sh.nodes))] {
+		if k.stopped.After(m.Stopped) {
+			m.Stopped = k.stopped
+		}
+		if k.frozen.After(m.LastRenewal) {
+			m.LastRenewal = k.frozen
+		}
+	}
+	return m, !m.Stopped.IsZero()
 }
 
 // scenarioState is a scenario as set, with what its answers need that does not change until the
 // next SetScenario: the moment it was set, and its extra objects once encoded.
 type scenarioState struct {
 	Scenario
-	since       time.Time
+	since time.Time
+	// kubelets are how the shoot's node leases renew, by node.
+	kubelets    []kubelet
 	throttled   []byte // the 429 answer
 	extraNodes  extraNodes
 	extraLeases extraLeases
 }
 
-func newScenarioState(sc Scenario, now time.Time) *scenarioState {
-	return &scenarioState{Scenario: sc, since: now, throttled: throttledJSON(sc.retryAfterSeconds())}
+func newScenarioState(sc Scenario, now time.Time, kubelets []kubelet) *scenarioState {
+	return &scenarioState{Scenario: sc, since: now, kubelets: kubelets, throttled: throttledJSON(sc.retryAfterSeconds())}
 }

@@ -136,11 +136,10 @@ func (s *ShootServer) leaseList(enc encoding, sh *shoot, st *scenarioState, read
 	if err != nil {
 		return body{}, err
 	}
-	times := leaseTimes{interval: s.opts.RenewInterval, meltedAt: st.since, nodeClockOffset: st.NodeClockOffset}
-	expired := st.expiredLeases(n)
+	times := leaseTimes{interval: s.opts.RenewInterval, nodeClockOffset: st.NodeClockOffset}
 	nodeLeases := &itemRun{}
 	for i := from; i < min(to, n); i++ {
-		nodeLeases.add(enc, nodeLease(sh.nodes[i], times.node(at, sh.phases[i], i < expired)))
+		nodeLeases.add(enc, nodeLease(sh.nodes[i], times.node(at, sh.phases[i], st.kubelets[i])))
 	}
 	runs := [][]byte{nodeLeases.data}
 	if to > n {

@@ -36,25 +36,55 @@ func lastRenew(at time.Time, phase, interval time.Duration) time.Time {
 	return at.Add(-time.Duration(since))
 }
 
+// kubelet is how one node lease's kubelet renews, carried from one scenario to the next: a kubelet
+// that stopped (its shoot melted) shows the renewal it made last before it stopped on every read, and
+// stays stopped while the next scenario melts it too, at the moment it first stopped; one that resumed
+// shows that same renewal until its first renew instant after the resume, within one renew interval (a
+// real kubelet retries a failed renewal with a backoff of up to 7 s). No read ever shows a renewal made
+// while the kubelet was stopped. The zero value renews on schedule.
+type kubelet struct {
+	// stopped is when the kubelet stopped renewing; zero while it renews.
+	stopped time.Time
+	// frozen is its last renewal before it stopped, without a clock offset.
+	frozen time.Time
+	// resumed is when it renewed again after frozen; zero if it never stopped or stopped again since.
+	resumed time.Time
+}
+
+// renewal is the lease's renewTime as of at, before a clock offset: its last renew instant at or
+// before at, unless the kubelet was stopped then or has not renewed since it resumed.
+func (k kubelet) renewal(at time.Time, phase, interval time.Duration) time.Time {
+	if !k.stopped.IsZero() && at.After(k.stopped) {
+		return k.frozen
+	}
+	t := lastRenew(at, phase, interval)
+	if !k.resumed.IsZero() && t.After(k.frozen) && t.Before(k.resumed) {
+		return k.frozen // a renewal while it was stopped, which never happened
+	}
+	return t
+}
+
+// next is the kubelet's state after a scenario change at now that leaves it stopped or renewing.
+func (k kubelet) next(stop bool, now time.Time, phase, interval time.Duration) kubelet {
+	switch {
+	case stop && k.stopped.IsZero():
+		return kubelet{stopped: now, frozen: k.renewal(now, phase, interval)}
+	case !stop && !k.stopped.IsZero():
+		return kubelet{frozen: k.frozen, resumed: now}
+	}
+	return k
+}
+
 // leaseTimes computes the renewTimes of a list served as of a moment.
 type leaseTimes struct {
 	interval time.Duration
-	// meltedAt is when the scenario that expired some leases was set: their kubelets stopped renewing
-	// then, and each renewTime stays at its last renewal before that moment.
-	meltedAt time.Time
 	// nodeClockOffset is added to every renewTime: the kubelets write their own clocks.
 	nodeClockOffset time.Duration
 }
 
-// node returns the renewTime of a node lease of the phase as of at: its last renew, at or before the
-// melt for an expired one, which then stands still on every read (a kubelet that stopped does not
-// renew: its lease ages from there, as a real one does, and never jumps back in time).
-func (lt leaseTimes) node(at time.Time, phase time.Duration, expired bool) time.Time {
-	if expired && at.After(lt.meltedAt) {
-		at = lt.meltedAt
-	}
-	t := lastRenew(at, phase, lt.interval)
-	return t.Add(lt.nodeClockOffset).Truncate(time.Microsecond)
+// node returns the renewTime of a node lease of the phase, renewed by k, as of at.
+func (lt leaseTimes) node(at time.Time, phase time.Duration, k kubelet) time.Time {
+	return k.renewal(at, phase, lt.interval).Add(lt.nodeClockOffset).Truncate(time.Microsecond)
 }
 
 // extra returns the renewTime of every extra lease as of at: they all renew at phase 0, so that their

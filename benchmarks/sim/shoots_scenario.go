@@ -14,7 +14,8 @@ type ScenarioKind int
 
 const (
 	// Healthy answers every request at once; every node lease was renewed by its kubelet within the
-	// last renew interval (ShootServerOptions.RenewInterval).
+	// last renew interval (ShootServerOptions.RenewInterval), except that a kubelet resuming after a
+	// Meltdown renews first at its next renew instant.
 	Healthy ScenarioKind = iota
 	// Meltdown answers like Healthy, but a fraction of the node leases has expired: the kubelets
 	// cannot reach their API server, which the node-lease probe must detect.
@@ -70,9 +71,11 @@ const (
 type Scenario struct {
 	Kind ScenarioKind
 	// ExpiredFraction (Meltdown only) is the fraction of the shoot's node leases, in [0, 1], whose
-	// kubelets stop renewing when the scenario is set: each renewTime stays at its last renewal, and the
-	// leases expire as they age (see ShootServer.ExpiredSince). round(fraction × nodes) leases expire, the first
-	// ones in the order the nodes were given, so the outcome is deterministic.
+	// kubelets stop renewing when the scenario is set (those a Meltdown before stopped stay stopped
+	// since then): each renewTime stays at its last renewal, and the leases expire as they age (see
+	// ShootServer.ExpiredSince and Melted). round(fraction × nodes) leases expire, the first ones in
+	// the order the nodes were given, so the outcome is deterministic. A kubelet the next scenario
+	// leaves running resumes at its next renew instant: no read shows a renewal while it was stopped.
 	ExpiredFraction float64
 	// Delay (Slow and SlowBody only) is how long an answer is held back.
 	Delay time.Duration

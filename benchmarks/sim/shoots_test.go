@@ -201,6 +201,43 @@ func TestShootServerMeltdown(t *testing.T) {
 	}
 }
 
+func TestShootServerKubeletsStayStoppedUntilTheyResume(t *testing.T) {
+	t.Parallel()
+	nodes := []string{"n-0", "n-1", "n-2", "n-3"}
+	clk := testingclock.NewFakeClock(t0)
+	s := startShootServer(t, ShootServerOptions{Clock: clk})
+	s.AddShoot("a", nodes)
+	cs := clientFor(t, restConfig(t, s, "a"))
+	frozen := make([]time.Time, len(nodes))
+	for i, n := range nodes {
+		frozen[i] = renewedAt(n, t0)
+	}
+	read := func() []time.Time {
+		leases, err := listLeases(t.Context(), cs)
+		require.NoError(t, err)
+		return renewTimes(leases.Items)
+	}
+	require.NoError(t, s.SetScenario("a", Scenario{Kind: Meltdown, ExpiredFraction: 1}))
+	clk.Step(time.Minute)
+	require.NoError(t, s.SetScenario("a", Scenario{Kind: Meltdown, ExpiredFraction: 1, ServerClockOffset: 30 * time.Second}))
+	clk.Step(time.Minute)
+	assert.Equal(t, frozen, read(), "melted again, the kubelets stay stopped since the first melt")
+	melt, ok := s.Melted("a")
+	require.True(t, ok)
+	assert.Equal(t, t0, melt.Stopped)
+	assert.Equal(t, slices.MaxFunc(frozen, time.Time.Compare), melt.LastRenewal)
+
+	require.NoError(t, s.SetScenario("a", Scenario{}))
+	_, ok = s.Melted("a")
+	assert.False(t, ok, "recovered")
+	assert.Equal(t, frozen, read(), "no renewal is shown from the time they were stopped")
+	clk.Step(10 * time.Second)
+	resumed := t0.Add(2 * time.Minute)
+	for i, renewed := range read() {
+		assert.True(t, !renewed.Before(resumed), "%s renewed at its first renew instant after the resume, got %v", nodes[i], renewed)
+	}
+}
+
 func TestShootServerExpiredSince(t *testing.T) {
 	t.Parallel()
 	nodes := []string{"n-0", "n-1", "n-2", "n-3", "n-4"}

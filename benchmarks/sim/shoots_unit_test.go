@@ -287,12 +287,45 @@ func TestRenewTimes(t *testing.T) {
 	})
 	t.Run("an expired lease stands still at its last renewal before the melt; offsets shift every renewTime", func(t *testing.T) {
 		at := t0.Add(5*time.Second + 1500*time.Nanosecond)
-		lt := leaseTimes{interval: interval, meltedAt: at, nodeClockOffset: -90 * time.Second}
-		assert.Equal(t, t0.Add(-90*time.Second), lt.node(at, 0, true))
-		assert.Equal(t, lt.node(at, 0, true), lt.node(at.Add(time.Hour), 0, true), "a stopped kubelet does not renew")
-		assert.Equal(t, t0.Add(-90*time.Second+2*time.Second), lt.node(at, 2*time.Second, false))
+		lt := leaseTimes{interval: interval, nodeClockOffset: -90 * time.Second}
+		stopped := kubelet{}.next(true, at, 0, interval)
+		assert.Equal(t, t0.Add(-90*time.Second), lt.node(at, 0, stopped))
+		assert.Equal(t, lt.node(at, 0, stopped), lt.node(at.Add(time.Hour), 0, stopped), "a stopped kubelet does not renew")
+		assert.Equal(t, t0.Add(-90*time.Second+2*time.Second), lt.node(at, 2*time.Second, kubelet{}))
 		assert.Equal(t, t0.Add(-90*time.Second), lt.extra(at))
 	})
+}
+
+func TestKubeletRenewsOnlyWhileItRuns(t *testing.T) {
+	t.Parallel()
+	const interval, phase = 10 * time.Second, 4 * time.Second
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	stop := at(7)    // last renewal at 4
+	resume := at(45) // renew instants 44, 54: the first after the resume is 54
+	stopped := kubelet{}.next(true, stop, phase, interval)
+	resumed := stopped.next(false, resume, phase, interval)
+	again := resumed.next(true, at(50), phase, interval) // stopped again before renewing
+	for _, tc := range []struct {
+		name string
+		k    kubelet
+		at   time.Time
+		want time.Time
+	}{
+		{name: "renewing", k: kubelet{}, at: at(27), want: at(24)},
+		{name: "stopped: its last renewal before the stop", k: stopped, at: at(100), want: at(4)},
+		{name: "stopped, a read of a moment before the stop", k: stopped, at: at(6), want: at(4)},
+		{name: "resumed, before its first renew instant since", k: resumed, at: at(50), want: at(4)},
+		{name: "resumed, at its first renew instant since", k: resumed, at: at(54), want: at(54)},
+		{name: "resumed, later", k: resumed, at: at(71), want: at(64)},
+		{name: "resumed, a read of a moment before the stop", k: resumed, at: at(5), want: at(4)},
+		{name: "stopped again before it renewed: the same renewal", k: again, at: at(100), want: at(4)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, tc.k.renewal(tc.at, phase, interval))
+		})
+	}
+	assert.Equal(t, stopped, stopped.next(true, at(30), phase, interval), "a stopped kubelet melted again keeps its stop")
+	assert.Equal(t, kubelet{}, kubelet{}.next(false, at(30), phase, interval), "a running one keeps running")
 }
 
 func TestParseListRead(t *testing.T) {
