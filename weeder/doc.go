@@ -28,7 +28,10 @@
 //
 // How a partition came here decides what Acquired opens:
 //   - Handover: the previous holder's windows, which travel in the partition lease, resume for their
-//     remaining time.
+//     remaining time, but never past watchDuration from now (their deadlines are another replica's
+//     word). A service that turned ready less than watchDuration ago and has no handed window as
+//     long gets the window its change opened (handoverMissed): the change may have fallen into the
+//     gap between the release and the acquire, when no replica owned the partition.
 //   - Resume (this process re-took its own partition after a fence): the windows kept at the fence
 //     resume for their remaining time, and a real window opens for each service that turned ready
 //     while fenced, or shortly before, and has none (missedWindows); no other ready service gets one.

@@ -238,3 +238,68 @@ func TestHandedOverWindowsKeepTheirKind(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []Window{win(winEtcdA, time.Minute)}, older, "a window handed over without a kind is real")
 }
+
+// acquireHandedOver plays the coordinator's acquire of partition p by a graceful handover that
+// carries handed, the windows the previous holder had open.
+func (f *managerFixture) acquireHandedOver(p int, cause sharding.TakeoverCause, handed ...Window) {
+	f.own.fenced.Store(false)
+	f.m.Acquired(context.Background(), p, sharding.Takeover{Cause: cause, State: map[string]string{HandoverKey: encodeWindows(handed)}})
+}
+
+func TestReadinessChangeDuringAHandoverOpensAWindow(t *testing.T) {
+	key := svcKey("a", "etcd-main-client")
+	acquiredAt := registryAt(time.Hour)
+	tests := []struct {
+		name     string
+		readyAgo time.Duration // before the acquire
+		handed   time.Duration // the handed window's deadline after the acquire; 0: none handed
+		want     time.Duration // the running window's deadline after the acquire; 0: none
+	}{
+		{"turned ready in the gap: the window the change opened", time.Second, 0, testWatchDuration - time.Second},
+		{"ready long before the gap: none", 2 * testWatchDuration, 0, 0},
+		{"its window ended in the gap: not opened again", testWatchDuration, 0, 0},
+		{"ready before the gap: its handed window resumes as it was", time.Minute, testWatchDuration - time.Minute, testWatchDuration - time.Minute},
+		{"turned ready again in the gap: its handed window is extended", time.Second, time.Minute, testWatchDuration - time.Second},
+		{"ready before the gap with no handed window (missed by the previous holder): the rest of its window",
+			time.Minute, 0, testWatchDuration - time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newManagerFixture(t, 10)
+			f.own.fenced.Store(true) // another replica holds the partition, then nobody (the gap)
+			f.clock.SetTime(acquiredAt.Add(-tt.readyAgo))
+			f.ready(key)
+			require.Empty(t, f.m.Running(), "no window opens where this replica holds nothing")
+			f.clock.SetTime(acquiredAt)
+			var handed []Window
+			if tt.handed != 0 {
+				handed = []Window{{Key: key, Deadline: acquiredAt.Add(tt.handed)}}
+			}
+			f.acquireHandedOver(0, sharding.Handover, handed...)
+			if tt.want == 0 {
+				assert.Empty(t, f.m.Running())
+				return
+			}
+			assert.Equal(t, []Window{{Key: key, Deadline: acquiredAt.Add(tt.want)}}, f.m.Running())
+		})
+	}
+}
+
+func TestHandedOverWindowsRunAtMostTheWatchDuration(t *testing.T) {
+	far, near := svcKey("a", "etcd-main-client"), svcKey("b", "etcd-main-client")
+	for _, cause := range []sharding.TakeoverCause{sharding.Handover, sharding.Resume} {
+		t.Run(cause.String(), func(t *testing.T) {
+			f := newManagerFixture(t, 10)
+			acquiredAt := f.clock.Now()
+			// A wrong clock or a forged annotation at the releasing replica.
+			f.acquireHandedOver(0, cause, Window{Key: far, Deadline: acquiredAt.Add(10 * time.Hour)},
+				Window{Key: near, Deadline: acquiredAt.Add(time.Minute)})
+			assert.Equal(t, []Window{{Key: far, Deadline: acquiredAt.Add(testWatchDuration)}, {Key: near, Deadline: acquiredAt.Add(time.Minute)}},
+				f.m.Running(), "clamped to the watch duration; an earlier deadline is kept")
+
+			f.clock.Step(testWatchDuration)
+			f.m.expire()
+			assert.Empty(t, f.m.Running(), "no window outlasts the watch duration")
+		})
+	}
+}

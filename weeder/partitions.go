@@ -11,7 +11,9 @@ import (
 )
 
 // Acquired starts the weeding of partition p's namespaces, as fits how the partition came here:
-//   - Handover: the windows the previous holder had open resume for their remaining time;
+//   - Handover: the windows the previous holder had open resume for their remaining time (at most
+//     watchDuration), and a real window opens for each readiness change the handover's gap may have
+//     hidden (handoverMissed);
 //   - Resume (this process re-took its own partition after a fence): the windows it kept at the
 //     fence resume for their remaining time, and a real window opens for each readiness change the
 //     fence may have hidden (missedWindows), but none for the other ready services;
@@ -21,8 +23,7 @@ func (m *Manager) Acquired(_ context.Context, p int, takeover sharding.Takeover)
 	kept, stoppedAt := m.takeKept(p)
 	switch takeover.Cause {
 	case sharding.Handover:
-		resumed := m.openAll(p, m.handedOver(p, takeover))
-		m.Log.V(1).Info("Acquired partition by a graceful handover: resumed its weeding windows", "partition", p, "windows", resumed)
+		m.resumeHanded(p, m.handedOver(p, takeover))
 	case sharding.Resume:
 		// A Resume carries the state of a release whose write failed, if any: those windows resume too.
 		m.resumeOwn(p, append(kept, m.handedOver(p, takeover)...), stoppedAt)
@@ -42,7 +43,8 @@ func (m *Manager) takeKept(p int) ([]Window, time.Time) {
 	return kept, stoppedAt
 }
 
-// handedOver returns the windows that came in the partition lease's handover annotation.
+// handedOver returns the windows that came in the partition lease's handover annotation, none
+// ending later than watchDuration from now.
 func (m *Manager) handedOver(p int, takeover sharding.Takeover) []Window {
 	state := takeover.State[HandoverKey]
 	if state == "" {
@@ -53,7 +55,22 @@ func (m *Manager) handedOver(p int, takeover sharding.Takeover) []Window {
 		m.Log.Error(err, "Ignoring unreadable weeding windows handed over", "partition", p)
 		return nil
 	}
+	limit := m.Clock.Now().Add(m.Config.WatchDuration.Duration)
+	if clamped := clampDeadlines(windows, limit); clamped > 0 {
+		m.Log.Info("Shortened weeding windows handed over with deadlines beyond the watch duration", "partition", p,
+			"windows", clamped, "until", limit)
+	}
 	return windows
+}
+
+// resumeHanded starts the weeding of partition p after a graceful handover: the windows handed over,
+// and a window for each readiness change the handover's gap may have hidden.
+func (m *Manager) resumeHanded(p int, handed []Window) {
+	missed := handoverMissed(handed, m.readyServices(p), m.Clock.Now(), m.Config.WatchDuration.Duration)
+	resumed := m.openAll(p, handed)
+	opened := m.openAll(p, missed)
+	m.Log.V(1).Info("Acquired partition by a graceful handover: resumed its weeding windows", "partition", p,
+		"windows", resumed, "missedReadinessChanges", opened)
 }
 
 // openAll opens those of windows that belong to partition p, are of a configured service and have

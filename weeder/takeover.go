@@ -32,3 +32,44 @@ func missedWindows(kept []Window, ready []readyService, stoppedAt, now time.Time
 	}
 	return missed
 }
+
+// handoverMissed decides which readiness changes a graceful handover may have hidden: the releasing
+// holder stops its work before its release is written, and this replica owns the partition only
+// once its acquire has been written, so a service turning ready in between (a second or two, in
+// either replica's clock) opens no window anywhere. Every replica's tracker saw the change, so the
+// acquirer opens for each service of ready the window the change would have opened, Since + watch,
+// unless that has passed or a handed window already runs as long.
+//
+// The bound is watch, not the gap: the acquirer does not know when the release happened in its own
+// clock, and a change older than the gap but younger than watch with no such handed window was
+// missed by the previous holder too (its window would still be running, so it would have been
+// handed over), e.g. one its informer saw late or whose state a leave could not hand over. A window
+// never outlasts the one the change opened, so a window that has ended is not opened again.
+func handoverMissed(handed []Window, ready []readyService, now time.Time, watch time.Duration) []Window {
+	ends := make(map[ServiceKey]time.Time, len(handed))
+	for _, w := range handed {
+		ends[w.Key] = later(ends[w.Key], w.Deadline)
+	}
+	var missed []Window
+	for _, s := range ready {
+		deadline := s.Since.Add(watch)
+		if deadline.After(now) && deadline.After(ends[s.Key]) {
+			missed = append(missed, Window{Key: s.Key, Deadline: deadline})
+		}
+	}
+	return missed
+}
+
+// clampDeadlines shortens the windows of handed that end after limit to end at it, and returns how
+// many it shortened: a handed deadline is the releasing replica's word, and neither a wrong clock
+// there nor a forged annotation may keep a pod watch open longer than a window opened here would.
+func clampDeadlines(handed []Window, limit time.Time) int {
+	clamped := 0
+	for i := range handed {
+		if handed[i].Deadline.After(limit) {
+			handed[i].Deadline = limit
+			clamped++
+		}
+	}
+	return clamped
+}

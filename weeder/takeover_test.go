@@ -38,3 +38,42 @@ func TestMissedWindows(t *testing.T) {
 		})
 	}
 }
+
+func TestHandoverMissed(t *testing.T) {
+	const watch = 5 * time.Minute
+	now := registryAt(time.Hour)
+	handed := []Window{{Key: winEtcdA, Deadline: now.Add(time.Minute)}, {Key: winEtcdA, Deadline: now.Add(2 * time.Minute)}}
+	tests := []struct {
+		name     string
+		readyAgo time.Duration
+		key      ServiceKey
+		missed   bool
+	}{
+		{"turned ready in the gap", time.Second, winEtcdB, true},
+		{"turned ready in the gap, after its handed window was opened", time.Second, winEtcdA, true},
+		{"its handed window runs as long as the change's", watch - 2*time.Minute, winEtcdA, false},
+		{"its handed window runs longer", time.Hour - 3*time.Minute + watch, winEtcdA, false},
+		{"no handed window, its window would still run", time.Minute, winEtcdB, true},
+		{"no handed window, its window would end now", watch, winEtcdB, false},
+		{"ready long before", 2 * watch, winEtcdB, false},
+		{"ready since before this process saw it (zero time)", now.Sub(time.Time{}), winEtcdB, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			since := now.Add(-tt.readyAgo)
+			got := handoverMissed(handed, []readyService{{Key: tt.key, Since: since}}, now, watch)
+			if !tt.missed {
+				assert.Empty(t, got)
+				return
+			}
+			assert.Equal(t, []Window{{Key: tt.key, Deadline: since.Add(watch)}}, got, "the window the change opened")
+		})
+	}
+}
+
+func TestClampDeadlines(t *testing.T) {
+	limit := registryAt(5 * time.Minute)
+	windows := []Window{win(winEtcdA, time.Hour), win(winEtcdB, time.Minute), synth(winEtcdC, 5*time.Minute)}
+	assert.Equal(t, 1, clampDeadlines(windows, limit))
+	assert.Equal(t, []Window{win(winEtcdA, 5*time.Minute), win(winEtcdB, time.Minute), synth(winEtcdC, 5*time.Minute)}, windows)
+}
