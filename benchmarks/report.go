@@ -31,7 +31,11 @@ type Result struct {
 	// Rolling and Outage are the restart scenarios, with Settings' timings and client limits.
 	Rolling *Rolling `json:"rolling,omitempty"`
 	Outage  *Outage  `json:"outage,omitempty"`
-	Goals   []Goal   `json:"goals,omitempty"`
+	// Blips and Detection are the verdict scenarios, at each profile that ran (--profile), which
+	// each carries.
+	Blips     []Blip      `json:"blips,omitempty"`
+	Detection []Detection `json:"detection,omitempty"`
+	Goals     []Goal      `json:"goals,omitempty"`
 }
 
 // Machine is what the run ran on.
@@ -73,8 +77,11 @@ type SteadyRun struct {
 	// Per replica, in the order of their names.
 	ProbesPerSecondPerReplica []float64 `json:"probes_per_second_per_replica"`
 	CPUSecondsPer1000Probes   []float64 `json:"cpu_seconds_per_1000_probes"`
-	CPUCores                  []float64 `json:"cpu_cores"`
-	RSSBytes                  []float64 `json:"rss_bytes"`
+	// CPUSecondsPer1000HealthyProbes is process_cpu_seconds_total over the probes whose result was
+	// healthy (dwd_probes_total{result="healthy"}), per 1,000.
+	CPUSecondsPer1000HealthyProbes []float64 `json:"cpu_seconds_per_1000_healthy_probes,omitempty"`
+	CPUCores                       []float64 `json:"cpu_cores"`
+	RSSBytes                       []float64 `json:"rss_bytes"`
 	// Seed requests of every kind (watchdog and sharding) per probe; the split is below.
 	SeedRequestsPerProbe         float64 `json:"seed_requests_per_probe"`
 	SeedWatchdogRequestsPerProbe float64 `json:"seed_watchdog_requests_per_probe"`
@@ -220,6 +227,7 @@ func (r *Result) WriteMarkdown(w io.Writer, baseline *Result) error {
 	}
 	r.writeFaults(&b)
 	r.writeRestarts(&b)
+	r.writeVerdicts(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -34,6 +34,10 @@ type benchOptions struct {
 	pprof                         bool
 	mass                          massOptions
 	lies                          liesOptions
+	// profile is the prober settings the blip and detection scenarios run at (--profile).
+	profile   string
+	blip      blipOptions
+	detection detectionOptions
 }
 
 // massOptions size the mass-meltdown scenario's parts.
@@ -64,10 +68,12 @@ const (
 	scenarioLies         = "lies"
 	scenarioRolling      = "rolling"
 	scenarioOutage       = "outage"
+	scenarioBlip         = "blip"
+	scenarioDetection    = "detection"
 )
 
 var knownScenarios = []string{scenarioSteady, scenarioHandover, scenarioMeltdown, scenarioMassMeltdown, scenarioMassOriginal,
-	scenarioMassRecover, scenarioMassAll, scenarioLies, scenarioRolling, scenarioOutage}
+	scenarioMassRecover, scenarioMassAll, scenarioLies, scenarioRolling, scenarioOutage, scenarioBlip, scenarioDetection}
 
 func newBenchCommand() *cobra.Command {
 	o := benchOptions{}
@@ -99,6 +105,19 @@ and the restart scenarios, which run only when named, at the largest --shoots an
            with --leave-mode=return
   outage   every replica reaches the seed's API server through its own loopback proxy, and all are
            cut at once for --outage-duration
+
+and the verdict scenarios, which run only when named, at each prober profile of --profile (default:
+the bench's, at --probe-interval; gardener: probeInterval 30s, grace 40s, probeTimeout 30s, qps 20,
+burst 100):
+
+  blip       --blip-melt of --blip-seed shoots lose their kubelets for --blip-outage (long enough to
+             be found), then renew again, on each of --blip-replicas: late scale-down writes, shoots
+             left at 0, restore times
+  detection  --detection-rounds rounds of --detection-shoots shoots owned by one replica melt at T0,
+             per case of --detection-cases (steady, its owner killed at T0, a graceful handover at
+             T0+10s, a Date header 30s ahead, 70 % melted with the owner killed), on
+             --detection-replicas: seconds to the first scale-down write, and from the
+             machine-controller-manager and cluster-autoscaler writes to kube-controller-manager's
 
 Scenarios run in the order of the shoots they need, so that the seed only grows. It writes
 <out>/<name>.json, <name>.md (with the baseline's figures in brackets, when there is one) and
@@ -137,6 +156,17 @@ Scenarios run in the order of the shoots they need, so that the seed only grows.
 	f.IntVar(&o.lies.hugeLeases, "huge-leases", 200_000, "lies: the extra Leases in the lease lists of --huge-shoots shoots.")
 	f.IntVar(&o.lies.hugeShoots, "huge-shoots", 2, "lies: the shoots with huge lease lists.")
 	f.DurationVar(&o.outage, "outage-duration", time.Minute, "outage: how long every replica is cut from the seed's API server.")
+	f.StringVar(&o.profile, "profile", profileBoth, "blip, detection: the prober settings they run at: "+profileDefault+" (the bench's, at --probe-interval), "+
+		profileGardener+" (probeInterval 30s, qps 20, burst 100), or "+profileBoth+".")
+	f.IntVar(&o.blip.seed, "blip-seed", 1000, "blip: the shoots on the seed.")
+	f.IntVar(&o.blip.melt, "blip-melt", 600, "blip: the shoots whose kubelets stop renewing.")
+	f.IntSliceVar(&o.blip.replicas, "blip-replicas", []int{1, 3}, "blip: the numbers of replicas it runs on.")
+	f.DurationVar(&o.blip.outage, "blip-outage", 0, "blip: how long the kubelets stop renewing (default 0.75 × grace + the probe interval + 10s: 50s at 10s, 70s at 30s).")
+	f.IntVar(&o.detection.seed, "detection-seed", 1000, "detection: the shoots on the seed.")
+	f.IntVar(&o.detection.replicas, "detection-replicas", 3, "detection: the number of replicas (at least 2).")
+	f.IntVar(&o.detection.shoots, "detection-shoots", 50, "detection: the shoots melted per round, all owned by one replica.")
+	f.IntVar(&o.detection.rounds, "detection-rounds", 2, "detection: the rounds per case.")
+	f.StringSliceVar(&o.detection.cases, "detection-cases", detectionCaseKeys(), "detection: the cases to play: "+strings.Join(detectionCaseKeys(), ", ")+".")
 	f.StringVar(&o.dwd, "dwd", "", "Path of the dwd binary (default: dwd next to this binary).")
 	f.StringVar(&o.dir, "dir", "", "Folder for configs and replica logs (default: a new temporary folder).")
 	f.BoolVar(&o.pprof, "pprof", false, "Give every replica a pprof endpoint; its address is in <dir>/<replica>.pprof.")
@@ -170,7 +200,7 @@ func (o *benchOptions) validate() error {
 	if o.interval <= 0 || o.duration <= 0 || o.repeats < 1 || o.meltdowns < 1 || o.meltdownShoots < 1 || o.nodes < 1 || o.probeWorkers < 1 {
 		errs = append(errs, errors.New("--probe-interval, --duration, --repeats, --meltdowns, --meltdown-shoots, --nodes and --probe-workers must be positive"))
 	}
-	errs = append(errs, o.mass.validate(o, largest), o.lies.validate(o, largest))
+	errs = append(errs, o.mass.validate(o, largest), o.lies.validate(o, largest), o.validateVerdicts(largest))
 	if o.name == "" || strings.ContainsAny(o.name, `/\`) {
 		errs = append(errs, fmt.Errorf("--name %q: give a file name without a folder", o.name))
 	}
@@ -369,7 +399,8 @@ func (b *bench) stages() []stage {
 		}})
 	}
 	stages = append(append(stages, b.massStages(shoots, replicas)...), b.liesStages()...)
-	return append(stages, b.restartStages(shoots, replicas)...)
+	stages = append(stages, b.restartStages(shoots, replicas)...)
+	return append(append(stages, b.blipStages()...), b.detectionStages()...)
 }
 
 // wrap prefixes an error with the scenario it happened in; nil stays nil.

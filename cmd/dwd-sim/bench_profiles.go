@@ -59,7 +59,9 @@ func dwdFlags(ctx context.Context, dwd string, flags ...string) (map[string]bool
 // prober settings.
 type replicaProfile struct {
 	// name names the profile's prober config file.
-	name         string
+	name string
+	// interval is the probeInterval; zero for --probe-interval's.
+	interval     time.Duration
 	kubeAPIQPS   float64
 	kubeAPIBurst int
 	// scaleBudget passes the scale budget flags at their defaults, when the binary has them.
@@ -75,6 +77,61 @@ type replicaProfile struct {
 // the demo's prober config at the bench's probe interval.
 var benchProfile = replicaProfile{name: "bench", kubeAPIQPS: benchKubeAPIQPS, kubeAPIBurst: benchKubeAPIBurst,
 	probeTimeout: 5 * time.Second, mcmScaleUpDelay: 2 * time.Second}
+
+// The --profile values: the prober settings the blip and detection scenarios run at.
+const (
+	profileDefault  = "default"
+	profileGardener = "gardener"
+	profileBoth     = "both"
+)
+
+// benchGrace is kcmNodeMonitorGraceDuration in every profile's prober config: a lease counts as
+// expired expiryOfGrace × that after its last renewal.
+const (
+	benchGrace    = 40 * time.Second
+	expiryOfGrace = 0.75
+)
+
+// gardenerTimings is the prober config and client limits Gardener deploys the watchdog with:
+// probeInterval 30s, kcmNodeMonitorGraceDuration 40s, probeTimeout 30s (the original's default,
+// which Gardener keeps), machine-controller-manager's scaleUp initialDelay 30s, --kube-api-qps=20
+// --kube-api-burst=100, with the scale budget and the shoot answer bounds at their defaults.
+var gardenerTimings = replicaProfile{name: "gardener-30s", interval: 30 * time.Second, kubeAPIQPS: benchKubeAPIQPS,
+	kubeAPIBurst: benchKubeAPIBurst, scaleBudget: true, responseBounds: true, probeTimeout: 30 * time.Second,
+	mcmScaleUpDelay: gardenerMCMScaleUpDelay}
+
+// timings are the profiles --profile names: benchProfile (the bench's own, at --probe-interval) for
+// default, gardenerTimings for gardener, both in that order for both.
+func timings(profile string) []replicaProfile {
+	switch profile {
+	case profileDefault:
+		return []replicaProfile{benchProfile}
+	case profileGardener:
+		return []replicaProfile{gardenerTimings}
+	case profileBoth:
+		return []replicaProfile{benchProfile, gardenerTimings}
+	}
+	return nil
+}
+
+// probeInterval is the profile's probeInterval, given --probe-interval.
+func (p replicaProfile) probeInterval(flag time.Duration) time.Duration {
+	if p.interval > 0 {
+		return p.interval
+	}
+	return flag
+}
+
+// profile describes the profile for a result: its name is the --profile value that chose it.
+func (b *bench) profile(p replicaProfile) benchmarks.Profile {
+	name := profileDefault
+	if p.name == gardenerTimings.name {
+		name = profileGardener
+	}
+	return benchmarks.Profile{Name: name, ProbeIntervalSeconds: p.probeInterval(b.opts.interval).Seconds(),
+		GraceSeconds: benchGrace.Seconds(), ProbeTimeoutSeconds: p.probeTimeout.Seconds(),
+		MCMScaleUpDelaySeconds: p.mcmScaleUpDelay.Seconds(), Client: p.limits(b.dwdHas)}
+}
 
 // limits are the client limits the profile's replicas run with, given the flags the binary has.
 func (p replicaProfile) limits(has map[string]bool) benchmarks.ClientLimits {
@@ -102,7 +159,7 @@ func scaleBudget(l benchmarks.ClientLimits, has map[string]bool) (float64, int) 
 func (b *bench) replicaSet(p replicaProfile) (*replicaSet, error) {
 	prober := filepath.Join(b.opts.dir, "prober-"+p.name+".yaml")
 	weeder := filepath.Join(b.opts.dir, "weeder.yaml")
-	if err := os.WriteFile(prober, []byte(benchProberConfig(b.opts.interval, p.probeTimeout, p.mcmScaleUpDelay)), 0o644); err != nil {
+	if err := os.WriteFile(prober, []byte(benchProberConfig(p.probeInterval(b.opts.interval), p.probeTimeout, p.mcmScaleUpDelay)), 0o644); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(weeder, []byte(demoWeederConfig), 0o644); err != nil {
@@ -128,5 +185,5 @@ func (b *bench) replicaSet(p replicaProfile) (*replicaSet, error) {
 // benchProberConfig is the demo's prober config at another probe interval, probe timeout and
 // machine-controller-manager scale-up delay.
 func benchProberConfig(interval, probeTimeout, mcmScaleUpDelay time.Duration) string {
-	return sim.ProberConfigWith(interval, probeTimeout, 40*time.Second, mcmScaleUpDelay)
+	return sim.ProberConfigWith(interval, probeTimeout, benchGrace, mcmScaleUpDelay)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,11 +23,22 @@ import (
 // back at their replicas (up), or one below its replicas (below). Only a change is recorded: a shoot
 // already down at the mark is recorded down at its next event that leaves it down, not before.
 // writes counts the changes of a dependent's replicas since the mark (the first sighting of a
-// dependent is none). Not safe for concurrent use: scaleTracker locks it.
+// dependent is none); decreases are those that lowered them, in the order seen, and restored is, per
+// shoot, the last moment since the mark at which it went from a dependent below its replicas to all
+// back. Not safe for concurrent use: scaleTracker locks it.
 type scaleEvents struct {
 	replicas        map[string]map[string]int32 // namespace → dependent → spec.replicas
 	down, up, below map[string]time.Time
+	restored        map[string]time.Time
+	decreases       []scaleWrite
 	writes          int
+}
+
+// scaleWrite is a write that lowered a dependent's replicas, as the seed's watch showed it at a
+// moment: a little after it was sent.
+type scaleWrite struct {
+	shoot, dependent string
+	at               time.Time
 }
 
 func newScaleEvents() *scaleEvents {
@@ -38,7 +50,7 @@ func newScaleEvents() *scaleEvents {
 // mark forgets the moments recorded so far.
 func (e *scaleEvents) mark() {
 	e.down, e.up, e.below = map[string]time.Time{}, map[string]time.Time{}, map[string]time.Time{}
-	e.writes = 0
+	e.restored, e.decreases, e.writes = map[string]time.Time{}, nil, 0
 }
 
 // observe records that a Deployment of a shoot has the replicas at now; other Deployments are
@@ -50,11 +62,18 @@ func (e *scaleEvents) observe(ns, name string, replicas int32, now time.Time) {
 	if e.replicas[ns] == nil {
 		e.replicas[ns] = map[string]int32{}
 	}
+	_, wasUp, _ := e.state(ns)
 	if was, seen := e.replicas[ns][name]; seen && was != replicas {
 		e.writes++
+		if replicas < was {
+			e.decreases = append(e.decreases, scaleWrite{shoot: ns, dependent: name, at: now})
+		}
 	}
 	e.replicas[ns][name] = replicas
 	down, up, below := e.state(ns)
+	if up && !wasUp {
+		e.restored[ns] = now
+	}
 	record := func(moments map[string]time.Time, happened bool) {
 		if _, seen := moments[ns]; happened && !seen {
 			moments[ns] = now
@@ -161,6 +180,30 @@ func (t *scaleTracker) writes() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.events.writes
+}
+
+// since returns the writes that lowered a dependent's replicas, and the moments each shoot was
+// restored, since the last mark.
+func (t *scaleTracker) since() ([]scaleWrite, map[string]time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.events.decreases), maps.Clone(t.events.restored)
+}
+
+// atZero counts the shoots named with a dependent at 0 replicas now.
+func (t *scaleTracker) atZero(names []string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, ns := range names {
+		for name := range sim.Dependents {
+			if got, seen := t.events.replicas[ns][name]; seen && got == 0 {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // allUp reports whether every dependent of every shoot named is at its replicas now.

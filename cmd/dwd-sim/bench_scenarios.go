@@ -49,13 +49,15 @@ func (b *bench) steady(ctx context.Context, shoots, replicas int) (benchmarks.St
 	var seedWatchdog, seedSharding float64
 	for _, r := range b.replicas {
 		probes := delta(s0, s1, r.name, "dwd_probes_total", "")
+		healthy := delta(s0, s1, r.name, "dwd_probes_total", "result=healthy")
 		cpu := delta(s0, s1, r.name, "process_cpu_seconds_total", "")
 		run.Probes += probes
-		run.UnhealthyProbes += probes - delta(s0, s1, r.name, "dwd_probes_total", "result=healthy")
+		run.UnhealthyProbes += probes - healthy
 		run.MissedCycles += delta(s0, s1, r.name, "dwd_probe_missed_cycles_total", "")
 		run.ProbesPerSecondPerReplica = append(run.ProbesPerSecondPerReplica, probes/elapsed)
 		run.CPUCores = append(run.CPUCores, cpu/elapsed)
 		run.CPUSecondsPer1000Probes = append(run.CPUSecondsPer1000Probes, cpu/max(probes, 1)*1000)
+		run.CPUSecondsPer1000HealthyProbes = append(run.CPUSecondsPer1000HealthyProbes, cpu/max(healthy, 1)*1000)
 		run.RSSBytes = append(run.RSSBytes, sum(s1.metrics[r.name], "process_resident_memory_bytes", ""))
 		seedWatchdog += delta(s0, s1, r.name, "dwd_api_requests_total", "api=seed,client=watchdog")
 		seedSharding += delta(s0, s1, r.name, "dwd_api_requests_total", "api=seed,client=sharding")
