@@ -69,7 +69,7 @@ $(CONTROLPLANE_STAMP):
 ##@ Test
 
 .PHONY: test
-test: verify tools test-go fuzz test-rules test-dashboards ## Everything CI runs: formatting, vet, unit and integration tests (-race), brief fuzzing, alert rule tests, dashboards against a real Prometheus.
+test: verify tools test-go fuzz mutants test-rules test-dashboards ## Everything CI runs: formatting, vet, unit and integration tests (-race), brief fuzzing, the mutation check, alert rule tests, dashboards against a real Prometheus.
 
 .PHONY: verify
 verify: ## Fail if gofmt would change a file or go vet finds a problem.
@@ -139,6 +139,10 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 3s; e.g. make fuzz FUZ
 		echo "Fuzzing $$name in $$pkg for $(FUZZTIME)"; \
 		$(GO) test -short -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s $$pkg || exit 1; \
 	done
+
+.PHONY: mutants
+mutants: tools ## Mutation check: each mutant of a package's testdata/mutants.yaml (a safety rule switched off) must fail one of the tests it names.
+	$(GO) run ./internal/mutants/run
 
 ##@ Benchmarks
 

@@ -1,0 +1,70 @@
+package mutants
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// sample copies the module of testdata/sample, a package with its tests, into a directory of the
+// test's and returns it.
+func sample(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"go.mod", "max.go", "max_test.go"} {
+		data, err := os.ReadFile(filepath.Join("testdata", "sample", name))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o644))
+	}
+	return dir
+}
+
+func TestCheck(t *testing.T) {
+	dir := sample(t)
+	list, err := Load(writeList(t, dir, `
+- {name: less, why: the comparison is reversed, file: max.go, original: a > b, mutant: a < b, tests: [TestMax, TestShortOnly]}
+- {name: greater-or-equal, why: an equivalent mutant, file: max.go, original: a > b, mutant: a >= b, tests: [TestMax]}
+- {name: gone, why: code that changed, file: max.go, original: a >= b, mutant: a > b, tests: [TestMax]}
+- {name: undefined, why: a typo in the list, file: max.go, original: return a, mutant: return c, tests: [TestMax]}
+`))
+	require.NoError(t, err)
+	var out bytes.Buffer
+	results, err := Checker{Out: &out}.Check(context.Background(), list)
+	require.NoError(t, err)
+	require.Len(t, results, 4)
+	assert.Equal(t, Result{Mutant: "less", Outcome: Killed, Detail: "by TestMax"}, results[0])
+	assert.Equal(t, Result{Mutant: "greater-or-equal", Outcome: Survived, Detail: "passes TestMax"}, results[1])
+	assert.Equal(t, Stale, results[2].Outcome)
+	assert.Contains(t, results[2].Detail, "occurs 0 times in max.go")
+	assert.Equal(t, Broken, results[3].Outcome)
+	assert.Contains(t, results[3].Detail, "does not compile")
+	assert.Contains(t, results[3].Detail, "undefined: c")
+	assert.Regexp(t, `(?m)^killed +less +by TestMax \(\d+s\)\n^SURVIVED +greater-or-equal `, out.String())
+	src, err := os.ReadFile(filepath.Join(dir, "max.go"))
+	require.NoError(t, err)
+	assert.Contains(t, string(src), "if a > b {", "the tree is never written")
+}
+
+// The tests a list names must pass on the code as it is: otherwise no mutant is checked.
+func TestCheckNeedsTheTestsToPassWithoutMutation(t *testing.T) {
+	for _, tt := range []struct{ name, tests, want string }{
+		{"no such test", "[TestNope]", "TestNope must pass without mutation, but it did not run"},
+		{"skipped without -short", "[TestShortOnly], controlPlane: true", "TestShortOnly must pass without mutation, but it was skipped"},
+		{"failing", "[TestFails]", "TestFails must pass without mutation, but it failed"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := sample(t)
+			failing := "package sample\n\nimport \"testing\"\n\nfunc TestFails(t *testing.T) { t.Fatal(\"fails\") }\n"
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "fails_test.go"), []byte(failing), 0o644))
+			list, err := Load(writeList(t, dir, "- {name: less, why: w, file: max.go, original: a > b, mutant: a < b, tests: "+tt.tests+"}"))
+			require.NoError(t, err)
+			_, err = Checker{}.Check(context.Background(), list)
+			assert.ErrorContains(t, err, tt.want)
+		})
+	}
+}
