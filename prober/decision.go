@@ -1,6 +1,7 @@
 package prober
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -69,6 +70,14 @@ type Decision struct {
 	ExpiredFraction float64
 	// WithoutLease is the number of candidate nodes without a lease; they are not judged.
 	WithoutLease int
+	// Renewed is how many of the leases this read showed renewed since the read before.
+	Renewed int
+	// RecheckAt is the earliest moment, on this replica's clock, at which a read could decide
+	// ScaleDown should no lease be renewed from now on (see ExpiresAt); without trusted clocks, no
+	// later than the end of the stability window of a lease that looks old, when a renewal of another
+	// may show that the clocks agree. Zero when the decision is ScaleDown, or when leases alone can
+	// never make it one.
+	RecheckAt time.Time
 }
 
 // DecideScaling decides over the candidate nodes and a read of the shoot's kube-node-lease Leases,
@@ -93,6 +102,8 @@ func DecideScaling(candidates []string, read LeaseRead, seen map[string]Sighting
 	}
 	keep := make(map[string]Sighting, len(candidates))
 	var d Decision
+	var crossings []time.Time
+	var look time.Time
 	for i := range read.Leases {
 		lease := &read.Leases[i]
 		if _, ok := pending[lease.Name]; !ok {
@@ -107,6 +118,15 @@ func DecideScaling(candidates []string, read LeaseRead, seen map[string]Sighting
 		state, now := JudgeLease(lease, prev, read, grace)
 		if now != nil {
 			keep[lease.Name] = *now
+			if state != Expired {
+				crossings = append(crossings, ExpiresAt(lease, now, read, grace))
+			}
+			if state == Fresh && now.Renewed && now.Since.Equal(read.Received) {
+				d.Renewed++
+			}
+			if state == Unknown && !read.TrustAge {
+				look = earliest(look, now.Since.Add(StableWindow(lease)))
+			}
 		}
 		switch state {
 		case Expired:
@@ -123,7 +143,38 @@ func DecideScaling(candidates []string, read LeaseRead, seen map[string]Sighting
 		d.ExpiredFraction = float64(d.Expired) / float64(d.Candidates)
 	}
 	d.Action = scalingAction(d, fraction)
+	if d.Action != ScaleDown && d.Candidates > 1 && d.Candidates >= d.WithoutLease {
+		d.RecheckAt = recheckAt(crossings, needed(d.Candidates, fraction)-d.Expired, look)
+	}
 	return d, keep
+}
+
+// needed is the least number of expired leases among candidates that decides ScaleDown.
+func needed(candidates int, fraction float64) int {
+	k := 0
+	for float64(k)/float64(candidates) < fraction && k < candidates {
+		k++
+	}
+	return max(k, 1)
+}
+
+// recheckAt is the moment the k-th earliest of the crossings is due (zero: fewer crossings than k),
+// or look when that is earlier.
+func recheckAt(crossings []time.Time, k int, look time.Time) time.Time {
+	var at time.Time
+	if k >= 1 && k <= len(crossings) {
+		slices.SortFunc(crossings, func(a, b time.Time) int { return a.Compare(b) })
+		at = crossings[k-1]
+	}
+	return earliest(at, look)
+}
+
+// earliest returns the earlier of two moments, a zero one counting as none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
 }
 
 // scalingAction applies the decision table to the counts.

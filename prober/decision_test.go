@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -120,6 +121,7 @@ func TestDecideScalingTable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, _ := DecideScaling(tt.candidates, readAt(decisionNow, tt.leases...), watched(tt.leases, 20*time.Second), grace, tt.fraction)
+			got.RecheckAt = time.Time{} // TestRecheckAt
 			assert.Equal(t, tt.want, got)
 		})
 	}
@@ -139,6 +141,48 @@ func watched(leases []coordinationv1.Lease, before time.Duration) map[string]Sig
 		}
 	}
 	return seen
+}
+
+func TestRecheckAt(t *testing.T) {
+	const grace = 40 * time.Second // by age: 30 s
+	names := make([]string, 10)
+	renewing := make([]coordinationv1.Lease, 10)
+	for i := range names {
+		names[i] = fmt.Sprintf("n%d", i)
+		renewing[i] = nodeLease(names[i], decisionNow.Add(-time.Duration(i)*time.Second))
+	}
+	advanced := map[string]Sighting{}
+	for _, l := range renewing {
+		advanced[l.Name] = Sighting{RenewTime: l.Spec.RenewTime.Add(-10 * time.Second), Since: decisionNow.Add(-10 * time.Second)}
+	}
+	t.Run("trusted clocks: when the sixth of ten leases crosses 0.75 × grace, should none renew", func(t *testing.T) {
+		d, _ := DecideScaling(names, readAt(decisionNow, renewing...), advanced, grace, 0.6)
+		require.Equal(t, ScaleUp, d.Action)
+		assert.Equal(t, 10, d.Renewed)
+		assert.Equal(t, decisionNow.Add(-4*time.Second+30*time.Second), d.RecheckAt, "renewed 4 s ago, the sixth oldest")
+	})
+	t.Run("the band of clock error moves it on", func(t *testing.T) {
+		read := readAt(decisionNow, renewing...)
+		read.Band = 3 * time.Second
+		d, _ := DecideScaling(names, read, advanced, grace, 0.6)
+		assert.Equal(t, decisionNow.Add(-4*time.Second+33*time.Second), d.RecheckAt)
+	})
+	t.Run("untrusted clocks: at the end of the stability window of a lease that looks old", func(t *testing.T) {
+		read := readAt(decisionNow, renewing...)
+		read.TrustAge = false
+		d, _ := DecideScaling(names, read, nil, grace, 0.6)
+		require.Equal(t, None, d.Action)
+		assert.Equal(t, decisionNow.Add(15*time.Second), d.RecheckAt)
+	})
+	t.Run("no recheck once the decision is a scale-down, or with one candidate", func(t *testing.T) {
+		old := nodeLease("n0", decisionNow.Add(-time.Minute))
+		d, _ := DecideScaling([]string{"n0", "n1"}, readAt(decisionNow, old, nodeLease("n1", decisionNow.Add(-time.Minute))),
+			watched([]coordinationv1.Lease{old, nodeLease("n1", decisionNow.Add(-time.Minute))}, 20*time.Second), grace, 0.6)
+		require.Equal(t, ScaleDown, d.Action)
+		assert.Zero(t, d.RecheckAt)
+		d, _ = DecideScaling([]string{"n0"}, readAt(decisionNow, renewing[0]), advanced, grace, 0.6)
+		assert.Zero(t, d.RecheckAt)
+	})
 }
 
 func TestActionString(t *testing.T) {

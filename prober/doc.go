@@ -12,17 +12,22 @@
 // # Decisions
 //
 // No single read decides a scale-down. The pure part is JudgeLease and DecideScaling: a lease is
-// expired only when this replica has watched its renewTime stay the same for a stability window on its
-// own clock, and the age rule (or a longer watch) agrees; a lease not watched long enough is Unknown and
-// blocks both directions. A probe cycle then confirms a scale-down with a consistent read, measures
-// lease ages from the moment the request was sent, treats a slow or oversized answer as inconclusive,
-// and only then starts a flow. docs/prober.md gives the reasoning.
+// expired only when two reads showed its renewTime unchanged for a stability window on this replica's
+// clock, and the age rule with the band of clock error taken off (or a longer watch) agrees; a lease
+// not watched long enough is Unknown and blocks both directions. DecideScaling also says when the
+// leases could first decide a scale-down should none renew (RecheckAt), and the probe's next cycle
+// runs then when that is before its period is over. A probe cycle confirms a scale-down with a
+// consistent read, measures lease ages from the moment the request was sent (a slow answer counts; an
+// oversized one is inconclusive), and publishes its decision as the shoot's verdict (verdict.go): a
+// flow writes only while its verdict stands, and a verdict the other way ends it. What the probes saw
+// travels with a partition released gracefully (sightings.go). docs/prober.md gives the reasoning.
 //
 // # Locking
 //
 // Manager.mu guards the probes and orders every start and stop of a probe; stopping a probe waits, under
 // it, for the probe's run in flight and its flow's step in flight, so neither outlives the ownership of
-// the shoot. Manager.flowMu guards only the map of running flows and is never held while waiting. A
+// the shoot. Manager.flowMu guards only the maps of running flows and of verdicts, and is never held
+// while waiting (ending a flow takes it out of the map under the lock, then waits outside). A
 // probe's memory (probeState) is touched only by its runs, which the scheduler never overlaps, also
 // across a restart that swaps the job. ShootClients has its own lock around its map; requests are sent
 // outside it.

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
 
 // partitionOwnership puts each namespace in one of 4 partitions and owns them all.
@@ -89,4 +91,57 @@ func TestResumeAfterAFenceUsesTheAgesKeptHere(t *testing.T) {
 	assert.Empty(t, m.released, "kept ages are used once")
 	m.takeOverdue(p, "not json")
 	assert.Equal(t, 7*time.Second, m.overdue["shoot--a--1"], "unreadable state is ignored")
+}
+
+// A meltdown in progress when its partition is handed over is found by the next holder's first probe:
+// the sightings travel with the partition, and a lease judged expired stays expired while it does not
+// change. Without them, the first probe sees every lease for the first time and decides nothing.
+func TestAHandoverCarriesAMeltdownInProgress(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	f.m.Ownership = partitionOwnership{}
+	p := f.m.Ownership.Partition(cycleNS)
+	f.cycles(t, 3, 10*time.Second)
+	// The kubelets stop; the first read after that comes 25 s later (a 30 s interval), so the expiry is
+	// proven by the leases' age, not by 30 s of observation.
+	f.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now() })
+	f.clk.Step(25 * time.Second)
+	results := f.cycles(t, 8, 2*time.Second)
+	_, started := f.flowStarted()
+	require.True(t, started, "%v", results)
+
+	// The release: the probe and its flow stop; its sightings go into the partition lease.
+	f.m.mu.Lock()
+	f.m.keepSightingsLocked(p, cycleNS, f.p)
+	f.m.mu.Unlock()
+	f.m.stopFlow(cycleNS)
+	f.m.forgetVerdict(cycleNS)
+	key, state := sightingsHandler{f.m}.HandoverState(p)
+	require.Equal(t, SightingsKey, key)
+	require.NotEmpty(t, state)
+	f.clk.Step(2 * time.Second) // the handover's gap
+
+	t.Run("without the sightings the first probe decides nothing", func(t *testing.T) {
+		fresh := &shootProbe{m: f.m, namespace: cycleNS, spec: f.p.spec, st: &probeState{}}
+		result, _ := fresh.cycle(context.Background())
+		assert.Equal(t, resultNoDecision, result)
+		f.m.stopFlow(cycleNS)
+	})
+	f.m.takeSightings(p, state)
+	next := &shootProbe{m: f.m, namespace: cycleNS, spec: f.p.spec, st: &probeState{seen: f.m.handedSeen[cycleNS]}}
+	result, _ := next.cycle(context.Background())
+	assert.Equal(t, resultScaledDown, result, "the first probe of the next holder goes on with the scale-down")
+	dir, ok := f.flowStarted()
+	require.True(t, ok)
+	assert.Equal(t, scaler.Down, dir)
+}
+
+func TestSightingsAtKeepAgesNotClocks(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	handed := map[string]handedSighting{
+		"a": {UID: "u", Renew: now.Add(-time.Minute).UnixMilli(), Ago: 20000, Renewed: true, Expired: true},
+		"b": {Renew: now.UnixMilli(), Ago: -5},
+	}
+	seen := sightingsAt(handed, now.Add(time.Hour))
+	assert.Equal(t, map[string]Sighting{"a": {UID: "u", RenewTime: now.Add(-time.Minute), Since: now.Add(time.Hour - 20*time.Second), Renewed: true, Expired: true}}, seen,
+		"Since is an age on the next holder's clock; a sighting from the future is dropped")
 }

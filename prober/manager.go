@@ -77,6 +77,11 @@ type Manager struct {
 	// until their first run is scheduled (see handover.go).
 	released map[int]map[string]time.Duration
 	overdue  map[string]time.Duration
+	// releasedSeen holds, per partition released here, what the probes of its shoots saw of their node
+	// leases, for sightingsHandler; handedSeen holds those handed to this replica, until their probe
+	// starts (see sightings.go).
+	releasedSeen map[int]map[string]map[string]handedSighting
+	handedSeen   map[string]map[string]Sighting
 
 	flowMu sync.Mutex
 	flows  map[string]*scaler.Flow
@@ -116,12 +121,20 @@ func (m *Manager) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 // the longest unprobed first.
 func (m *Manager) Acquired(ctx context.Context, p int, takeover sharding.Takeover) {
 	m.takeOverdue(p, takeover.State[HandoverKey])
+	m.takeSightings(p, takeover.State[SightingsKey])
 	for _, ns := range m.clustersIn(ctx, p) {
 		if err := m.sync(ctx, ns); err != nil {
 			m.Log.Error(err, "Starting probe of an acquired partition", "namespace", ns, "partition", p)
 		}
 	}
 	m.dropOverdue(p)
+	m.dropSightings(p)
+}
+
+// Handlers returns the sharding handlers of the prober: the Manager, and the one that hands the
+// probes' node lease sightings over with the partitions.
+func (m *Manager) Handlers() []sharding.PartitionHandler {
+	return []sharding.PartitionHandler{m, sightingsHandler{m}}
 }
 
 // Released stops the probes of partition p and returns when none of them runs any more; it keeps
@@ -133,6 +146,7 @@ func (m *Manager) Released(p int) {
 		if m.Ownership.Partition(ns) == p {
 			m.stopLocked(ns)
 			m.keepAgeLocked(p, ns, probe)
+			m.keepSightingsLocked(p, ns, probe)
 		}
 	}
 	for ns := range m.paused {
@@ -252,7 +266,8 @@ func later(a, b time.Time) time.Time {
 
 // startLocked schedules the probe of ns, or gives a running one its new spec (a restart).
 func (m *Manager) startLocked(ns string, spec ProbeSpec, at time.Time) {
-	st := &probeState{}
+	st := &probeState{seen: m.handedSeen[ns]}
+	delete(m.handedSeen, ns)
 	if p, ok := m.probes[ns]; ok {
 		if p.spec.Equal(spec) {
 			return

@@ -62,8 +62,12 @@ var (
 	apiThrottled = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_api_throttled_requests_total", Help: "Requests answered 429 Too Many Requests, by API.",
 	}, []string{"api"})
+	earlyRuns = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "dwd_probe_early_runs_total",
+		Help: "Probe cycles run before their period was over because the node leases could cross the expiry threshold earlier (the leases stopped, or look old and are not proven yet).",
+	})
 	inconclusiveTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "dwd_probe_inconclusive_total", Help: "Probe cycles that decided nothing, by reason: slow_answer (the lease list took longer than a quarter of the grace period), too_large (an answer over the bounds), not_confirmed (a consistent read did not confirm a scale-down or a scale-up), stale_answer (renewTimes older than ones seen before).",
+		Name: "dwd_probe_inconclusive_total", Help: "Probe cycles that decided nothing, by reason: too_large (an answer over the bounds), not_confirmed (a consistent read did not confirm a scale-down or a scale-up), stale_answer (renewTimes older than ones seen before).",
 	}, []string{"reason"})
 	clockOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dwd_shoot_clock_offset_seconds", Help: "The shoot API server's clock (its Date header, 1 s resolution) minus this replica's, at the last probe. Informational: expiry is judged by observation and does not depend on it.",
@@ -77,7 +81,7 @@ var (
 // that a process without one (a weeder) exports none of them: no probe count that looks like a
 // stalled prober.
 var collectors = []prometheus.Collector{probesTotal, probeDuration, probeLag, missedCycles, probesActive,
-	expiredFraction, shootsInvalid, inconclusiveTotal, clockOffset, lastSuccess, shootsScaledDown, shootScaledDown}
+	expiredFraction, shootsInvalid, inconclusiveTotal, clockOffset, lastSuccess, shootsScaledDown, shootScaledDown, earlyRuns}
 
 // apiCollectors count the API requests of every client of the process, the weeder's too; registered
 // by registerAPIMetrics.
@@ -104,7 +108,7 @@ func registerMetrics() {
 			resultLeases, resultKubeconfig, resultScaleFailed, resultNoDecision, resultShootInvalid, resultInconclusive} {
 			probesTotal.WithLabelValues(r)
 		}
-		for _, r := range []string{reasonSlowAnswer, reasonTooLarge, reasonNotConfirmed, reasonStaleAnswer} {
+		for _, r := range []string{reasonTooLarge, reasonNotConfirmed, reasonStaleAnswer} {
 			inconclusiveTotal.WithLabelValues(r)
 		}
 	})

@@ -3,6 +3,7 @@ package prober
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -33,9 +34,13 @@ func TestJudgeLease(t *testing.T) {
 		{"young, first sight", young, nil, Fresh},
 		{"old, but advanced since the last read", old, &Sighting{RenewTime: now.Add(-2 * time.Minute), Since: now.Add(-time.Hour)}, Fresh},
 		{"older than seen before (a stale answer)", old, &Sighting{RenewTime: now, Since: now.Add(-time.Hour)}, Regressed},
-		{"advanced less than the window ago, unchanged since", old, &Sighting{RenewTime: old.Spec.RenewTime.Time, Since: now.Add(-10 * time.Second), Renewed: true}, Fresh},
-		{"old, seen unchanged for less than the window", old, seenFor(old, 14*time.Second), Unknown},
+		{"advanced less than the window ago, unchanged since", young, &Sighting{RenewTime: young.Spec.RenewTime.Time, Since: now.Add(-10 * time.Second), Renewed: true}, Fresh},
+		{"old by a trusted age, seen twice: unrenewed since renewTime", old, seenFor(old, 14*time.Second), Expired},
 		{"old, seen unchanged for the window", old, seenFor(old, 15*time.Second), Expired},
+		{"29 s old when sent, 8 s late, seen 20 s: the age is the send time's", nodeLease("n", now.Add(-29*time.Second)),
+			&Sighting{RenewTime: now.Add(-29 * time.Second), Since: now.Add(-20 * time.Second)}, Fresh},
+		{"34 s old, but inside the band of clock error", nodeLease("n", now.Add(-34*time.Second)),
+			&Sighting{RenewTime: now.Add(-34 * time.Second), Since: now.Add(-20 * time.Second)}, Unknown},
 		{"young, seen unchanged for the window", young, seenFor(young, 20*time.Second), Fresh},
 		{"young by age (node clock ahead), unchanged for 0.75 × grace", young, seenFor(young, 30*time.Second), Expired},
 		{"a short lease's window is shorter", short, seenFor(short, 1500*time.Millisecond), Expired},
@@ -43,7 +48,10 @@ func TestJudgeLease(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, _ := JudgeLease(&tt.lease, tt.prev, readAt(now, tt.lease), grace)
+			read := readAt(now, tt.lease)
+			read.Received = now.Add(8 * time.Second) // late answers: the age is measured when the request was sent
+			read.Band = maxClockOffset
+			got, _ := JudgeLease(&tt.lease, tt.prev, read, grace)
 			assert.Equal(t, tt.want, got)
 		})
 	}
@@ -55,6 +63,7 @@ func TestJudgeLease(t *testing.T) {
 	}{
 		{"young by a clock not trusted, first sight", young, nil, Unknown},
 		{"old by a clock not trusted, seen for the window", old, seenFor(old, 15*time.Second), Unknown},
+		{"old, seen unchanged for less than the window", old, seenFor(old, 14*time.Second), Unknown},
 		{"seen unchanged for 0.75 × grace", old, seenFor(old, 30*time.Second), Expired},
 		{"advanced since the last read", young, &Sighting{RenewTime: now.Add(-time.Hour)}, Fresh},
 		{"advanced, unchanged for less than the window", young, &Sighting{RenewTime: young.Spec.RenewTime.Time, Since: now.Add(-5 * time.Second), Renewed: true}, Fresh},
@@ -86,20 +95,36 @@ func TestServerClockAgrees(t *testing.T) {
 	}
 }
 
-func TestNodeClocksBehind(t *testing.T) {
+func TestNodeClockLag(t *testing.T) {
 	prevSent := decisionNow.Add(-10 * time.Second)
-	seen := map[string]Sighting{"a": {RenewTime: decisionNow.Add(-time.Hour)}}
+	seen := map[string]Sighting{"a": {RenewTime: prevSent.Add(-8 * time.Second)}}
 	read := func(renewed time.Time) LeaseRead { return readAt(decisionNow, nodeLease("a", renewed)) }
-	behind, known := NodeClocksBehind(read(decisionNow.Add(-5*time.Second)), prevSent, seen)
+	lag, known := NodeClockLag(read(decisionNow.Add(-5*time.Second)), prevSent, seen)
 	assert.True(t, known)
-	assert.False(t, behind, "renewed 5 s after the previous read: no clock behind")
-	behind, known = NodeClocksBehind(read(decisionNow.Add(-16*time.Second)), prevSent, seen)
+	assert.Zero(t, lag, "renewed 5 s after the previous read: no clock behind")
+	lag, known = NodeClockLag(read(decisionNow.Add(-16*time.Second)), prevSent, seen)
 	assert.True(t, known)
-	assert.True(t, behind, "renewed, by its clock, 6 s before the previous read that did not show it")
-	_, known = NodeClocksBehind(read(decisionNow.Add(-time.Hour)), prevSent, seen)
+	assert.Equal(t, 6*time.Second, lag, "renewed, by its clock, 6 s before the previous read that did not show it")
+	_, known = NodeClockLag(read(prevSent.Add(-8*time.Second)), prevSent, seen)
 	assert.False(t, known, "no lease advanced")
-	_, known = NodeClocksBehind(read(decisionNow), time.Time{}, seen)
+	_, known = NodeClockLag(read(decisionNow), time.Time{}, seen)
 	assert.False(t, known, "no previous read")
+	// Read 30 s apart: the lease renewed three times, the last 5 s ago by its clock; but the previous read
+	// showed a renewTime 17 s old, so the renewal after it, 10 s later by the kubelet's clock, came
+	// after that read on this replica's: the kubelet's clock is at least 7 s behind.
+	prevSent = decisionNow.Add(-30 * time.Second)
+	lag, _ = NodeClockLag(read(decisionNow.Add(-5*time.Second)), prevSent, map[string]Sighting{"a": {RenewTime: prevSent.Add(-17 * time.Second)}})
+	assert.Equal(t, 7*time.Second, lag)
+}
+
+func TestKeepLag(t *testing.T) {
+	now := decisionNow
+	lag, at := keepLag(0, time.Time{}, 3*time.Second, now)
+	assert.Equal(t, 3*time.Second, lag)
+	lag, at = keepLag(lag, at, time.Second, now.Add(time.Minute))
+	assert.Equal(t, 3*time.Second, lag, "the most lag seen is kept")
+	lag, _ = keepLag(lag, at, time.Second, now.Add(lagMemory+time.Second))
+	assert.Equal(t, time.Second, lag, "until it is lagMemory old")
 }
 
 func TestStableWindow(t *testing.T) {
@@ -116,12 +141,20 @@ type lies struct {
 	gap          time.Duration // every 5 minutes, all kubelets miss their renewals for this long
 }
 
-// probeSeries reads the leases of a shoot whose 10 kubelets renew every 10 s (each on its own phase)
-// until they all stop at stop (zero: never), every interval ± 10 %, for span, and returns the true
-// times (since start) of the reads that decided ScaleDown.
-func probeSeries(t *testing.T, l lies, interval, span, stop time.Duration) []time.Duration {
+// series is what probeSeries saw: the true times (since start) of the reads that decided ScaleDown,
+// and for each the fraction of leases truly unrenewed for 0.75 × grace when the list was served.
+type series struct {
+	downs []time.Duration
+	truth []float64
+	reads int
+}
+
+// probeSeries reads the leases of a shoot whose 10 kubelets renew every 10 s (each on its own phase,
+// drawn from seed) until they all stop at stop (zero: never), for span, as a probe does: every
+// interval ± 10 %, or earlier when the last decision's RecheckAt says so (nextRun).
+func probeSeries(t *testing.T, l lies, interval, span, stop time.Duration, seed uint64) series {
 	const grace, renew = 40 * time.Second, 10 * time.Second
-	rng := rand.New(rand.NewPCG(1, 2))
+	rng := rand.New(rand.NewPCG(seed, 2))
 	start := decisionNow
 	names := make([]string, 10)
 	phases := make([]time.Duration, 10)
@@ -129,87 +162,143 @@ func probeSeries(t *testing.T, l lies, interval, span, stop time.Duration) []tim
 		names[i] = fmt.Sprintf("n%d", i)
 		phases[i] = time.Duration(rng.Int64N(int64(renew)))
 	}
-	// renewTime of kubelet i as served at true time at.
-	renewTime := func(i int, at time.Duration) time.Time {
+	// lastRenewal is the true time of kubelet i's last renewal at true time at.
+	lastRenewal := func(i int, at time.Duration) time.Duration {
 		if stop > 0 && at > stop {
 			at = stop
 		}
 		if l.gap > 0 && at%(5*time.Minute) < l.gap {
 			at -= at % (5 * time.Minute) // the renewals of the gap are missed
 		}
-		last := (at-phases[i])/renew*renew + phases[i]
-		return start.Add(last + l.nodeClock)
+		return (at-phases[i])/renew*renew + phases[i]
 	}
-	var downs []time.Duration
+	var out series
 	var prevSent time.Time
-	var nodesBehind, nodesKnown bool
+	var nodesKnown bool
+	var nodeLag time.Duration
+	var lagAt time.Time
 	seen := map[string]Sighting{}
-	for at := time.Minute; at < span; at += time.Duration(float64(interval) * (0.9 + 0.2*rng.Float64())) {
+	for at := time.Minute; at < span; {
 		leases := make([]coordinationv1.Lease, len(names))
+		unrenewed := 0
 		for i, n := range names {
-			leases[i] = nodeLease(n, renewTime(i, at))
+			last := lastRenewal(i, at)
+			leases[i] = nodeLease(n, start.Add(last+l.nodeClock))
+			if at-last >= threeQuarters(grace) {
+				unrenewed++
+			}
 		}
 		read := LeaseRead{Leases: leases, Sent: start.Add(at + l.replicaClock), Received: start.Add(at + l.bodyDelay + l.replicaClock)}
 		serverDate := start.Add(at).Truncate(time.Second) // the shoot API server's clock is right
-		if behind, known := NodeClocksBehind(read, prevSent, seen); known {
-			nodesBehind, nodesKnown = behind, true
+		if lag, known := NodeClockLag(read, prevSent, seen); known {
+			nodesKnown = true
+			nodeLag, lagAt = keepLag(nodeLag, lagAt, lag, read.Sent)
 		}
-		read.TrustAge = ServerClockAgrees(read, serverDate) && nodesKnown && !nodesBehind
+		read.TrustAge = ServerClockAgrees(read, serverDate) && nodesKnown && nodeLag <= maxClockOffset
+		read.Band = AgeBand(nodeLag)
 		prevSent = read.Sent
 		var d Decision
 		d, seen = DecideScaling(names, read, seen, grace, 0.6)
+		out.reads++
 		if d.Action == ScaleDown {
-			downs = append(downs, at)
+			out.downs = append(out.downs, at)
+			out.truth = append(out.truth, float64(unrenewed)/float64(len(names)))
 		}
+		period := time.Duration(float64(interval) * (0.9 + 0.2*rng.Float64()))
+		wait, _ := nextRun(period, read.Received, d.RecheckAt)
+		at += l.bodyDelay + wait
 	}
-	return downs
+	return out
 }
 
-// A healthy shoot is never judged expired, whatever the clocks of the replica and the nodes say and
-// however late its answers arrive.
-func TestHealthyShootUnderLyingClocksAndSlowAnswers(t *testing.T) {
+// No ScaleDown is ever decided unless at least the fraction of the leases were truly unrenewed for
+// 0.75 × grace when the list was served: whatever the clocks of the replica and the nodes say inside
+// or outside the band the trust checks tolerate, however late the answers arrive, and for renewal
+// stalls of every length (a stall of 25 s leaves leases up to 35 s unrenewed, which the rule rightly
+// scales down). Over many seeds, at the intervals that matter.
+func TestNoScaleDownBeforeThreeQuartersGraceOfTrueStillness(t *testing.T) {
+	seeds := uint64(100)
+	if testing.Short() {
+		seeds = 30
+	}
 	for _, l := range []lies{
 		{},
-		{replicaClock: time.Minute}, {replicaClock: -time.Minute},
-		{nodeClock: -90 * time.Second}, {nodeClock: 90 * time.Second},
-		{bodyDelay: 28 * time.Second},
+		{replicaClock: 3 * time.Second}, {replicaClock: time.Minute}, {replicaClock: -time.Minute},
+		{nodeClock: -4 * time.Second}, {nodeClock: -90 * time.Second}, {nodeClock: 90 * time.Second},
+		{bodyDelay: 8 * time.Second}, {bodyDelay: 28 * time.Second},
 		{replicaClock: 10 * time.Minute, nodeClock: -10 * time.Minute, bodyDelay: 20 * time.Second},
-		// A shoot kube-apiserver restart: every kubelet misses its renewals for 25 s, less than 0.75 ×
-		// grace; a replica with the right clock does nothing, and one whose clock is off must not either.
-		{gap: 25 * time.Second},
+		{gap: 20 * time.Second}, {gap: 25 * time.Second}, {gap: 30 * time.Second},
+		{gap: 25 * time.Second, replicaClock: 3 * time.Second},
+		{gap: 25 * time.Second, nodeClock: -4 * time.Second},
+		{gap: 20 * time.Second, nodeClock: -4 * time.Second},
+		{gap: 25 * time.Second, nodeClock: -10 * time.Second, bodyDelay: 8 * time.Second},
+		{gap: 25 * time.Second, nodeClock: -20 * time.Second, bodyDelay: 8 * time.Second},
 		{gap: 25 * time.Second, replicaClock: time.Minute},
 		{gap: 25 * time.Second, nodeClock: -90 * time.Second},
-		{gap: 25 * time.Second, nodeClock: -20 * time.Second},
 	} {
 		for _, interval := range []time.Duration{5 * time.Second, 10 * time.Second, 30 * time.Second} {
 			t.Run(fmt.Sprintf("%+v every %s", l, interval), func(t *testing.T) {
-				assert.Empty(t, probeSeries(t, l, interval, time.Hour, 0))
+				for seed := range seeds {
+					s := probeSeries(t, l, interval, 30*time.Minute, 0, seed)
+					for i, f := range s.truth {
+						require.GreaterOrEqual(t, f, 0.6, "seed %d: ScaleDown at %s with only %.0f%% of the leases truly unrenewed for 30 s", seed, s.downs[i], f*100)
+					}
+				}
 			})
 		}
 	}
 }
 
-// A real meltdown is seen as soon as the original's age rule would see it (the first read at least
-// 0.75 × grace after the last renewal, plus one read), and still seen, later, when the node clocks run
-// ahead and the age rule never fires.
+// A healthy shoot (kubelets renewing, no stall) is never scaled down, however its clocks lie.
+func TestHealthyShootUnderLyingClocksAndSlowAnswers(t *testing.T) {
+	for _, l := range []lies{
+		{}, {replicaClock: time.Minute}, {replicaClock: -time.Minute},
+		{nodeClock: -90 * time.Second}, {nodeClock: 90 * time.Second}, {bodyDelay: 28 * time.Second},
+		{replicaClock: 10 * time.Minute, nodeClock: -10 * time.Minute, bodyDelay: 20 * time.Second},
+	} {
+		for _, interval := range []time.Duration{5 * time.Second, 10 * time.Second, 30 * time.Second} {
+			t.Run(fmt.Sprintf("%+v every %s", l, interval), func(t *testing.T) {
+				for seed := range uint64(20) {
+					assert.Empty(t, probeSeries(t, l, interval, time.Hour, 0, seed).downs, "seed %d", seed)
+				}
+			})
+		}
+	}
+}
+
+// A real meltdown is seen at the rule's moment: within 3 s of the sixth of ten leases' last renewal
+// plus 0.75 × grace plus the band of clock error, at either interval, over many seeds (the early
+// cycles RecheckAt asks for); and still seen, later but no later than the original at its worst,
+// when the clocks cannot be trusted and only observation can tell.
 func TestMeltdownIsSeenDespiteObservation(t *testing.T) {
-	const stop = 10 * time.Minute
+	const stop, grace = 10 * time.Minute, 40 * time.Second
 	for _, tt := range []struct {
 		l        lies
 		interval time.Duration
-		within   time.Duration // from the last renewal to the first ScaleDown
+		within   time.Duration // after the rule's moment (threeQuarters(grace) after the sixth last renewal)
 	}{
-		{lies{}, 10 * time.Second, 30*time.Second + 10*time.Second + 11*time.Second},
-		{lies{}, 30 * time.Second, 30*time.Second + 10*time.Second + 33*time.Second},
-		{lies{replicaClock: time.Minute}, 10 * time.Second, 30*time.Second + 10*time.Second + 2*11*time.Second},
-		{lies{replicaClock: -time.Minute}, 10 * time.Second, 30*time.Second + 10*time.Second + 2*11*time.Second},
-		{lies{nodeClock: 90 * time.Second}, 10 * time.Second, 30*time.Second + 10*time.Second + 2*11*time.Second},
+		{lies{}, 10 * time.Second, maxClockOffset + 3*time.Second},
+		{lies{}, 30 * time.Second, maxClockOffset + 3*time.Second},
+		{lies{replicaClock: time.Minute}, 10 * time.Second, 10*time.Second + 2*11*time.Second},
+		{lies{replicaClock: -time.Minute}, 10 * time.Second, 10*time.Second + 2*11*time.Second},
+		{lies{nodeClock: 90 * time.Second}, 10 * time.Second, 10*time.Second + 2*11*time.Second},
+		{lies{replicaClock: time.Minute}, 30 * time.Second, 10*time.Second + 33*time.Second},
 	} {
 		t.Run(fmt.Sprintf("%+v every %s", tt.l, tt.interval), func(t *testing.T) {
-			downs := probeSeries(t, tt.l, tt.interval, stop+5*time.Minute, stop)
-			require.NotEmpty(t, downs)
-			assert.Greater(t, downs[0], stop+30*time.Second-10*time.Second, "not before 0.75 × grace after the last renewals")
-			assert.LessOrEqual(t, downs[0], stop+tt.within)
+			for seed := range uint64(100) {
+				s := probeSeries(t, tt.l, tt.interval, stop+5*time.Minute, stop, seed)
+				require.NotEmpty(t, s.downs, "seed %d", seed)
+				rng := rand.New(rand.NewPCG(seed, 2))
+				var lasts []time.Duration
+				for range 10 {
+					phase := time.Duration(rng.Int64N(int64(10 * time.Second)))
+					lasts = append(lasts, (stop-phase)/(10*time.Second)*(10*time.Second)+phase)
+				}
+				slices.Sort(lasts)
+				rule := lasts[5] + threeQuarters(grace)
+				assert.GreaterOrEqual(t, s.downs[0], rule, "seed %d: not before the rule", seed)
+				assert.LessOrEqual(t, s.downs[0], rule+tt.within, "seed %d: %s after the rule", seed, s.downs[0]-rule)
+			}
 		})
 	}
 }

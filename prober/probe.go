@@ -52,8 +52,11 @@ type probeState struct {
 	// sent the lease request of the read seen was last updated from.
 	seen     map[string]Sighting
 	lastSent time.Time
-	// nodesKnown and nodesBehind are the last verdict of NodeClocksBehind.
-	nodesKnown, nodesBehind bool
+	// nodesKnown says a renewal was seen, so that nodeLag, the most the kubelets' clocks were seen
+	// running behind this replica's (NodeClockLag) since lagAt, means something.
+	nodesKnown bool
+	nodeLag    time.Duration
+	lagAt      time.Time
 	// consistentLeft is how many more cycles read consistently, after the shoot's API server was
 	// caught answering from a stale watch cache.
 	consistentLeft int
@@ -64,7 +67,14 @@ type probeState struct {
 	// tooLargeReported is set once the Warning Event of an oversized answer was recorded in the current
 	// run of failures.
 	tooLargeReported bool
+	// recheckAt is when the last cycle's leases could first decide a scale-down (Decision.RecheckAt;
+	// zero: none): the next cycle runs then if that is before the period is over.
+	recheckAt time.Time
 }
+
+// minRecheck is the least time between two cycles of a probe that its leases call earlier than the
+// period: it bounds the extra reads of a shoot whose leases stopped.
+const minRecheck = time.Second
 
 // run is one probe cycle; it returns when the next should start.
 func (p *shootProbe) run(ctx context.Context) time.Duration {
@@ -83,7 +93,32 @@ func (p *shootProbe) run(ctx context.Context) time.Duration {
 	if result == resultThrottled {
 		return max(next, p.m.interval(), throttleBackoff, retryAfter(err, p.m.interval()))
 	}
-	return next
+	return p.recheck(next)
+}
+
+// recheck shortens the period next when the leases could decide a scale-down before it is over: the
+// next cycle runs when the expiry threshold is crossed (at least minRecheck from now), so that a
+// meltdown is found at the rule's moment plus a round trip, not at the next tick. Such early runs
+// are counted.
+func (p *shootProbe) recheck(next time.Duration) time.Duration {
+	wait, early := nextRun(next, p.m.Clock.Now(), p.st.recheckAt)
+	if early {
+		earlyRuns.Inc()
+	}
+	return wait
+}
+
+// nextRun is the wait until the next cycle of a probe whose period is next, at now, when its leases
+// could first decide a scale-down at recheckAt (zero: never): that moment, at least minRecheck from
+// now, when it comes before the period is over (early).
+func nextRun(next time.Duration, now, recheckAt time.Time) (wait time.Duration, early bool) {
+	if recheckAt.IsZero() {
+		return next, false
+	}
+	if wait = max(recheckAt.Sub(now), minRecheck); wait >= next {
+		return next, false
+	}
+	return wait, true
 }
 
 // noteScaledDown records whether the shoot's dependents are scaled down, whatever the cycle found: a
@@ -162,12 +197,14 @@ func (p *shootProbe) cycle(ctx context.Context) (string, error) {
 		return p.failure(resultAPIServer, err)
 	}
 	start = p.m.Clock.Now()
+	p.st.recheckAt = time.Time{}
 	decision, err := p.decideConfirmed(ctx, shoot, machines)
 	probeDuration.WithLabelValues("leases").Observe(p.m.Clock.Since(start).Seconds())
 	if err != nil {
 		return p.failure(resultLeases, err)
 	}
 	expiredFraction.WithLabelValues(p.namespace).Set(decision.ExpiredFraction)
+	p.st.recheckAt = decision.RecheckAt
 	return p.act(ctx, decision)
 }
 
@@ -204,7 +241,6 @@ func (e inconclusive) Error() string { return e.msg }
 
 // Reasons of dwd_probe_inconclusive_total.
 const (
-	reasonSlowAnswer   = "slow_answer"   // the lease list took longer than a quarter of the grace period
 	reasonTooLarge     = "too_large"     // an answer over the bounds
 	reasonNotConfirmed = "not_confirmed" // a consistent read did not confirm a scale-down or a scale-up
 	reasonStaleAnswer  = "stale_answer"  // renewTimes older than ones seen before
@@ -230,39 +266,42 @@ func (p *shootProbe) client(ctx context.Context) (*ShootClient, error) {
 }
 
 // decideConfirmed decides from the cheap reads (the API server's watch cache) and confirms what would
-// act with consistent reads (resourceVersion unset) of the nodes and leases: a scale-down always, a
-// scale-up while the dependents are scaled down (a stale read must not bring them back during a
-// meltdown). An action stands only when the decision on the consistent read agrees.
+// act with consistent reads (resourceVersion unset) of the nodes and leases: a scale-down that the
+// cache shows is still to be written, and a scale-up while the dependents are scaled down that rests
+// on no renewal this read saw (a stale cache shows renewTimes older than they are, never younger, so
+// a renewal it shows is real; what it can hide is leases). An action stands only when the decision on
+// the consistent read agrees.
 //
-// A read that shows renewTimes older than seen before, or a confirmation that disagrees, means the
-// API server answers from a stale cache: the probe then forgets what it saw, drops its idle
-// connections (to be sent to another API server), and reads consistently for consistentCycles cycles,
-// building its observation on fresh reads only.
+// A read that shows renewTimes older than seen before means the API server answers from a stale
+// cache: the probe forgets what it saw. A confirmation that disagrees means the same, but the
+// consistent read's sightings are kept (what they show is true). Either way the probe drops its idle
+// connections (to be sent to another API server) and reads consistently for consistentCycles cycles;
+// what those reads saw is kept when it goes back to cheap reads.
 func (p *shootProbe) decideConfirmed(ctx context.Context, shoot *ShootClient, machines []MachineInfo) (Decision, error) {
 	consistent := p.st.consistentLeft > 0
 	if consistent {
-		if p.st.consistentLeft--; p.st.consistentLeft == 0 {
-			defer p.forget() // back to cheap reads, which start their own observation
-		}
+		p.st.consistentLeft--
 	}
-	d, err := p.decide(ctx, shoot, machines, consistent, true)
+	d, obs, err := p.decide(ctx, shoot, machines, consistent)
 	if err != nil {
 		return Decision{}, err
 	}
 	if d.Regressed > 0 {
-		p.distrust(shoot, "renewTimes went back in time")
+		p.distrust(shoot, "renewTimes went back in time", true)
 		return Decision{}, inconclusive{reason: reasonStaleAnswer,
 			msg: fmt.Sprintf("%d node leases showed a renewTime older than one seen before", d.Regressed)}
 	}
 	if consistent || !p.confirms(ctx, d) {
+		p.keep(obs)
 		return d, nil
 	}
-	confirmed, err := p.decide(ctx, shoot, machines, true, false)
+	confirmed, obs, err := p.decide(ctx, shoot, machines, true)
 	if err != nil {
 		return Decision{}, fmt.Errorf("confirming %s: %w", d.Action, err)
 	}
+	p.keep(obs)
 	if confirmed.Action != d.Action {
-		p.distrust(shoot, "a consistent read disagreed")
+		p.distrust(shoot, "a consistent read disagreed", false)
 		return Decision{}, inconclusive{reason: reasonNotConfirmed,
 			msg: fmt.Sprintf("%s from the cached read (%d of %d leases expired) but %s from the consistent read (%d of %d)",
 				d.Action, d.Expired, d.Candidates, confirmed.Action, confirmed.Expired, confirmed.Candidates)}
@@ -274,64 +313,89 @@ func (p *shootProbe) decideConfirmed(ctx context.Context, shoot *ShootClient, ma
 func (p *shootProbe) confirms(ctx context.Context, d Decision) bool {
 	switch d.Action {
 	case ScaleDown:
-		return true
+		needed, err := p.m.Scaler.NeedsScaling(ctx, p.namespace, scaler.Down)
+		return err != nil || needed
 	case ScaleUp:
+		if d.Candidates > 0 && d.Renewed > 0 {
+			return false
+		}
 		down, err := p.m.Scaler.NeedsScaling(ctx, p.namespace, scaler.Up)
 		return err != nil || down
 	}
 	return false
 }
 
-// distrust switches the probe to consistent reads for consistentCycles cycles.
-func (p *shootProbe) distrust(shoot *ShootClient, why string) {
+// distrust switches the probe to consistent reads for consistentCycles cycles; after a regression it
+// also forgets what it saw (forget).
+func (p *shootProbe) distrust(shoot *ShootClient, why string, forget bool) {
 	p.m.Log.Info("Shoot API server answers from a stale cache: reading consistently", "namespace", p.namespace,
 		"why", why, "cycles", consistentCycles)
-	p.forget()
+	if forget {
+		p.forget()
+	}
 	p.st.consistentLeft = consistentCycles
 	shoot.closeIdleConnections()
 }
 
 // forget drops what the probe saw of the leases and the clocks.
 func (p *shootProbe) forget() {
-	p.st.seen, p.st.lastSent, p.st.nodesKnown, p.st.nodesBehind = nil, time.Time{}, false, false
+	p.st.seen, p.st.lastSent, p.st.nodesKnown, p.st.nodeLag, p.st.lagAt = nil, time.Time{}, false, 0, time.Time{}
 }
 
-// decide lists the shoot's nodes and node leases and decides; keep records what it saw. The age of
-// the leases is measured from the moment the lease request was sent, and counts only when the clocks
-// agree (ServerClockAgrees, NodeClocksBehind); a lease list that takes longer than a quarter of the
-// grace period is abandoned and decides nothing.
-func (p *shootProbe) decide(ctx context.Context, shoot *ShootClient, machines []MachineInfo, consistent, keep bool) (Decision, error) {
+// observation is what one read of the leases showed, for the probe to keep.
+type observation struct {
+	seen       map[string]Sighting
+	sent       time.Time
+	nodesKnown bool
+	nodeLag    time.Duration
+	lagAt      time.Time
+}
+
+// keep makes obs what the probe remembers.
+func (p *shootProbe) keep(obs observation) {
+	p.st.seen, p.st.lastSent, p.st.nodesKnown, p.st.nodeLag, p.st.lagAt = obs.seen, obs.sent, obs.nodesKnown, obs.nodeLag, obs.lagAt
+}
+
+// decide lists the shoot's nodes and node leases and decides; it returns what it saw for the probe to
+// keep. The age of the leases is measured from the moment the lease request was sent, with the band of
+// clock error taken off (AgeBand), and counts only when the clocks agree (ServerClockAgrees,
+// NodeClockLag). A slow answer counts like any other: ages from the send time only look younger
+// the slower it is, so it can delay a scale-down, never cause one; the request is bounded by the
+// probe timeout.
+func (p *shootProbe) decide(ctx context.Context, shoot *ShootClient, machines []MachineInfo, consistent bool) (Decision, observation, error) {
 	nodes, err := shoot.Nodes(ctx, consistent)
 	if err != nil {
-		return Decision{}, fmt.Errorf("listing nodes: %w", err)
+		return Decision{}, observation{}, fmt.Errorf("listing nodes: %w", err)
 	}
 	grace := p.spec.NodeMonitorGracePeriod
-	leaseCtx, cancel := context.WithTimeout(ctx, grace/4)
-	defer cancel()
 	sent := p.m.Clock.Now()
-	leases, answer, err := shoot.NodeLeases(leaseCtx, consistent)
+	leases, answer, err := shoot.NodeLeases(ctx, consistent)
 	received := p.m.Clock.Now()
-	took := received.Sub(sent)
-	if (err != nil && leaseCtx.Err() != nil && ctx.Err() == nil) || took > grace/4 {
-		return Decision{}, inconclusive{reason: reasonSlowAnswer,
-			msg: fmt.Sprintf("the node lease list took %s or more, more than a quarter of the grace period %s", took.Round(time.Millisecond), grace)}
-	}
 	if err != nil {
-		return Decision{}, fmt.Errorf("listing node leases: %w", err)
+		return Decision{}, observation{}, fmt.Errorf("listing node leases: %w", err)
 	}
 	read := LeaseRead{Leases: leases, Sent: sent, Received: received}
-	p.m.observeClockOffset(p.namespace, answer.Date, sent.Add(took/2))
-	nodesKnown, nodesBehind := p.st.nodesKnown, p.st.nodesBehind
-	if behind, known := NodeClocksBehind(read, p.st.lastSent, p.st.seen); known {
-		nodesKnown, nodesBehind = true, behind
+	p.m.observeClockOffset(p.namespace, answer.Date, sent.Add(received.Sub(sent)/2))
+	obs := observation{sent: sent, nodesKnown: p.st.nodesKnown, nodeLag: p.st.nodeLag, lagAt: p.st.lagAt}
+	if lag, known := NodeClockLag(read, p.st.lastSent, p.st.seen); known {
+		obs.nodesKnown = true
+		obs.nodeLag, obs.lagAt = keepLag(obs.nodeLag, obs.lagAt, lag, sent)
 	}
-	read.TrustAge = ServerClockAgrees(read, answer.Date) && nodesKnown && !nodesBehind
+	read.TrustAge = ServerClockAgrees(read, answer.Date) && obs.nodesKnown && obs.nodeLag <= maxClockOffset
+	read.Band = AgeBand(obs.nodeLag)
 	candidates := CandidateNodes(nodes, machines, p.spec)
-	d, seen := DecideScaling(candidates, read, p.st.seen, grace, *p.m.Config.NodeLeaseFailureFraction)
-	if keep {
-		p.st.seen, p.st.lastSent, p.st.nodesKnown, p.st.nodesBehind = seen, sent, nodesKnown, nodesBehind
+	var d Decision
+	d, obs.seen = DecideScaling(candidates, read, p.st.seen, grace, *p.m.Config.NodeLeaseFailureFraction)
+	return d, obs, nil
+}
+
+// keepLag returns the lag of the kubelets' clocks to keep, and since when, after a read at now showed
+// lag: the most seen, until it is lagMemory old.
+func keepLag(kept time.Duration, since time.Time, lag time.Duration, now time.Time) (time.Duration, time.Time) {
+	if lag >= kept || now.Sub(since) > lagMemory {
+		return lag, now
 	}
-	return d, nil
+	return kept, since
 }
 
 // machines reads the shoot's Machines from the seed cache.

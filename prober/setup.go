@@ -142,7 +142,9 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 	if err != nil {
 		return nil, fmt.Errorf("creating the cluster controller: %w", err)
 	}
-	coordinator.AddHandler(m)
+	for _, h := range m.Handlers() {
+		coordinator.AddHandler(h)
+	}
 	return m, nil
 }
 

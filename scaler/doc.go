@@ -81,11 +81,24 @@
 // # Budget and timing
 //
 // Every request a flow (or Cleanup) sends to the API server, a patch or a read after a Conflict, first
-// takes a token from the Scaler's Limiter, waiting with the flow's context; reads from the cache take
-// none. The prober gives the Scaler a Client without a limiter of its own, so the Limiter is the scale
-// path's whole budget, and a wait for it is not a failure: a resource's timeout starts after its initial
+// takes a token from the Scaler's Limiter (a Budget); reads from the cache take none. A flow never
+// waits for the budget: it reserves its tokens (a scale-down, in the order it asked) or is told when
+// to ask again (a scale-up, which yields to waiting scale-downs, see TokenBucket), and its Step
+// returns that wait to the caller like any other; Cleanup, which has no scheduler, sleeps it. The
+// prober gives the Scaler a Client without a limiter of its own, so the Limiter is the scale path's
+// whole budget, and a wait for it is not a failure: a resource's timeout starts after its initial
 // delay, bounds its attempts, back-offs and settle wait on the Scaler's clock, and is moved on by the
 // length of every wait for a token. A request is bounded by what is left of the timeout when it is sent.
+// Between levels a flow waits for the written resources' ready replicas at most levelWait (5 s, the
+// original's resource check timeout).
+//
+// # The verdict
+//
+// A flow acts on a verdict (Reason), which may stop standing while the flow waits: the shoot
+// recovered, or relapsed. Reason.Current is asked right before every write, after its token and
+// before the Guard; a verdict that no longer stands sends nothing and ends the flow with an error
+// wrapping ErrSuperseded, without Events or a failure counted. A caller that drops a flow before its
+// end calls Flow.Close, which gives back the tokens it reserved.
 //
 // # Cancellation
 //
