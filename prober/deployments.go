@@ -26,6 +26,8 @@ import (
 // It is a manager.Runnable.
 type DependentCache struct {
 	caches map[dependentKey]cache.Cache
+	// marks follows, from the informers' events, which dependents carry the meltdown marker.
+	marks *dependentMarks
 }
 
 // dependentKey is a configured resource: its kind and name.
@@ -35,7 +37,7 @@ var _ client.Reader = (*DependentCache)(nil)
 
 // NewDependentCache builds the caches of the configured resources.
 func NewDependentCache(cfg *rest.Config, scheme *runtime.Scheme, infos []config.DependentResourceInfo) (*DependentCache, error) {
-	d := &DependentCache{caches: map[dependentKey]cache.Cache{}}
+	d := &DependentCache{caches: map[dependentKey]cache.Cache{}, marks: &dependentMarks{}}
 	for _, info := range infos {
 		obj, err := newDependent(info.Ref.Kind)
 		if err != nil {
@@ -47,10 +49,15 @@ func NewDependentCache(cfg *rest.Config, scheme *runtime.Scheme, infos []config.
 		if err != nil {
 			return nil, fmt.Errorf("cache of %s %s: %w", info.Ref.Kind, info.Ref.Name, err)
 		}
-		if _, err := c.GetInformer(context.Background(), obj); err != nil {
+		key := dependentKey{info.Ref.Kind, info.Ref.Name}
+		informer, err := c.GetInformer(context.Background(), obj)
+		if err != nil {
 			return nil, fmt.Errorf("informer of %s %s: %w", info.Ref.Kind, info.Ref.Name, err)
 		}
-		d.caches[dependentKey{info.Ref.Kind, info.Ref.Name}] = c
+		if err := d.marks.follow(informer, key); err != nil {
+			return nil, fmt.Errorf("informer of %s %s: %w", info.Ref.Kind, info.Ref.Name, err)
+		}
+		d.caches[key] = c
 	}
 	return d, nil
 }

@@ -7,7 +7,9 @@
 // clients are cached per Secret version. Scale flows run on a second scheduler with workers of their
 // own, stepped so that their waits hold no worker. Every scale write asks the Ownership's Guard right
 // before it is sent (Setup makes it the Scaler's Guard), so a replica past its renew deadline writes
-// nothing even before its partitions are stopped.
+// nothing even before its partitions are stopped. Which shoots are scaled down is read from the
+// dependents' cache at scrape time (scaleddown.go), not from the probes, so that a shoot left at 0
+// stays visible when its probe stops.
 //
 // # Decisions
 //
@@ -30,5 +32,6 @@
 // while waiting (ending a flow takes it out of the map under the lock, then waits outside). A
 // probe's memory (probeState) is touched only by its runs, which the scheduler never overlaps, also
 // across a restart that swaps the job. ShootClients has its own lock around its map; requests are sent
-// outside it.
+// outside it. dependentMarks (taken by the dependent informers' handlers) and scaledDownCollector
+// (taken by a scrape) each lock only their own map.
 package prober

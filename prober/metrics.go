@@ -50,13 +50,12 @@ var (
 		Name: "dwd_shoot_last_successful_probe_timestamp_seconds",
 		Help: "Unix time of the start of the last probe cycle of a shoot that read its API server and node leases and decided.",
 	}, []string{"namespace"})
-	shootScaledDown = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Name: "dwd_shoot_scaled_down", Help: "1 while the dependents of a shoot carry the meltdown-protection annotation (scaled down by dwd, no scale-up since), else 0, as the last probe cycle found them.",
-	}, []string{"namespace"})
-	shootsScaledDown = prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "dwd_shoots_scaled_down", Help: "Shoots this replica probes whose dependents carry the meltdown-protection annotation (scaled down by dwd, no scale-up since), as the last probe cycle of each found them.",
-	})
-	apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+	// shootScaledDown and shootsScaledDown are leftovers, never registered: dwd_shoot_scaled_down and
+	// dwd_shoots_scaled_down come from scaledDownCollector. Remove them, and shootSet, together with
+	// the calls that still set them (probe.go noteScaledDown, manager.go stopLocked).
+	shootScaledDown  = prometheus.NewGaugeVec(prometheus.GaugeOpts{}, []string{"namespace"})
+	shootsScaledDown = prometheus.NewGauge(prometheus.GaugeOpts{})
+	apiRequests      = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_api_requests_total", Help: "Requests to the seed and shoot API servers by client and answer (HTTP code, or error).",
 	}, []string{"api", "client", "code"})
 	apiThrottled = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -81,7 +80,7 @@ var (
 // that a process without one (a weeder) exports none of them: no probe count that looks like a
 // stalled prober.
 var collectors = []prometheus.Collector{probesTotal, probeDuration, probeLag, missedCycles, probesActive,
-	expiredFraction, shootsInvalid, inconclusiveTotal, clockOffset, lastSuccess, shootsScaledDown, shootScaledDown, earlyRuns}
+	expiredFraction, shootsInvalid, inconclusiveTotal, clockOffset, lastSuccess, scaledDown, earlyRuns}
 
 // apiCollectors count the API requests of every client of the process, the weeder's too; registered
 // by registerAPIMetrics.

@@ -82,7 +82,8 @@ func (o Options) defaulted() Options {
 }
 
 // Setup adds the prober to mgr, whose cache must have been built with CacheOptions: the Cluster
-// controller, the probe and flow schedulers, the dependent-resource cache and the scaler. The returned
+// controller, the probe and flow schedulers, the dependent-resource cache, the scaler, and this
+// replica's part of dwd_shoot_scaled_down (the marked shoots it owns, see scaledDownCollector). The returned
 // Manager is a sharding.PartitionHandler for coordinator, which also tells it what this replica owns.
 //
 // Every seed informer a probe reads is registered here: Clusters, kubeconfig Secrets and Machines in
@@ -126,8 +127,10 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 	// The schedulers start once the dependents' caches (which the manager does not own) have synced;
 	// until then the replica is not ready, since it probes nothing (a forbidden list never syncs).
 	synced := &syncedFlag{elected: mgr.Elected()}
+	scaledDownShoots := &scaledDownSource{Shoots: dependents.marks.shoots, Owns: coordinator.Owns}
 	for _, r := range []manager.Runnable{dependents, afterSync{dependents.WaitForCacheSync, m.Scheduler},
-		afterSync{dependents.WaitForCacheSync, m.Flows}, afterSync{dependents.WaitForCacheSync, synced}} {
+		afterSync{dependents.WaitForCacheSync, m.Flows}, afterSync{dependents.WaitForCacheSync, synced},
+		afterSync{dependents.marks.waitForSync, scaledDownShoots}} {
 		if err := mgr.Add(r); err != nil {
 			return nil, err
 		}
