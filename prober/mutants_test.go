@@ -71,7 +71,8 @@ func TestALeaseIsWatchedForItsOwnRenewInterval(t *testing.T) {
 	}
 }
 
-// aheadClock is a replica's clock that runs ahead of its shoot's (the API server's and the kubelets').
+// aheadClock is a replica's clock that runs ahead of its shoot's (the API server's and the kubelets'),
+// or behind when ahead is negative.
 type aheadClock struct {
 	*clocktesting.FakeClock
 	ahead time.Duration
