@@ -1,14 +1,11 @@
 package prober
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -22,11 +19,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/flowcontrol"
-
-	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // KubeconfigKey is the key of the kubeconfig in the shoot access Secret.
@@ -56,11 +49,19 @@ type ShootClients struct {
 	// MaxItems items, is an error wrapping ErrAnswerTooLarge. 0 means no bound.
 	MaxBytes int64
 	MaxItems int
+	// MaxBytesInFlight bounds the bytes of the answers of all shoots held at once, from their arrival
+	// until they are decoded; an answer with no room within its request's timeout makes the probe
+	// inconclusive (reason memory_budget). 0 means no bound. Read when the first client is built.
+	MaxBytesInFlight int64
+	// AllowInsecure lets kubeconfigs skip the verification of the server's certificate
+	// (insecure-skip-tls-verify) or name a plain http:// server: for labs only.
+	AllowInsecure bool
 	// Wrap, if set, wraps every shoot client's transport, e.g. to count requests.
 	Wrap func(http.RoundTripper) http.RoundTripper
 
 	mu      sync.Mutex
 	clients map[string]*ShootClient
+	budget  *answerBudget // built from MaxBytesInFlight with the first client; nil: no bound
 }
 
 // ShootClient talks to one shoot's API server.
@@ -83,6 +84,10 @@ func (c *ShootClients) For(secret *corev1.Secret) (*ShootClient, error) {
 	defer c.mu.Unlock()
 	if sc, ok := c.clients[secret.Namespace]; ok && sc.secretUID == secret.UID && sc.secretVersion == secret.ResourceVersion {
 		return sc, nil
+	}
+	if c.budget == nil && c.MaxBytesInFlight > 0 {
+		c.budget = newAnswerBudget(c.MaxBytesInFlight)
+		inconclusiveTotal.WithLabelValues(reasonMemoryBudget) // exported at zero from the start
 	}
 	sc, err := c.build(secret)
 	if err != nil {
@@ -116,7 +121,7 @@ func (c *ShootClients) Len() int {
 }
 
 func (c *ShootClients) build(secret *corev1.Secret) (*ShootClient, error) {
-	cfg, err := restConfigFromSecret(secret)
+	cfg, err := restConfigFromSecret(secret, c.AllowInsecure)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +137,9 @@ func (c *ShootClients) build(secret *corev1.Secret) (*ShootClient, error) {
 	if c.Wrap != nil {
 		cfg.Wrap(c.Wrap)
 	}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return answerTransport{next: rt, maxBytes: c.MaxBytes} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return answerTransport{next: rt, maxBytes: c.MaxBytes, budget: c.budget}
+	})
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the HTTP client: %w", err)
@@ -167,53 +174,13 @@ func restClientFor(base *rest.Config, httpClient *http.Client, apiPath string, g
 	return c, nil
 }
 
-// restConfigFromSecret parses the kubeconfig in secret. Credentials that would make the watchdog run
-// a program or read its own files (exec plugins, auth providers, file paths) are refused before
-// anything is read or run.
-func restConfigFromSecret(secret *corev1.Secret) (*rest.Config, error) {
-	data, ok := secret.Data[KubeconfigKey]
-	if !ok || len(data) == 0 {
-		return nil, fmt.Errorf("no %q key", KubeconfigKey)
-	}
-	raw, err := clientcmd.Load(data)
-	if err != nil {
-		return nil, KubeconfigError("invalid kubeconfig", err, data)
-	}
-	if err := refuseExternalCredentials(raw); err != nil {
-		return nil, err
-	}
-	cfg, err := clientcmd.NewDefaultClientConfig(*raw, nil).ClientConfig()
-	if err != nil {
-		return nil, KubeconfigError("invalid kubeconfig", err, data)
-	}
-	if cfg.Host == "" {
-		return nil, errors.New("kubeconfig names no server")
-	}
-	return cfg, nil
-}
-
-// refuseExternalCredentials rejects a kubeconfig whose credentials live outside it.
-func refuseExternalCredentials(raw *clientcmdapi.Config) error {
-	for _, user := range raw.AuthInfos {
-		switch {
-		case user.Exec != nil || user.AuthProvider != nil:
-			return errors.New("kubeconfig uses an exec plugin or auth provider, which the watchdog does not run")
-		case user.ClientCertificate != "" || user.ClientKey != "" || user.TokenFile != "":
-			return errors.New("kubeconfig refers to files; it must carry its credentials inline")
-		}
-	}
-	for _, cluster := range raw.Clusters {
-		if cluster.CertificateAuthority != "" {
-			return errors.New("kubeconfig refers to files; it must carry its CA inline")
-		}
-	}
-	return nil
-}
-
 // Version calls GET /version, the API server probe.
 func (c *ShootClient) Version(ctx context.Context) error {
 	return c.retryOnce(ctx, func() error {
-		return c.core.Get().AbsPath("/version").MaxRetries(0).Do(ctx).Error()
+		_, err := c.call(ctx, 0, func(ctx context.Context) error {
+			return c.core.Get().AbsPath("/version").MaxRetries(0).Do(ctx).Error()
+		})
+		return err
 	})
 }
 
@@ -258,12 +225,27 @@ func (c *ShootClient) list(ctx context.Context, consistent bool, req *rest.Reque
 	}
 	read := Read{Consistent: consistent}
 	err := c.retryOnce(ctx, func() error {
-		answer := &answerMeta{maxItems: c.maxItems}
-		err := req.VersionedParams(opts, scheme.ParameterCodec).MaxRetries(0).Do(context.WithValue(ctx, answerKey{}, answer)).Into(obj)
-		read.Date = answer.date
+		var err error
+		read.Date, err = c.call(ctx, c.maxItems, func(ctx context.Context) error {
+			return req.VersionedParams(opts, scheme.ParameterCodec).MaxRetries(0).Do(ctx).Into(obj)
+		})
 		return err
 	})
 	return read, err
+}
+
+// call sends one request and decodes its answer with send, under an answerMeta for answerTransport
+// to fill (maxItems: the list's bound, 0 for no list), and returns the answer's Date. The answer's
+// bytes go back to the budget once send has decoded them. An answer answerTransport refused (over a
+// bound, or the budget) fails with answerTransport's error, whatever client-go made of it.
+func (c *ShootClient) call(ctx context.Context, maxItems int, send func(context.Context) error) (time.Time, error) {
+	answer := &answerMeta{maxItems: maxItems}
+	err := send(context.WithValue(ctx, answerKey{}, answer))
+	answer.release()
+	if answer.refused != nil {
+		err = answer.refused
+	}
+	return answer.date, err
 }
 
 // bounded fails a list that is over MaxItems or that the API server cut short: a partial list is never
@@ -280,13 +262,13 @@ func (c *ShootClient) bounded(items int, meta *metav1.ListMeta) error {
 
 // retryOnce runs call, and once more on fresh connections when it failed without an answer from
 // the API server on a connection that broke (a stale or broken connection). An error status is an
-// answer, a timeout already took probeTimeout, and an answer over the bounds would be as large again:
-// none of them is retried.
+// answer, a timeout already took probeTimeout, and an answer over the bounds or the budget would be as
+// large again: none of them is retried.
 func (c *ShootClient) retryOnce(ctx context.Context, call func() error) error {
 	err := call()
 	var status apierrors.APIStatus
 	var netErr net.Error
-	if err == nil || errors.As(err, &status) || ctx.Err() != nil || errors.Is(err, ErrAnswerTooLarge) ||
+	if err == nil || errors.As(err, &status) || ctx.Err() != nil || errors.Is(err, ErrAnswerTooLarge) || errors.As(err, new(inconclusive)) ||
 		errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()) {
 		return err
 	}
@@ -300,144 +282,4 @@ func (c *ShootClient) retryOnce(ctx context.Context, call func() error) error {
 // same TLS settings (client-go's TLS cache): closing their idle connections too is harmless.
 func (c *ShootClient) closeIdleConnections() {
 	utilnet.CloseIdleConnectionsFor(c.http.Transport)
-}
-
-// answerKey carries an *answerMeta in a request's context, for answerTransport to fill.
-type answerKey struct{}
-
-// answerMeta is what answerTransport saw of an answer (its Date header), and, for a list, how many
-// items it may hold (0: any).
-type answerMeta struct {
-	date     time.Time
-	maxItems int
-}
-
-// answerTransport bounds the bodies of answers to maxBytes (0: no bound) and records the Date header
-// of each answer in the request's answerMeta, if any. A list in protobuf whose request bounds its
-// items is counted before anything decodes it: the watch cache ignores the limit of a
-// resourceVersion=0 list, and decoding 200,000 leases costs far more memory than their bytes.
-type answerTransport struct {
-	next     http.RoundTripper
-	maxBytes int64
-}
-
-// WrappedRoundTripper lets utilnet.CloseIdleConnectionsFor reach the transport underneath.
-func (t answerTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
-
-func (t answerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	if meta, ok := req.Context().Value(answerKey{}).(*answerMeta); ok {
-		meta.date, _ = http.ParseTime(resp.Header.Get("Date"))
-	}
-	if t.maxBytes <= 0 {
-		return resp, nil
-	}
-	if resp.ContentLength > t.maxBytes {
-		_ = resp.Body.Close()
-		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrAnswerTooLarge, resp.ContentLength, t.maxBytes)
-	}
-	resp.Body = &boundedBody{ReadCloser: resp.Body, left: t.maxBytes}
-	meta, _ := req.Context().Value(answerKey{}).(*answerMeta)
-	if meta == nil || meta.maxItems <= 0 || resp.StatusCode != http.StatusOK ||
-		!strings.HasPrefix(resp.Header.Get("Content-Type"), runtime.ContentTypeProtobuf) {
-		return resp, nil
-	}
-	return countedList(resp, meta.maxItems)
-}
-
-// countedList reads a protobuf list answer and fails it when it holds more than maxItems items;
-// otherwise it hands the bytes on.
-func countedList(resp *http.Response, maxItems int) (*http.Response, error) {
-	data, err := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	if n, err := countListItems(data); err == nil && n > maxItems {
-		return nil, fmt.Errorf("%w: %d items, more than %d", ErrAnswerTooLarge, n, maxItems)
-	}
-	resp.Body = io.NopCloser(bytes.NewReader(data))
-	return resp, nil
-}
-
-// protobufMagic starts every object kube encodes in protobuf.
-var protobufMagic = []byte("k8s\x00")
-
-// countListItems counts the items of a list in kube's protobuf encoding: the magic, then a
-// runtime.Unknown whose field 2 (raw) holds the list, whose field 2 (items) repeats once per item.
-func countListItems(data []byte) (int, error) {
-	if !bytes.HasPrefix(data, protobufMagic) {
-		return 0, errors.New("no protobuf magic")
-	}
-	list, err := protoField(data[len(protobufMagic):], 2)
-	if err != nil {
-		return 0, err
-	}
-	items := 0
-	err = protoFields(list, func(num protowire.Number, _ []byte) {
-		if num == 2 {
-			items++
-		}
-	})
-	return items, err
-}
-
-// protoField returns the bytes of the first length-delimited field num of a message.
-func protoField(msg []byte, num protowire.Number) ([]byte, error) {
-	var found []byte
-	err := protoFields(msg, func(n protowire.Number, value []byte) {
-		if n == num && found == nil {
-			found = value
-		}
-	})
-	if err == nil && found == nil {
-		err = fmt.Errorf("no field %d", num)
-	}
-	return found, err
-}
-
-// protoFields calls each with the number and, for a length-delimited field, the bytes of every field
-// of a message.
-func protoFields(msg []byte, each func(protowire.Number, []byte)) error {
-	for len(msg) > 0 {
-		num, typ, n := protowire.ConsumeTag(msg)
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		msg = msg[n:]
-		var value []byte
-		if typ == protowire.BytesType {
-			v, m := protowire.ConsumeBytes(msg)
-			if m < 0 {
-				return protowire.ParseError(m)
-			}
-			value, n = v, m
-		} else if n = protowire.ConsumeFieldValue(num, typ, msg); n < 0 {
-			return protowire.ParseError(n)
-		}
-		each(num, value)
-		msg = msg[n:]
-	}
-	return nil
-}
-
-// boundedBody fails a read past its bound, so that an answer without Content-Length is cut off too.
-type boundedBody struct {
-	io.ReadCloser
-	left int64
-}
-
-func (b *boundedBody) Read(p []byte) (int, error) {
-	if int64(len(p)) > b.left+1 {
-		p = p[:b.left+1]
-	}
-	n, err := b.ReadCloser.Read(p)
-	b.left -= int64(n)
-	if b.left < 0 {
-		return n, fmt.Errorf("%w: more than the bound of bytes", ErrAnswerTooLarge)
-	}
-	return n, err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,11 +27,20 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// kubeconfig builds a kubeconfig for server whose user is given as its JSON object.
+// httptestCA is, in PEM, the certificate every httptest TLS server serves unless told otherwise: its
+// own CA, valid for 127.0.0.1.
+var httptestCA = sync.OnceValue(func() []byte {
+	server := httptest.NewTLSServer(http.NotFoundHandler())
+	defer server.Close()
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw})
+})
+
+// kubeconfig builds a kubeconfig for server, an httptest TLS server (verified against httptestCA),
+// whose user is given as its JSON object.
 func kubeconfig(server string, user map[string]any) []byte {
 	data, _ := json.Marshal(map[string]any{
 		"apiVersion": "v1", "kind": "Config", "current-context": "c",
-		"clusters": []any{map[string]any{"name": "c", "cluster": map[string]any{"server": server, "insecure-skip-tls-verify": true}}},
+		"clusters": []any{map[string]any{"name": "c", "cluster": map[string]any{"server": server, "certificate-authority-data": httptestCA()}}},
 		"contexts": []any{map[string]any{"name": "c", "context": map[string]any{"cluster": "c", "user": "u"}}},
 		"users":    []any{map[string]any{"name": "u", "user": user}},
 	})
@@ -210,14 +221,21 @@ func TestListsAreBoundedAndNeverPartial(t *testing.T) {
 	}
 }
 
-// leaseListProtobuf encodes n leases as kube's protobuf list.
-func leaseListProtobuf(t *testing.T, n int) []byte {
-	list := &coordinationv1.LeaseList{TypeMeta: metav1.TypeMeta{Kind: "LeaseList", APIVersion: "coordination.k8s.io/v1"}}
+// leaseListOf is a list of n leases, renewed now.
+func leaseListOf(n int) *coordinationv1.LeaseList {
+	list := &coordinationv1.LeaseList{}
 	now := metav1.NewMicroTime(time.Now())
 	for i := range n {
 		list.Items = append(list.Items, coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("tenant-%d", i), Namespace: "kube-node-lease"},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("x"), RenewTime: &now}})
 	}
+	return list
+}
+
+// leaseListProtobuf encodes n leases as kube's protobuf list.
+func leaseListProtobuf(t *testing.T, n int) []byte {
+	list := leaseListOf(n)
+	list.Kind, list.APIVersion = "LeaseList", "coordination.k8s.io/v1"
 	var buf bytes.Buffer
 	require.NoError(t, protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(list, &buf))
 	return buf.Bytes()

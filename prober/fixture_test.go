@@ -3,7 +3,10 @@ package prober_test
 import (
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"sync"
 	"testing"
@@ -333,18 +336,26 @@ func unreachableKubeconfig() []byte {
 	return kubeconfigFor("https://127.0.0.1:1")
 }
 
-// kubeconfigFor is a kubeconfig for a test server with a token (TLS not verified: the test server's
-// certificate is its own).
+// kubeconfigFor is a kubeconfig for an httptest TLS server with a token, verified against
+// testServerCA.
 func kubeconfigFor(server string) []byte {
 	cfg := map[string]any{
 		"apiVersion": "v1", "kind": "Config", "current-context": "c",
-		"clusters": []any{map[string]any{"name": "c", "cluster": map[string]any{"server": server, "insecure-skip-tls-verify": true}}},
+		"clusters": []any{map[string]any{"name": "c", "cluster": map[string]any{"server": server, "certificate-authority-data": testServerCA()}}},
 		"contexts": []any{map[string]any{"name": "c", "context": map[string]any{"cluster": "c", "user": "u"}}},
 		"users":    []any{map[string]any{"name": "u", "user": map[string]any{"token": "not-a-real-token"}}},
 	}
 	data, _ := json.Marshal(cfg)
 	return data
 }
+
+// testServerCA is, in PEM, the certificate every httptest TLS server serves unless told otherwise: its
+// own CA, valid for 127.0.0.1.
+var testServerCA = sync.OnceValue(func() []byte {
+	server := httptest.NewTLSServer(http.NotFoundHandler())
+	defer server.Close()
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw})
+})
 
 // awaitSeenRenewing waits until the replica's probe of s has succeeded at three different times
 // (dwd_shoot_last_successful_probe_timestamp_seconds moved on twice). The kubelets renew every second,

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -43,7 +44,7 @@ clusters:
 - name: shoot
   cluster:
     server: https://api.shoot.example:443
-    insecure-skip-tls-verify: true
+    tls-server-name: api.shoot.example
 contexts:
 - name: shoot
   context: {cluster: shoot, user: dwd}
@@ -66,24 +67,46 @@ var gateSeeds = []string{
 	"    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token\n",
 	"    token: t\n- name: other\n  user:\n    exec: {command: /bin/true, apiVersion: client.authentication.k8s.io/v1}\n",
 	"    token: t\n- name: other\n  user: {tokenFile: /etc/shadow}\n",
+	"    token: t\n    as: system:admin\n",
+	"    token: t\n    as-groups: [system:masters]\n",
+	"    token: t\n    as-uid: \"0\"\n",
+	"    token: t\n    as-user-extra: {scopes: [all]}\n",
 }
+
+// gateClusters are cluster fields that must be refused, in place of gateKubeconfig's tls-server-name.
+var gateClusters = []string{
+	"insecure-skip-tls-verify: true",
+	"proxy-url: http://proxy.example:3128",
+	"proxy-url: socks5://127.0.0.1:1080",
+}
+
+// gateServers are servers that must be refused: plain HTTP, explicitly or by client-go's default for a
+// host:port without a CA or client certificate.
+var gateServers = []string{"http://api.shoot.example:80", "api.shoot.example:443", "127.0.0.1:6443"}
 
 // FuzzKubeconfigGate feeds any bytes as the kubeconfig of a shoot's access Secret to
 // ShootClients.For, and checks that
 //   - nothing panics;
 //   - a kubeconfig that parses and has a user with an exec plugin, an auth provider, a client
-//     certificate or key file or a token file, or a cluster with a CA file, is refused, whichever user
-//     and cluster the current context names;
-//   - whatever is accepted yields a rest.Config with a server that neither runs a program nor reads a
-//     file (no ExecProvider, no AuthProvider, no CertFile, KeyFile, CAFile, BearerTokenFile);
+//     certificate or key file, a token file or impersonation, or a cluster with a CA file, a proxy or
+//     insecure-skip-tls-verify, is refused, whichever user and cluster the current context names;
+//   - whatever is accepted yields a rest.Config with an https server that neither runs a program nor
+//     reads a file (no ExecProvider, no AuthProvider, no CertFile, KeyFile, CAFile, BearerTokenFile),
+//     verifies the server (not Insecure), uses no proxy and impersonates no one;
 //   - the decision is the same on a second try (no state leaks between Secrets).
 func FuzzKubeconfigGate(f *testing.F) {
 	for _, user := range gateSeeds {
 		f.Add([]byte(fmt.Sprintf(gateKubeconfig, user)))
 	}
+	for _, cluster := range gateClusters {
+		f.Add([]byte(strings.Replace(fmt.Sprintf(gateKubeconfig, gateSeeds[0]), "tls-server-name: api.shoot.example", cluster, 1)))
+	}
+	for _, server := range gateServers {
+		f.Add([]byte(strings.Replace(fmt.Sprintf(gateKubeconfig, gateSeeds[0]), "https://api.shoot.example:443", server, 1)))
+	}
 	for _, s := range []string{
 		"", "null", "{}", "apiVersion: v1\nkind: Config\n", "\x00\xff",
-		strings.Replace(fmt.Sprintf(gateKubeconfig, gateSeeds[0]), "insecure-skip-tls-verify: true", "certificate-authority: /etc/ssl/ca.pem", 1),
+		strings.Replace(fmt.Sprintf(gateKubeconfig, gateSeeds[0]), "tls-server-name: api.shoot.example", "certificate-authority: /etc/ssl/ca.pem", 1),
 		strings.Replace(fmt.Sprintf(gateKubeconfig, gateSeeds[0]), "server: https://api.shoot.example:443", "server: ''", 1),
 		strings.Replace(fmt.Sprintf(gateKubeconfig, gateSeeds[0]), "current-context: shoot", "current-context: elsewhere", 1),
 		`{"apiVersion":"v1","kind":"Config","current-context":"c","clusters":[{"name":"c","cluster":{"server":"https://a"}}],` +
@@ -95,28 +118,43 @@ func FuzzKubeconfigGate(f *testing.F) {
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "shoot--p--s", Name: "access", UID: "u1", ResourceVersion: "1"},
 			Data: map[string][]byte{KubeconfigKey: data}}
 		_, err := (&ShootClients{Timeout: time.Second}).For(secret)
-		cfg, cfgErr := restConfigFromSecret(secret)
+		cfg, cfgErr := restConfigFromSecret(secret, false)
 		if err == nil {
 			require.NoError(t, cfgErr, "For accepted what restConfigFromSecret refuses")
 		}
 		if cfgErr == nil {
-			require.NotEmpty(t, cfg.Host)
-			require.Nil(t, cfg.ExecProvider, "an exec plugin passed")
-			require.Nil(t, cfg.AuthProvider, "an auth provider passed")
-			require.Empty(t, cfg.CertFile+cfg.KeyFile+cfg.CAFile+cfg.BearerTokenFile, "a file reference passed")
+			requireSafeConfig(t, cfg)
 		}
-		if external := externalCredentials(data); external != "" {
-			require.Error(t, err, "accepted a kubeconfig with %s", external)
-			require.Error(t, cfgErr, "accepted a kubeconfig with %s", external)
+		if refused := gateRefuses(data); refused != "" {
+			require.Error(t, err, "accepted a kubeconfig with %s", refused)
+			require.Error(t, cfgErr, "accepted a kubeconfig with %s", refused)
 		}
 		_, again := (&ShootClients{Timeout: time.Second}).For(secret)
 		require.Equal(t, fmt.Sprint(err), fmt.Sprint(again), "not deterministic")
 	})
 }
 
-// externalCredentials names what in data, read as clientcmd reads it, would run a program or read a
-// file; "" when nothing does or data does not parse.
-func externalCredentials(data []byte) string {
+// requireSafeConfig fails unless cfg, which the gate accepted, talks to an https server it verifies,
+// directly and as its own user, with credentials that neither run a program nor read a file.
+func requireSafeConfig(t *testing.T, cfg *rest.Config) {
+	require.NotEmpty(t, cfg.Host)
+	require.Nil(t, cfg.ExecProvider, "an exec plugin passed")
+	require.Nil(t, cfg.AuthProvider, "an auth provider passed")
+	require.Empty(t, cfg.CertFile+cfg.KeyFile+cfg.CAFile+cfg.BearerTokenFile, "a file reference passed")
+	require.False(t, cfg.Insecure, "insecure-skip-tls-verify passed")
+	require.Nil(t, cfg.Proxy, "a proxy passed")
+	require.Zero(t, cfg.Impersonate.UserName+cfg.Impersonate.UID, "impersonation passed")
+	require.Empty(t, cfg.Impersonate.Groups, "impersonation passed")
+	require.Empty(t, cfg.Impersonate.Extra, "impersonation passed")
+	u, _, err := rest.DefaultServerUrlFor(cfg)
+	require.NoError(t, err)
+	require.Equal(t, "https", u.Scheme, "a plain HTTP server passed")
+}
+
+// gateRefuses names what in data, read as clientcmd reads it, the gate must refuse in any user or
+// cluster: what would run a program or read a file, impersonate, go through a proxy or skip the
+// verification of the server; "" when nothing does or data does not parse.
+func gateRefuses(data []byte) string {
 	raw, err := clientcmd.Load(data)
 	if err != nil {
 		return ""
@@ -129,11 +167,18 @@ func externalCredentials(data []byte) string {
 			return "an auth provider in user " + name
 		case u.ClientCertificate != "" || u.ClientKey != "" || u.TokenFile != "":
 			return "a file in user " + name
+		case u.Impersonate != "" || u.ImpersonateUID != "" || len(u.ImpersonateGroups) > 0 || len(u.ImpersonateUserExtra) > 0:
+			return "impersonation in user " + name
 		}
 	}
 	for name, c := range raw.Clusters {
-		if c.CertificateAuthority != "" {
+		switch {
+		case c.CertificateAuthority != "":
 			return "a CA file in cluster " + name
+		case c.ProxyURL != "":
+			return "a proxy in cluster " + name
+		case c.InsecureSkipTLSVerify:
+			return "insecure-skip-tls-verify in cluster " + name
 		}
 	}
 	return ""
@@ -160,9 +205,9 @@ func FuzzKubeconfigErrorsWithholdSecrets(f *testing.F) {
 		fmt.Sprintf(gateKubeconfig, "    client-key-data: SECRET\n    client-certificate-data: SECRET\n"),
 		strings.Replace(fmt.Sprintf(gateKubeconfig, "    token: t\n"), "https://api.shoot.example:443", "https://dwd:SECRET@shoot api:443", 1),
 		strings.Replace(fmt.Sprintf(gateKubeconfig, "    token: t\n"), "https://api.shoot.example:443", "https://dwd:SECRET@api%zz:443", 1),
-		strings.Replace(fmt.Sprintf(gateKubeconfig, "    token: t\n"), "insecure-skip-tls-verify: true", "proxy-url: ftp://dwd:SECRET@127.0.0.1:1", 1),
-		strings.Replace(fmt.Sprintf(gateKubeconfig, "    token: t\n"), "insecure-skip-tls-verify: true", "insecure-skip-tls-verify: SECRET", 1),
-		strings.Replace(fmt.Sprintf(gateKubeconfig, "    token: t\n"), "insecure-skip-tls-verify: true", "certificate-authority-data: SECRET", 1),
+		strings.Replace(fmt.Sprintf(gateKubeconfig, "    token: t\n"), "tls-server-name: api.shoot.example", "proxy-url: ftp://dwd:SECRET@127.0.0.1:1", 1),
+		strings.Replace(fmt.Sprintf(gateKubeconfig, "    token: t\n"), "tls-server-name: api.shoot.example", "insecure-skip-tls-verify: SECRET", 1),
+		strings.Replace(fmt.Sprintf(gateKubeconfig, "    token: t\n"), "tls-server-name: api.shoot.example", "certificate-authority-data: SECRET", 1),
 	} {
 		f.Add(template, token)
 	}

@@ -310,16 +310,17 @@ func leakingSecrets() []secretCase {
 		{"a mistagged token", func(server string, m secretMaterial) map[string][]byte {
 			return yamlUser(server, m, "    token: !!int "+m.token+"\n")
 		}, "invalid kubeconfig"},
-		// clientcmd's validation quotes a proxy-url it refuses, password included.
+		// clientcmd's validation quotes a proxy-url it refuses, password included; the gate refuses
+		// every proxy-url before, naming the field only.
 		{"a proxy URL with a password and an unsupported scheme", func(server string, m secretMaterial) map[string][]byte {
 			return map[string][]byte{KubeconfigKey: tlsKubeconfig(server,
 				map[string]any{"certificate-authority-data": m.ca.pem, "proxy-url": "ftp://dwd:" + m.token + "@127.0.0.1:1"}, map[string]any{"token": "t"})}
-		}, "invalid kubeconfig"},
+		}, "proxy-url"},
 		// url.Parse quotes a URL it cannot parse, password included.
 		{"a server URL with a password that does not parse", func(server string, m secretMaterial) map[string][]byte {
 			return map[string][]byte{KubeconfigKey: tlsKubeconfig("https://dwd:"+m.token+"@shoot api:443",
 				map[string]any{"certificate-authority-data": m.ca.pem}, map[string]any{"token": "t"})}
-		}, "building the"},
+		}, "invalid kubeconfig server"},
 	}
 }
 

@@ -48,6 +48,13 @@ type Options struct {
 	// inconclusive (no action).
 	MaxResponseBytes int64
 	MaxResponseItems int
+	// MaxResponseBytesInFlight bounds the bytes of the shoot answers the replica holds at once, from
+	// their arrival until they are decoded; an answer with no room within its request's timeout makes
+	// the probe inconclusive (no action). Zero: DefaultMaxResponseBytesInFlight(MaxResponseBytes).
+	MaxResponseBytesInFlight int64
+	// AllowInsecureKubeconfigs lets shoot kubeconfigs skip the verification of the server's
+	// certificate (insecure-skip-tls-verify) or name a plain http:// server: for labs only.
+	AllowInsecureKubeconfigs bool
 	// Audit, when set, records every scale write sent (--audit-log).
 	Audit *audit.Log
 }
@@ -77,6 +84,9 @@ func (o Options) defaulted() Options {
 	}
 	if o.MaxResponseItems <= 0 {
 		o.MaxResponseItems = DefaultMaxResponseItems
+	}
+	if o.MaxResponseBytesInFlight <= 0 {
+		o.MaxResponseBytesInFlight = DefaultMaxResponseBytesInFlight(o.MaxResponseBytes)
 	}
 	return o
 }
@@ -117,7 +127,8 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 		Scheduler: NewScheduler(clk, opts.Workers, lagObserver(cfg.ProbeInterval.Duration)),
 		Flows:     NewScheduler(clk, opts.ScaleWorkers, nil),
 		Clients: &ShootClients{Timeout: cfg.ProbeTimeout.Duration, QPS: opts.QPS, Burst: opts.Burst, UserAgent: opts.UserAgent,
-			MaxBytes: opts.MaxResponseBytes, MaxItems: opts.MaxResponseItems, Wrap: CountRequests("shoot", "prober")},
+			MaxBytes: opts.MaxResponseBytes, MaxItems: opts.MaxResponseItems, MaxBytesInFlight: opts.MaxResponseBytesInFlight,
+			AllowInsecure: opts.AllowInsecureKubeconfigs, Wrap: CountRequests("shoot", "prober")},
 		// Every scale write asks the coordinator right before it is sent, and goes out bounded by the fence.
 		Scaler: &scaler.Scaler{Client: scaleClient, APIReader: scaleReader, Recorder: recorder,
 			Limiter: scaler.NewTokenBucket(opts.ScaleQPS, opts.ScaleBurst),

@@ -32,8 +32,9 @@ import (
 )
 
 // The shoot's API server is verified as its kubeconfig says, as the original's clientcmd does: against
-// the kubeconfig's CA (the system roots without one), under its tls-server-name, or not at all with
-// insecure-skip-tls-verify; the kubeconfig's client certificate is the one presented.
+// the kubeconfig's CA (the system roots without one), under its tls-server-name, or, only where
+// --allow-insecure-shoot-kubeconfigs allows it (labs), not at all with insecure-skip-tls-verify; the
+// kubeconfig's client certificate is the one presented.
 
 // testCA is a certificate authority of a TLS test; it issues server and client certificates.
 type testCA struct {
@@ -174,7 +175,6 @@ func TestShootTLSIsVerifiedAsTheKubeconfigSays(t *testing.T) {
 		{"the kubeconfig's CA", byIP, map[string]any{"certificate-authority-data": shootCA.pem}, ""},
 		{"another CA", byIP, map[string]any{"certificate-authority-data": otherCA.pem}, "unknown authority"},
 		{"no CA: the system roots", byIP, nil, "unknown authority"},
-		{"insecure-skip-tls-verify, as written", byIP, map[string]any{"insecure-skip-tls-verify": true}, ""},
 		{"insecure-skip-tls-verify: false", byIP, map[string]any{"insecure-skip-tls-verify": false}, "unknown authority"},
 		{"the server's name is checked", byName, map[string]any{"certificate-authority-data": shootCA.pem}, "wrong name"},
 		{"tls-server-name", byName, map[string]any{"certificate-authority-data": shootCA.pem, "tls-server-name": "api.shoot.internal"}, ""},
@@ -185,6 +185,56 @@ func TestShootTLSIsVerifiedAsTheKubeconfigSays(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			err := probeVersion(t, tlsKubeconfig(tt.server.URL, tt.cluster, token))
 			assert.Equal(t, tt.want, verification(err), "error: %v", err)
+		})
+	}
+}
+
+func TestInsecureKubeconfigsAreForLabsOnly(t *testing.T) {
+	shootCA := newTestCA(t, "shoot-ca")
+	server := tlsShoot(t, shootCA, nil, "127.0.0.1")
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"major":"1","minor":"36"}`))
+	}))
+	t.Cleanup(plain.Close)
+	const token = "tok3n-that-must-not-show"
+	user := map[string]any{"token": token}
+	tests := []struct {
+		name       string
+		kubeconfig []byte
+		field      string // named by the error when refused
+		forLabs    bool   // --allow-insecure-shoot-kubeconfigs lets it through
+	}{
+		{"insecure-skip-tls-verify", tlsKubeconfig(server.URL, map[string]any{"insecure-skip-tls-verify": true}, user), "insecure-skip-tls-verify", true},
+		{"a plain http:// server", tlsKubeconfig(plain.URL, nil, user), "not https", true},
+		{"a host:port without a CA, which client-go talks to in plain HTTP",
+			tlsKubeconfig(strings.TrimPrefix(plain.URL, "http://"), nil, user), "not https", true},
+		{"proxy-url", tlsKubeconfig(server.URL, map[string]any{"certificate-authority-data": shootCA.pem,
+			"proxy-url": "http://dwd:pr0xy-passw0rd@127.0.0.1:1"}, user), "proxy-url", false},
+		{"impersonation", tlsKubeconfig(server.URL, map[string]any{"certificate-authority-data": shootCA.pem},
+			map[string]any{"token": token, "as": "system:admin"}), "impersonates", false},
+		{"impersonated groups", tlsKubeconfig(server.URL, map[string]any{"certificate-authority-data": shootCA.pem},
+			map[string]any{"token": token, "as-groups": []string{"system:masters"}}), "impersonates", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := (&ShootClients{Timeout: 5 * time.Second}).For(secret("1", tt.kubeconfig))
+			require.Error(t, err, "refused by default")
+			assert.Contains(t, err.Error(), "kubeconfig Secret shoot--p--s/access")
+			assert.Contains(t, err.Error(), tt.field)
+			for _, secretValue := range []string{token, "pr0xy-passw0rd", "127.0.0.1"} {
+				assert.NotContains(t, err.Error(), secretValue, "never the Secret's values")
+			}
+
+			lab := &ShootClients{Timeout: 5 * time.Second, AllowInsecure: true}
+			c, err := lab.For(secret("1", tt.kubeconfig))
+			if !tt.forLabs {
+				require.Error(t, err, "refused even in a lab")
+				assert.Contains(t, err.Error(), tt.field)
+				return
+			}
+			require.NoError(t, err)
+			assert.NoError(t, c.Version(context.Background()), "reached as written, unverified")
 		})
 	}
 }

@@ -71,6 +71,8 @@ type options struct {
 	scaleBurst           int
 	maxResponseBytes     int64
 	maxResponseItems     int
+	maxBytesInFlight     int64
+	allowInsecureShoots  bool
 	maxWeedingWindows    int
 	leaderElection       leaderElectionOptions
 	auditLogPath         string
@@ -168,6 +170,13 @@ func (o *options) addProberFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.scaleBurst, "scale-burst", o.scaleBurst, "Burst over --scale-qps, for scaling only (>= 1).")
 	fs.Int64Var(&o.maxResponseBytes, "shoot-max-response-bytes", o.maxResponseBytes, "Largest answer, in bytes, read from a shoot API server; a larger one makes the probe inconclusive (no action) (>= 65536).")
 	fs.IntVar(&o.maxResponseItems, "shoot-max-response-items", o.maxResponseItems, "Most items (nodes, leases) read from one shoot list; more make the probe inconclusive (no action) (>= 100).")
+	fs.Int64Var(&o.maxBytesInFlight, "shoot-max-response-bytes-in-flight", o.maxBytesInFlight, "Most bytes of shoot answers the replica holds at once, "+
+		"from their arrival until they are decoded; an answer with no room within probeTimeout makes its probe inconclusive (no action). "+
+		"0: an eighth of the Go memory limit (GOMEMLIMIT) when one is set, else 64 MiB, never less than --shoot-max-response-bytes "+
+		"(0, or >= --shoot-max-response-bytes).")
+	fs.BoolVar(&o.allowInsecureShoots, "allow-insecure-shoot-kubeconfigs", o.allowInsecureShoots, "Accept shoot kubeconfigs with "+
+		"insecure-skip-tls-verify or a plain http:// server, which are refused otherwise. For labs only: whoever can answer for a shoot's "+
+		"address could then fake its node leases.")
 }
 
 // addWeederFlags binds the weeder's own flags.
@@ -384,6 +393,10 @@ func (o *options) validateProberFlags() field.ErrorList {
 	}
 	if o.maxResponseItems < minMaxResponseItems {
 		errs = append(errs, field.Invalid(field.NewPath("--shoot-max-response-items"), o.maxResponseItems, "must be at least 100"))
+	}
+	if o.maxBytesInFlight != 0 && o.maxBytesInFlight < o.maxResponseBytes {
+		errs = append(errs, field.Invalid(field.NewPath("--shoot-max-response-bytes-in-flight"), o.maxBytesInFlight,
+			"must be 0 (derived from the memory limit) or at least --shoot-max-response-bytes, else an answer within that bound could never be read"))
 	}
 	return errs
 }

@@ -17,6 +17,7 @@ import (
 var scaleAndBoundFlags = map[string]string{
 	"scale-workers": "16", "scale-qps": "20", "scale-burst": "100",
 	"shoot-max-response-bytes": "33554432", "shoot-max-response-items": "20000",
+	"shoot-max-response-bytes-in-flight": "0", "allow-insecure-shoot-kubeconfigs": "false",
 }
 
 func TestScaleAndBoundFlagDefaults(t *testing.T) {
@@ -43,11 +44,13 @@ func TestScaleAndBoundFlagsReachTheProber(t *testing.T) {
 	o := newOptions("dwd-prober")
 	o.addProberFlags(fs)
 	require.NoError(t, fs.Parse([]string{"--scale-workers=4", "--scale-qps=7.5", "--scale-burst=30",
-		"--shoot-max-response-bytes=1048576", "--shoot-max-response-items=500", "--probe-workers=8"}))
+		"--shoot-max-response-bytes=1048576", "--shoot-max-response-items=500", "--probe-workers=8",
+		"--shoot-max-response-bytes-in-flight=16777216", "--allow-insecure-shoot-kubeconfigs"}))
 	got := o.proberOptions()
 	assert.Equal(t, prober.Options{Workers: 8, ConcurrentReconciles: 1, PartitionCount: o.sharding.PartitionCount,
 		QPS: 5, Burst: 10, UserAgent: got.UserAgent,
-		ScaleWorkers: 4, ScaleQPS: 7.5, ScaleBurst: 30, MaxResponseBytes: 1 << 20, MaxResponseItems: 500}, got)
+		ScaleWorkers: 4, ScaleQPS: 7.5, ScaleBurst: 30, MaxResponseBytes: 1 << 20, MaxResponseItems: 500,
+		MaxResponseBytesInFlight: 16 << 20, AllowInsecureKubeconfigs: true}, got)
 	assert.Equal(t, prober.Options{Workers: 32, ConcurrentReconciles: 1, PartitionCount: o.sharding.PartitionCount,
 		QPS: 5, Burst: 10, UserAgent: got.UserAgent,
 		ScaleWorkers: 16, ScaleQPS: 20, ScaleBurst: 100, MaxResponseBytes: 32 << 20, MaxResponseItems: 20000},
@@ -72,6 +75,10 @@ func TestValidateProberFlags(t *testing.T) {
 		{"scale burst", func(o *options) { o.scaleBurst = 0 }, []string{"--scale-burst"}},
 		{"response bytes below 64 KiB", func(o *options) { o.maxResponseBytes = 64<<10 - 1 }, []string{"--shoot-max-response-bytes"}},
 		{"response items below 100", func(o *options) { o.maxResponseItems = 99 }, []string{"--shoot-max-response-items"}},
+		{"bytes in flight derived", func(o *options) { o.maxBytesInFlight = 0 }, nil},
+		{"bytes in flight as one answer", func(o *options) { o.maxBytesInFlight = o.maxResponseBytes }, nil},
+		{"bytes in flight below one answer", func(o *options) { o.maxBytesInFlight = o.maxResponseBytes - 1 }, []string{"--shoot-max-response-bytes-in-flight"}},
+		{"bytes in flight negative", func(o *options) { o.maxBytesInFlight = -1 }, []string{"--shoot-max-response-bytes-in-flight"}},
 		{"all at once", func(o *options) {
 			o.scaleWorkers, o.scaleQPS, o.scaleBurst, o.maxResponseBytes, o.maxResponseItems = -1, -1, -1, -1, -1
 		}, []string{"--scale-workers", "--scale-qps", "--scale-burst", "--shoot-max-response-bytes", "--shoot-max-response-items"}},
@@ -102,7 +109,8 @@ func TestScaleFlagsHelp(t *testing.T) {
 		stdout = strings.Join(strings.Fields(stdout), " ") // undo the wrapping
 		for _, want := range []string{"--scale-workers", "--scale-qps", "--scale-burst", "--shoot-max-response-bytes",
 			"--shoot-max-response-items", "independent of --kube-api-qps", "whose scale client was not held to --kube-api-qps",
-			"(default 33554432)", "(default 20000)"} {
+			"(default 33554432)", "(default 20000)", "--shoot-max-response-bytes-in-flight", "an eighth of the Go memory limit (GOMEMLIMIT)",
+			"--allow-insecure-shoot-kubeconfigs", "For labs only"} {
 			assert.Contains(t, stdout, want, cmd)
 		}
 	}

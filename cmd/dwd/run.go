@@ -335,6 +335,7 @@ func (o *options) proberOptions() prober.Options {
 		UserAgent:    "dwd-prober/" + version + " (" + o.sharding.MemberName + ")",
 		ScaleWorkers: o.scaleWorkers, ScaleQPS: o.scaleQPS, ScaleBurst: o.scaleBurst,
 		MaxResponseBytes: o.maxResponseBytes, MaxResponseItems: o.maxResponseItems,
+		MaxResponseBytesInFlight: o.maxBytesInFlight, AllowInsecureKubeconfigs: o.allowInsecureShoots,
 	}
 }
 
