@@ -87,7 +87,6 @@ func (c *ShootClients) For(secret *corev1.Secret) (*ShootClient, error) {
 	}
 	if c.budget == nil && c.MaxBytesInFlight > 0 {
 		c.budget = newAnswerBudget(c.MaxBytesInFlight)
-		inconclusiveTotal.WithLabelValues(reasonMemoryBudget) // exported at zero from the start
 	}
 	sc, err := c.build(secret)
 	if err != nil {

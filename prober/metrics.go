@@ -66,7 +66,7 @@ var (
 		Help: "Probe cycles run before their period was over because the node leases could cross the expiry threshold earlier (the leases stopped, or look old and are not proven yet).",
 	})
 	inconclusiveTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "dwd_probe_inconclusive_total", Help: "Probe cycles that decided nothing, by reason: too_large (an answer over the bounds), not_confirmed (a consistent read did not confirm a scale-down or a scale-up), stale_answer (renewTimes older than ones seen before).",
+		Name: "dwd_probe_inconclusive_total", Help: "Probe cycles that decided nothing, by reason: too_large (an answer over the bounds), not_confirmed (a consistent read did not confirm a scale-down or a scale-up), stale_answer (renewTimes older than ones seen before), memory_budget (no room for an answer in the replica's budget of shoot answer bytes in flight).",
 	}, []string{"reason"})
 	clockOffset = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dwd_shoot_clock_offset_seconds", Help: "The shoot API server's clock (its Date header, 1 s resolution) minus this replica's, at the last probe. Informational: expiry is judged by observation and does not depend on it.",
@@ -107,7 +107,7 @@ func registerMetrics() {
 			resultLeases, resultKubeconfig, resultScaleFailed, resultNoDecision, resultShootInvalid, resultInconclusive} {
 			probesTotal.WithLabelValues(r)
 		}
-		for _, r := range []string{reasonTooLarge, reasonNotConfirmed, reasonStaleAnswer} {
+		for _, r := range []string{reasonTooLarge, reasonNotConfirmed, reasonStaleAnswer, reasonMemoryBudget} {
 			inconclusiveTotal.WithLabelValues(r)
 		}
 	})

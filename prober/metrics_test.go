@@ -49,7 +49,7 @@ func TestProbeResultsStartAtZero(t *testing.T) {
 		resultLeases, resultKubeconfig, resultScaleFailed, resultNoDecision, resultShootInvalid, resultInconclusive} {
 		assert.Contains(t, metricstest.Series(probesTotal), map[string]string{"result": r})
 	}
-	for _, r := range []string{reasonTooLarge, reasonNotConfirmed, reasonStaleAnswer} {
+	for _, r := range []string{reasonTooLarge, reasonNotConfirmed, reasonStaleAnswer, reasonMemoryBudget} {
 		assert.Contains(t, metricstest.Series(inconclusiveTotal), map[string]string{"reason": r})
 	}
 	assert.Contains(t, metricstest.Series(apiThrottled), map[string]string{"api": "shoot"})
