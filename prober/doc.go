@@ -32,6 +32,8 @@
 // while waiting (ending a flow takes it out of the map under the lock, then waits outside). A
 // probe's memory (probeState) is touched only by its runs, which the scheduler never overlaps, also
 // across a restart that swaps the job. ShootClients has its own lock around its map; requests are sent
-// outside it. dependentMarks (taken by the dependent informers' handlers) and scaledDownCollector
+// outside it. The budget of shoot answer bytes in flight (answerBudget) locks only its count and its
+// waiters: an answer that holds no bytes may wait for some, one that holds bytes waits only when no
+// other does, so no two answers wait on each other. dependentMarks (taken by the dependent informers' handlers) and scaledDownCollector
 // (taken by a scrape) each lock only their own map.
 package prober
