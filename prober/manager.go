@@ -89,9 +89,6 @@ type Manager struct {
 	// own is the latest.
 	verdicts map[string]verdict
 
-	// scaledDown holds the probed shoots whose dependents are scaled down, for dwd_shoots_scaled_down.
-	scaledDown shootSet
-
 	reportMu sync.Mutex
 	reported map[string]string // broken Secret or Cluster → the version already reported
 }
@@ -300,8 +297,6 @@ func (m *Manager) stopLocked(ns string) {
 	expiredFraction.DeleteLabelValues(ns)
 	clockOffset.DeleteLabelValues(ns)
 	lastSuccess.DeleteLabelValues(ns)
-	shootScaledDown.DeleteLabelValues(ns)
-	m.scaledDown.set(ns, false, shootsScaledDown)
 	probesActive.Set(float64(len(m.probes)))
 	m.Log.V(1).Info("Stopped probe", "namespace", ns)
 }

@@ -50,12 +50,7 @@ var (
 		Name: "dwd_shoot_last_successful_probe_timestamp_seconds",
 		Help: "Unix time of the start of the last probe cycle of a shoot that read its API server and node leases and decided.",
 	}, []string{"namespace"})
-	// shootScaledDown and shootsScaledDown are leftovers, never registered: dwd_shoot_scaled_down and
-	// dwd_shoots_scaled_down come from scaledDownCollector. Remove them, and shootSet, together with
-	// the calls that still set them (probe.go noteScaledDown, manager.go stopLocked).
-	shootScaledDown  = prometheus.NewGaugeVec(prometheus.GaugeOpts{}, []string{"namespace"})
-	shootsScaledDown = prometheus.NewGauge(prometheus.GaugeOpts{})
-	apiRequests      = prometheus.NewCounterVec(prometheus.CounterOpts{
+	apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_api_requests_total", Help: "Requests to the seed and shoot API servers by client and answer (HTTP code, or error).",
 	}, []string{"api", "client", "code"})
 	apiThrottled = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -111,28 +106,6 @@ func registerMetrics() {
 			inconclusiveTotal.WithLabelValues(r)
 		}
 	})
-}
-
-// shootSet is a set of shoot namespaces whose size a gauge shows. It has a lock of its own, as probe
-// runs change it and must not take Manager.mu (stopping a probe waits for its run under that lock).
-type shootSet struct {
-	mu     sync.Mutex
-	shoots map[string]struct{}
-}
-
-// set puts ns in the set or takes it out, and sets gauge to the size.
-func (s *shootSet) set(ns string, in bool, gauge prometheus.Gauge) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if in {
-		if s.shoots == nil {
-			s.shoots = map[string]struct{}{}
-		}
-		s.shoots[ns] = struct{}{}
-	} else {
-		delete(s.shoots, ns)
-	}
-	gauge.Set(float64(len(s.shoots)))
 }
 
 // CountRequests wraps a transport so that every request is counted in dwd_api_requests_total under

@@ -89,7 +89,6 @@ func (p *shootProbe) run(ctx context.Context) time.Duration {
 		return next
 	}
 	p.track(ctx, result, err)
-	p.noteScaledDown(ctx)
 	if result == resultThrottled {
 		return max(next, p.m.interval(), throttleBackoff, retryAfter(err, p.m.interval()))
 	}
@@ -119,19 +118,6 @@ func nextRun(next time.Duration, now, recheckAt time.Time) (wait time.Duration, 
 		return next, false
 	}
 	return wait, true
-}
-
-// noteScaledDown records whether the shoot's dependents are scaled down, whatever the cycle found: a
-// shoot whose probe fails keeps its dependents down. A failed read keeps what was known.
-func (p *shootProbe) noteScaledDown(ctx context.Context) {
-	if down, err := p.m.Scaler.MeltdownProtected(ctx, p.namespace); err == nil {
-		p.m.scaledDown.set(p.namespace, down, shootsScaledDown)
-		v := 0.0
-		if down {
-			v = 1
-		}
-		shootScaledDown.WithLabelValues(p.namespace).Set(v)
-	}
 }
 
 // retryAfter is the Retry-After of a 429 answer, 0 when none was given, and at most maxRetryAfter (a

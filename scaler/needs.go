@@ -45,11 +45,3 @@ func (s *Scaler) anyCached(ctx context.Context, namespace string,
 	}
 	return false, nil
 }
-
-// MeltdownProtected tells, from reads through Client, whether a dependent in namespace carries
-// MeltdownProtectionAnnotation: a scale-down took it to 0 and no scale-up has completed since.
-func (s *Scaler) MeltdownProtected(ctx context.Context, namespace string) (bool, error) {
-	return s.anyCached(ctx, namespace, func(_ config.DependentResourceInfo, obj client.Object) bool {
-		return obj != nil && melted(obj.GetAnnotations())
-	})
-}
