@@ -17,8 +17,10 @@ type Job func(ctx context.Context) time.Duration
 // Done, returned by a Job, ends its task: it is unscheduled as if removed.
 const Done time.Duration = -1
 
-// Scheduler runs tasks at their next-run times on a bounded pool of workers: a min-heap of next-run
-// times feeds the workers, never a goroutine per task, and a task is never run twice at once.
+// Scheduler runs tasks at their next-run times: a min-heap of next-run times hands each due task to a
+// run of its own, at most workers runs at once (when workers > 0), and a task is never run twice at
+// once, so there are never more runs than tasks. A run that waits on I/O (a slow shoot) holds its
+// slot only: with no bound, a slow task never delays another's run.
 //
 // Locking: mu guards the heap and the task map; a task's run happens outside it.
 type Scheduler struct {
@@ -45,10 +47,10 @@ type task struct {
 	done    chan struct{}      // closed when the run in flight ends
 }
 
-// NewScheduler returns a scheduler with the given number of workers; lag, if not nil, is told how
-// late every run started.
+// NewScheduler returns a scheduler that runs at most workers tasks at once, or as many as are due
+// when workers <= 0 (each task at most once); lag, if not nil, is told how late every run started.
 func NewScheduler(clk clock.WithTicker, workers int, lag func(time.Duration)) *Scheduler {
-	return &Scheduler{clock: clk, workers: max(workers, 1), lag: lag, tasks: map[string]*task{}, wake: make(chan struct{}, 1)}
+	return &Scheduler{clock: clk, workers: max(workers, 0), lag: lag, tasks: map[string]*task{}, wake: make(chan struct{}, 1)}
 }
 
 // Schedule runs job for key first at at, then as the job says. A key already scheduled keeps its
@@ -106,35 +108,42 @@ func (s *Scheduler) Remove(key string) {
 	}
 }
 
-// Start runs the workers until ctx ends, then waits for the runs in flight. It is a manager.Runnable.
+// Start runs the due tasks until ctx ends, then waits for the runs in flight. It is a
+// manager.Runnable.
 func (s *Scheduler) Start(ctx context.Context) error {
-	work := make(chan *task)
-	var wg sync.WaitGroup
-	for range s.workers {
-		wg.Go(func() {
-			for t := range work {
-				s.run(ctx, t)
-			}
-		})
+	var slots chan struct{} // nil: no bound
+	if s.workers > 0 {
+		slots = make(chan struct{}, s.workers)
 	}
-	s.dispatch(ctx, work)
-	close(work)
+	var wg sync.WaitGroup
+	s.dispatch(ctx, slots, &wg)
 	wg.Wait()
 	return nil
 }
 
-// dispatch hands due tasks to the workers, in order of their next-run times, until ctx ends.
-func (s *Scheduler) dispatch(ctx context.Context, work chan<- *task) {
+// dispatch starts a run of each due task, in order of their next-run times, once a slot is free,
+// until ctx ends.
+func (s *Scheduler) dispatch(ctx context.Context, slots chan struct{}, wg *sync.WaitGroup) {
 	for {
-		t, wait := s.due()
-		if t != nil {
+		if slots != nil {
 			select {
-			case work <- t:
-				continue
+			case slots <- struct{}{}:
 			case <-ctx.Done():
-				s.requeue(t, t.next)
 				return
 			}
+		}
+		t, wait := s.due()
+		if t != nil {
+			wg.Go(func() {
+				s.run(ctx, t)
+				if slots != nil {
+					<-slots
+				}
+			})
+			continue
+		}
+		if slots != nil {
+			<-slots
 		}
 		if !s.sleep(ctx, wait) {
 			return

@@ -25,7 +25,9 @@ import (
 
 // Options tune the prober of one replica.
 type Options struct {
-	// Workers bounds the probes in flight; scale flows have their own pool (ScaleWorkers).
+	// Workers bounds the probes in flight; 0 bounds them by the shoots only (a shoot has at most one in
+	// flight), so that a shoot that answers late never delays another's probe. Scale flows have their
+	// own scheduler (ScaleWorkers).
 	Workers int
 	// ConcurrentReconciles bounds the Cluster reconciles in flight.
 	ConcurrentReconciles int

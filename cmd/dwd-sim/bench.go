@@ -138,7 +138,7 @@ Scenarios run in the order of the shoots they need, so that the seed only grows.
 	f.IntVar(&o.nodes, "nodes", 3, "Nodes per shoot.")
 	f.DurationVar(&o.duration, "duration", 3*time.Minute, "How long each steady run is measured.")
 	f.DurationVar(&o.interval, "probe-interval", 10*time.Second, "The prober's probeInterval.")
-	f.IntVar(&o.probeWorkers, "probe-workers", 32, "Each replica's --probe-workers.")
+	f.IntVar(&o.probeWorkers, "probe-workers", 0, "Each replica's --probe-workers (0: no bound but the shoots).")
 	f.IntVar(&o.repeats, "repeats", 10, "How often each handover event is played.")
 	f.IntVar(&o.meltdowns, "meltdowns", 3, "How many meltdowns are played.")
 	f.IntVar(&o.meltdownShoots, "meltdown-shoots", 20, "Shoots whose leases expire in each meltdown.")
@@ -197,8 +197,8 @@ func (o *benchOptions) validate() error {
 	if o.runs(scenarioOutage) && o.outage <= 0 {
 		errs = append(errs, errors.New("--outage-duration must be positive"))
 	}
-	if o.interval <= 0 || o.duration <= 0 || o.repeats < 1 || o.meltdowns < 1 || o.meltdownShoots < 1 || o.nodes < 1 || o.probeWorkers < 1 {
-		errs = append(errs, errors.New("--probe-interval, --duration, --repeats, --meltdowns, --meltdown-shoots, --nodes and --probe-workers must be positive"))
+	if o.interval <= 0 || o.duration <= 0 || o.repeats < 1 || o.meltdowns < 1 || o.meltdownShoots < 1 || o.nodes < 1 || o.probeWorkers < 0 {
+		errs = append(errs, errors.New("--probe-interval, --duration, --repeats, --meltdowns, --meltdown-shoots and --nodes must be positive, --probe-workers not negative"))
 	}
 	errs = append(errs, o.mass.validate(o, largest), o.lies.validate(o, largest), o.validateVerdicts(largest))
 	if o.name == "" || strings.ContainsAny(o.name, `/\`) {

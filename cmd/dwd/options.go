@@ -38,7 +38,7 @@ const (
 	defaultMetricsBindAddress   = ":9643"
 	defaultHealthBindAddress    = ":9644"
 	defaultConcurrentReconciles = 1
-	defaultProbeWorkers         = 32
+	defaultProbeWorkers         = 0
 	defaultScaleWorkers         = prober.DefaultScaleWorkers
 	defaultScaleQPS             = prober.DefaultScaleQPS
 	defaultScaleBurst           = prober.DefaultScaleBurst
@@ -163,7 +163,7 @@ func (o *options) addCommonFlags(fs *pflag.FlagSet) {
 
 // addProberFlags binds the prober's own flags.
 func (o *options) addProberFlags(fs *pflag.FlagSet) {
-	fs.IntVar(&o.probeWorkers, "probe-workers", o.probeWorkers, "Maximum number of probes in flight.")
+	fs.IntVar(&o.probeWorkers, "probe-workers", o.probeWorkers, "Maximum number of probes in flight; 0 bounds them by the shoots only (each has at most one), so that a shoot that answers late never delays another's probe.")
 	fs.IntVar(&o.scaleWorkers, "scale-workers", o.scaleWorkers, "Maximum number of scale flow steps in flight, on a pool of their own beside the probes (>= 1).")
 	fs.Float32Var(&o.scaleQPS, "scale-qps", o.scaleQPS, "Queries per second to the seed API server for scaling: the scale path's own budget, independent of "+
 		"--kube-api-qps, so that a meltdown of many shoots completes fast on the original's command line (whose scale client was not held to --kube-api-qps) (> 0).")
@@ -376,8 +376,8 @@ func (o *options) validate(roles []role) field.ErrorList {
 // validateProberFlags checks the prober's own flags.
 func (o *options) validateProberFlags() field.ErrorList {
 	var errs field.ErrorList
-	if o.probeWorkers < 1 {
-		errs = append(errs, field.Invalid(field.NewPath("--probe-workers"), o.probeWorkers, "must be at least 1"))
+	if o.probeWorkers < 0 {
+		errs = append(errs, field.Invalid(field.NewPath("--probe-workers"), o.probeWorkers, "must not be negative"))
 	}
 	if o.scaleWorkers < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("--scale-workers"), o.scaleWorkers, "must be at least 1"))

@@ -51,7 +51,7 @@ func TestScaleAndBoundFlagsReachTheProber(t *testing.T) {
 		QPS: 5, Burst: 10, UserAgent: got.UserAgent,
 		ScaleWorkers: 4, ScaleQPS: 7.5, ScaleBurst: 30, MaxResponseBytes: 1 << 20, MaxResponseItems: 500,
 		MaxResponseBytesInFlight: 16 << 20, AllowInsecureKubeconfigs: true}, got)
-	assert.Equal(t, prober.Options{Workers: 32, ConcurrentReconciles: 1, PartitionCount: o.sharding.PartitionCount,
+	assert.Equal(t, prober.Options{Workers: 0, ConcurrentReconciles: 1, PartitionCount: o.sharding.PartitionCount,
 		QPS: 5, Burst: 10, UserAgent: got.UserAgent,
 		ScaleWorkers: 16, ScaleQPS: 20, ScaleBurst: 100, MaxResponseBytes: 32 << 20, MaxResponseItems: 20000},
 		newOptions("dwd-prober").proberOptions(), "the defaults")
@@ -68,7 +68,7 @@ func TestValidateProberFlags(t *testing.T) {
 			o.probeWorkers, o.scaleWorkers, o.scaleQPS, o.scaleBurst = 1, 1, 0.01, 1
 			o.maxResponseBytes, o.maxResponseItems = 64<<10, 100
 		}, nil},
-		{"probe workers", func(o *options) { o.probeWorkers = 0 }, []string{"--probe-workers"}},
+		{"probe workers", func(o *options) { o.probeWorkers = -1 }, []string{"--probe-workers"}},
 		{"scale workers", func(o *options) { o.scaleWorkers = 0 }, []string{"--scale-workers"}},
 		{"scale qps zero", func(o *options) { o.scaleQPS = 0 }, []string{"--scale-qps"}},
 		{"scale qps negative", func(o *options) { o.scaleQPS = -1 }, []string{"--scale-qps"}},
