@@ -86,13 +86,20 @@ func (m *Manager) takeOverdue(p int, state string) {
 	}
 }
 
-// dropOverdue forgets the ages of partition p's shoots whose probe did not start.
-func (m *Manager) dropOverdue(p int) {
+// dropHanded forgets what was handed over (or kept) for partition p's shoots whose probe did not
+// start: their probe ages and their node lease sightings.
+func (m *Manager) dropHanded(p int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for ns := range m.overdue {
-		if m.Ownership.Partition(ns) == p {
-			delete(m.overdue, ns)
+	dropPartition(m.overdue, m.Ownership, p)
+	dropPartition(m.handedSeen, m.Ownership, p)
+}
+
+// dropPartition deletes the entries of partition p's namespaces from byNamespace.
+func dropPartition[V any](byNamespace map[string]V, own interface{ Partition(string) int }, p int) {
+	for ns := range byNamespace {
+		if own.Partition(ns) == p {
+			delete(byNamespace, ns)
 		}
 	}
 }

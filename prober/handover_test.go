@@ -75,7 +75,7 @@ func TestReleasedShootsAreProbedLongestUnprobedFirstByTheNextHolder(t *testing.T
 	for _, ns := range shoots {
 		assert.WithinDuration(t, next.Clock.Now(), first[ns], 20*time.Millisecond, "at once, not counted as probe lag")
 	}
-	next.dropOverdue(p)
+	next.dropHanded(p)
 	assert.Empty(t, next.overdue)
 }
 

@@ -124,8 +124,7 @@ func (m *Manager) Acquired(ctx context.Context, p int, takeover sharding.Takeove
 			m.Log.Error(err, "Starting probe of an acquired partition", "namespace", ns, "partition", p)
 		}
 	}
-	m.dropOverdue(p)
-	m.dropSightings(p)
+	m.dropHanded(p)
 }
 
 // Handlers returns the sharding handlers of the prober: the Manager, and the one that hands the

@@ -129,14 +129,3 @@ func sightingsAt(handed map[string]handedSighting, now time.Time) map[string]Sig
 	}
 	return seen
 }
-
-// dropSightings forgets the sightings of partition p's shoots whose probe did not start.
-func (m *Manager) dropSightings(p int) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for ns := range m.handedSeen {
-		if m.Ownership.Partition(ns) == p {
-			delete(m.handedSeen, ns)
-		}
-	}
-}
