@@ -127,7 +127,9 @@ func TestAHandoverCarriesAMeltdownInProgress(t *testing.T) {
 		f.m.stopFlow(cycleNS)
 	})
 	f.m.takeSightings(p, state)
-	next := &shootProbe{m: f.m, namespace: cycleNS, spec: f.p.spec, st: &probeState{seen: f.m.handedSeen[cycleNS]}}
+	handed := f.m.handedSeen[cycleNS]
+	assert.WithinDuration(t, f.p.st.lastSent.Add(2*time.Second), handed.sent, time.Millisecond, "the last read's send time, as an age (the gap makes it look later)")
+	next := &shootProbe{m: f.m, namespace: cycleNS, spec: f.p.spec, st: &probeState{seen: handed.seen, lastSent: handed.sent}}
 	result, _ := next.cycle(context.Background())
 	assert.Equal(t, resultScaledDown, result, "the first probe of the next holder goes on with the scale-down")
 	dir, ok := f.flowStarted()
@@ -144,4 +146,37 @@ func TestSightingsAtKeepAgesNotClocks(t *testing.T) {
 	seen := sightingsAt(handed, now.Add(time.Hour))
 	assert.Equal(t, map[string]Sighting{"a": {UID: "u", RenewTime: now.Add(-time.Minute), Since: now.Add(time.Hour - 20*time.Second), Renewed: true, Expired: true}}, seen,
 		"Since is an age on the next holder's clock; a sighting from the future is dropped")
+}
+
+// The next holder also gets the send time of the last read (as an age), so that its first read can
+// tell which leases were renewed since and check the kubelets' clocks: a meltdown that begins around
+// a handover is found within the rule's time (0.75 × grace plus the band) and the handover's gap.
+func TestAMeltdownAroundAHandoverIsFoundInTheRulesTime(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	f.m.Ownership = partitionOwnership{}
+	p := f.m.Ownership.Partition(cycleNS)
+	f.cycles(t, 3, 10*time.Second)
+	last := f.clk.Now().Add(-10 * time.Second) // the last read
+	f.clk.Step(-9 * time.Second)
+	f.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now() }) // 1 s after the last read
+	f.clk.Step(7 * time.Second)                                   // the release, 8 s after it
+	f.m.mu.Lock()
+	f.m.keepSightingsLocked(p, cycleNS, f.p)
+	f.m.mu.Unlock()
+	_, state := sightingsHandler{f.m}.HandoverState(p)
+	f.clk.Step(2 * time.Second) // the handover's gap
+	f.m.takeSightings(p, state)
+	handed := f.m.handedSeen[cycleNS]
+	require.False(t, handed.sent.IsZero())
+	f.p = &shootProbe{m: f.m, namespace: cycleNS, spec: f.p.spec, st: &probeState{seen: handed.seen, lastSent: handed.sent}}
+	var results []string
+	for range 30 { // cycles when the probe would run them: every 10 s, or at RecheckAt
+		result, _ := f.p.cycle(context.Background())
+		if results = append(results, result); result == resultScaledDown {
+			break
+		}
+		wait, _ := nextRun(10*time.Second, f.clk.Now(), f.p.st.recheckAt)
+		f.clk.Step(wait)
+	}
+	assert.LessOrEqual(t, f.clk.Since(last), time.Second+30*time.Second+maxClockOffset+2*time.Second, "%v", results)
 }

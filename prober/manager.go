@@ -80,8 +80,8 @@ type Manager struct {
 	// releasedSeen holds, per partition released here, what the probes of its shoots saw of their node
 	// leases, for sightingsHandler; handedSeen holds those handed to this replica, until their probe
 	// starts (see sightings.go).
-	releasedSeen map[int]map[string]map[string]handedSighting
-	handedSeen   map[string]map[string]Sighting
+	releasedSeen map[int]map[string]handedShoot
+	handedSeen   map[string]observation
 
 	flowMu sync.Mutex
 	flows  map[string]*scaler.Flow
@@ -262,7 +262,8 @@ func later(a, b time.Time) time.Time {
 
 // startLocked schedules the probe of ns, or gives a running one its new spec (a restart).
 func (m *Manager) startLocked(ns string, spec ProbeSpec, at time.Time) {
-	st := &probeState{seen: m.handedSeen[ns]}
+	handed := m.handedSeen[ns]
+	st := &probeState{seen: handed.seen, lastSent: handed.sent}
 	delete(m.handedSeen, ns)
 	if p, ok := m.probes[ns]; ok {
 		if p.spec.Equal(spec) {

@@ -24,6 +24,15 @@ const SightingsKey = leases.HandoverAnnotationPrefix + "prober-leases"
 // object share 256 KiB): a partition whose sightings are larger hands over none.
 const maxSightingsBytes = 64 << 10
 
+// handedShoot is what the probe of one shoot saw, as handed over: how long before the release the read
+// the sightings come from was sent (so that the next holder's first read can tell which leases were
+// renewed since, and bound the kubelets' clock lag from it: the gap of the handover only makes that
+// read look later, which makes the lag look larger, the safe side), and the sightings by lease name.
+type handedShoot struct {
+	SentAgo int64                     `json:"s"`
+	Leases  map[string]handedSighting `json:"l"`
+}
+
 // handedSighting is one Sighting as handed over: renewTime in Unix milliseconds, the age of Since in
 // milliseconds, and the flags.
 type handedSighting struct {
@@ -73,16 +82,16 @@ func (m *Manager) keepSightingsLocked(p int, ns string, probe *shootProbe) {
 		return
 	}
 	now := m.Clock.Now()
-	handed := make(map[string]handedSighting, len(probe.st.seen))
+	handed := handedShoot{SentAgo: now.Sub(probe.st.lastSent).Milliseconds(), Leases: make(map[string]handedSighting, len(probe.st.seen))}
 	for name, s := range probe.st.seen {
-		handed[name] = handedSighting{UID: s.UID, Renew: s.RenewTime.UnixMilli(), Ago: now.Sub(s.Since).Milliseconds(),
+		handed.Leases[name] = handedSighting{UID: s.UID, Renew: s.RenewTime.UnixMilli(), Ago: now.Sub(s.Since).Milliseconds(),
 			Renewed: s.Renewed, Expired: s.Expired}
 	}
 	if m.releasedSeen == nil {
-		m.releasedSeen = map[int]map[string]map[string]handedSighting{}
+		m.releasedSeen = map[int]map[string]handedShoot{}
 	}
 	if m.releasedSeen[p] == nil {
-		m.releasedSeen[p] = map[string]map[string]handedSighting{}
+		m.releasedSeen[p] = map[string]handedShoot{}
 	}
 	m.releasedSeen[p][ns] = handed
 }
@@ -91,7 +100,7 @@ func (m *Manager) keepSightingsLocked(p int, ns string, probe *shootProbe) {
 // replica kept when it stopped the partition itself, as seen at now, for their probes to start from.
 // Unreadable state is ignored: those shoots start observing from scratch.
 func (m *Manager) takeSightings(p int, state string) {
-	var handed map[string]map[string]handedSighting
+	var handed map[string]handedShoot
 	if state != "" {
 		if err := json.Unmarshal([]byte(state), &handed); err != nil {
 			m.Log.Error(err, "Ignoring unreadable node lease sightings handed over", "partition", p)
@@ -105,14 +114,14 @@ func (m *Manager) takeSightings(p int, state string) {
 	}
 	delete(m.releasedSeen, p)
 	now := m.Clock.Now()
-	for ns, leases := range handed {
-		if m.Ownership.Partition(ns) != p {
+	for ns, shoot := range handed {
+		if m.Ownership.Partition(ns) != p || shoot.SentAgo < 0 {
 			continue
 		}
 		if m.handedSeen == nil {
-			m.handedSeen = map[string]map[string]Sighting{}
+			m.handedSeen = map[string]observation{}
 		}
-		m.handedSeen[ns] = sightingsAt(leases, now)
+		m.handedSeen[ns] = observation{seen: sightingsAt(shoot.Leases, now), sent: now.Add(-time.Duration(shoot.SentAgo) * time.Millisecond)}
 	}
 }
 
