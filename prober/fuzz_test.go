@@ -428,7 +428,15 @@ func expirable(candidates []string, read LeaseRead, seen map[string]Sighting) in
 		}
 		lease := &read.Leases[i]
 		prev, ok := seen[name]
-		if ok && prev.UID == lease.UID && prev.RenewTime.Equal(lease.Spec.RenewTime.Time) && read.Sent.Sub(prev.Since) >= StableWindow(lease) {
+		if !ok || prev.UID != lease.UID || !prev.RenewTime.Equal(lease.Spec.RenewTime.Time) {
+			continue
+		}
+		// Unrenewed since it was first seen, or, when the clocks are trusted, since renewTime plus the band.
+		since := prev.Since
+		if at := prev.RenewTime.Add(read.Band); read.TrustAge && at.Before(since) {
+			since = at
+		}
+		if prev.Expired || read.Sent.Sub(since) >= StableWindow(lease) {
 			n++
 		}
 	}
