@@ -171,47 +171,8 @@ func (r *Result) ChartPoints() []ChartPoint {
 // by the baseline's in brackets.
 func (r *Result) WriteMarkdown(w io.Writer, baseline *Result) error {
 	var b strings.Builder
-	m := r.Machine
-	fmt.Fprintf(&b, "# Load benchmark %s\n\n", r.Name)
-	fmt.Fprintf(&b, "`%s`, started %s on %d cores, %.1f GiB, %s, %s/%s", r.Command, r.Started, m.Cores,
-		float64(m.MemoryBytes)/(1<<30), m.GoVersion, m.OS, m.Arch)
-	if m.CPUModel != "" {
-		fmt.Fprintf(&b, ", %s", m.CPUModel)
-	}
-	if r.Dwd != "" {
-		fmt.Fprintf(&b, "; %s", r.Dwd)
-	}
-	s := r.Settings
-	fmt.Fprintf(&b, ".\nProbe interval %gs, member lease %gs (renew deadline %gs, retry %gs), %d partitions, %d nodes per shoot, %d probe workers and seed client %g QPS (burst %d) per replica.\n",
-		s.ProbeIntervalSeconds, s.MemberLeaseDurationSeconds, s.MemberRenewDeadlineSeconds, s.MemberRetryPeriodSeconds,
-		s.Partitions, s.NodesPerShoot, s.ProbeWorkers, s.KubeAPIQPS, s.KubeAPIBurst)
-	if baseline != nil {
-		fmt.Fprintf(&b, "Figures in brackets are the baseline's (%s, %s).\n", baseline.Name, baseline.Started)
-	}
-	if r.Error != "" {
-		fmt.Fprintf(&b, "\n**Stopped early:** %s\n", r.Error)
-	}
-	if len(r.Goals) > 0 {
-		b.WriteString("\n## Goals\n\n| goal | target | measured | met |\n|---|---|---|---|\n")
-		for _, g := range r.Goals {
-			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", g.Goal, g.Target, g.Measured, yesNo(g.Met))
-		}
-	}
-	if len(r.Steady) > 0 {
-		b.WriteString("\n## Steady\n\n| shoots | replicas | probes/s | lag p50 s | lag p99 s | missed cycles | CPU s per 1000 probes (per replica) | CPU cores (per replica) | RSS MiB (per replica) | seed req/probe | shoot req/probe | consistent lease lists/probe |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-		for _, run := range r.Steady {
-			base := baseline.SteadyAt(run.Shoots, run.Replicas)
-			fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.4f |\n", run.Shoots, run.Replicas,
-				withBase(run.ProbesPerSecond, base, func(s *SteadyRun) float64 { return s.ProbesPerSecond }, "%.1f"),
-				withBase(run.ProbeLagP50Seconds, base, func(s *SteadyRun) float64 { return s.ProbeLagP50Seconds }, "%.3f"),
-				withBase(run.ProbeLagP99Seconds, base, func(s *SteadyRun) float64 { return s.ProbeLagP99Seconds }, "%.3f"),
-				withBase(run.MissedCycles, base, func(s *SteadyRun) float64 { return s.MissedCycles }, "%.0f"),
-				list(run.CPUSecondsPer1000Probes, "%.3f", 1), list(run.CPUCores, "%.3f", 1), list(run.RSSBytes, "%.0f", 1<<20),
-				withBase(run.SeedRequestsPerProbe, base, func(s *SteadyRun) float64 { return s.SeedRequestsPerProbe }, "%.4f"),
-				withBase(run.ShootRequestsPerProbe, base, func(s *SteadyRun) float64 { return s.ShootRequestsPerProbe }, "%.2f"),
-				run.ConsistentLeaseListsPerProbe)
-		}
-	}
+	r.writeHeader(&b, baseline)
+	r.writeSteady(&b, baseline)
 	if h := r.Handover; h != nil {
 		fmt.Fprintf(&b, "\n## Handover\n\n%d shoots, %d replicas, each event %d times.\n\n| event | p99 s | all s |\n|---|---|---|\n",
 			h.Shoots, h.Replicas, h.Repeats)
@@ -230,6 +191,56 @@ func (r *Result) WriteMarkdown(w io.Writer, baseline *Result) error {
 	r.writeVerdicts(&b)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeHeader writes the title, the command, the machine, the settings, an early stop and the goals.
+func (r *Result) writeHeader(b *strings.Builder, baseline *Result) {
+	m := r.Machine
+	fmt.Fprintf(b, "# Load benchmark %s\n\n", r.Name)
+	fmt.Fprintf(b, "`%s`, started %s on %d cores, %.1f GiB, %s, %s/%s", r.Command, r.Started, m.Cores,
+		float64(m.MemoryBytes)/(1<<30), m.GoVersion, m.OS, m.Arch)
+	if m.CPUModel != "" {
+		fmt.Fprintf(b, ", %s", m.CPUModel)
+	}
+	if r.Dwd != "" {
+		fmt.Fprintf(b, "; %s", r.Dwd)
+	}
+	s := r.Settings
+	fmt.Fprintf(b, ".\nProbe interval %gs, member lease %gs (renew deadline %gs, retry %gs), %d partitions, %d nodes per shoot, %d probe workers and seed client %g QPS (burst %d) per replica.\n",
+		s.ProbeIntervalSeconds, s.MemberLeaseDurationSeconds, s.MemberRenewDeadlineSeconds, s.MemberRetryPeriodSeconds,
+		s.Partitions, s.NodesPerShoot, s.ProbeWorkers, s.KubeAPIQPS, s.KubeAPIBurst)
+	if baseline != nil {
+		fmt.Fprintf(b, "Figures in brackets are the baseline's (%s, %s).\n", baseline.Name, baseline.Started)
+	}
+	if r.Error != "" {
+		fmt.Fprintf(b, "\n**Stopped early:** %s\n", r.Error)
+	}
+	if len(r.Goals) > 0 {
+		b.WriteString("\n## Goals\n\n| goal | target | measured | met |\n|---|---|---|---|\n")
+		for _, g := range r.Goals {
+			fmt.Fprintf(b, "| %s | %s | %s | %s |\n", g.Goal, g.Target, g.Measured, yesNo(g.Met))
+		}
+	}
+}
+
+// writeSteady writes the table of the steady runs, with the baseline's figures in brackets.
+func (r *Result) writeSteady(b *strings.Builder, baseline *Result) {
+	if len(r.Steady) == 0 {
+		return
+	}
+	b.WriteString("\n## Steady\n\n| shoots | replicas | probes/s | lag p50 s | lag p99 s | missed cycles | CPU s per 1000 probes (per replica) | CPU cores (per replica) | RSS MiB (per replica) | seed req/probe | shoot req/probe | consistent lease lists/probe |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, run := range r.Steady {
+		base := baseline.SteadyAt(run.Shoots, run.Replicas)
+		fmt.Fprintf(b, "| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.4f |\n", run.Shoots, run.Replicas,
+			withBase(run.ProbesPerSecond, base, func(s *SteadyRun) float64 { return s.ProbesPerSecond }, "%.1f"),
+			withBase(run.ProbeLagP50Seconds, base, func(s *SteadyRun) float64 { return s.ProbeLagP50Seconds }, "%.3f"),
+			withBase(run.ProbeLagP99Seconds, base, func(s *SteadyRun) float64 { return s.ProbeLagP99Seconds }, "%.3f"),
+			withBase(run.MissedCycles, base, func(s *SteadyRun) float64 { return s.MissedCycles }, "%.0f"),
+			list(run.CPUSecondsPer1000Probes, "%.3f", 1), list(run.CPUCores, "%.3f", 1), list(run.RSSBytes, "%.0f", 1<<20),
+			withBase(run.SeedRequestsPerProbe, base, func(s *SteadyRun) float64 { return s.SeedRequestsPerProbe }, "%.4f"),
+			withBase(run.ShootRequestsPerProbe, base, func(s *SteadyRun) float64 { return s.ShootRequestsPerProbe }, "%.2f"),
+			run.ConsistentLeaseListsPerProbe)
+	}
 }
 
 // SteadyAt returns the steady run at a load, or nil; r may be nil.

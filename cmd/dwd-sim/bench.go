@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
@@ -75,12 +76,8 @@ const (
 var knownScenarios = []string{scenarioSteady, scenarioHandover, scenarioMeltdown, scenarioMassMeltdown, scenarioMassOriginal,
 	scenarioMassRecover, scenarioMassAll, scenarioLies, scenarioRolling, scenarioOutage, scenarioBlip, scenarioDetection}
 
-func newBenchCommand() *cobra.Command {
-	o := benchOptions{}
-	cmd := &cobra.Command{
-		Use:   "bench",
-		Short: "Drive dwd replicas against simulated shoots and record the figures",
-		Long: `Starts a local seed with simulated shoots and runs dwd replicas as separate processes through
+// benchLong is the help of the bench command: the scenarios it runs.
+const benchLong = `Starts a local seed with simulated shoots and runs dwd replicas as separate processes through
 the load scenarios:
 
   steady     every shoot healthy, at each number of shoots × replicas, for --duration each
@@ -121,14 +118,29 @@ burst 100):
 
 Scenarios run in the order of the shoots they need, so that the seed only grows. It writes
 <out>/<name>.json, <name>.md (with the baseline's figures in brackets, when there is one) and
-<name>.png (probes/s and CPU per replica against replica count, when steady ran).`,
-		Args: cobra.NoArgs,
+<name>.png (probes/s and CPU per replica against replica count, when steady ran).`
+
+func newBenchCommand() *cobra.Command {
+	o := benchOptions{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Drive dwd replicas against simulated shoots and record the figures",
+		Long:  benchLong,
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			quietLogs()
 			return runBench(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
 	f := cmd.Flags()
+	o.addFlags(f)
+	o.addFaultFlags(f)
+	o.addVerdictFlags(f)
+	return cmd
+}
+
+// addFlags adds the flags of the results, the seed, the default scenarios and the processes.
+func (o *benchOptions) addFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.name, "name", "latest", "Name of the result files.")
 	f.StringVar(&o.out, "out", "benchmarks/results", "Folder of the result files.")
 	f.StringVar(&o.baseline, "baseline", "benchmarks/results/baseline.json", "Result to compare with in the Markdown table (skipped when missing).")
@@ -142,6 +154,13 @@ Scenarios run in the order of the shoots they need, so that the seed only grows.
 	f.IntVar(&o.repeats, "repeats", 10, "How often each handover event is played.")
 	f.IntVar(&o.meltdowns, "meltdowns", 3, "How many meltdowns are played.")
 	f.IntVar(&o.meltdownShoots, "meltdown-shoots", 20, "Shoots whose leases expire in each meltdown.")
+	f.StringVar(&o.dwd, "dwd", "", "Path of the dwd binary (default: dwd next to this binary).")
+	f.StringVar(&o.dir, "dir", "", "Folder for configs and replica logs (default: a new temporary folder).")
+	f.BoolVar(&o.pprof, "pprof", false, "Give every replica a pprof endpoint; its address is in <dir>/<replica>.pprof.")
+}
+
+// addFaultFlags adds the flags of the fault and restart scenarios.
+func (o *benchOptions) addFaultFlags(f *pflag.FlagSet) {
 	f.IntVar(&o.mass.originalShoots, "mass-meltdown-original-shoots", 50, "mass-meltdown-original: the shoots on the seed, all melted.")
 	f.IntVar(&o.mass.seed, "mass-meltdown-seed", 1000, "mass-meltdown-recover: the shoots on the seed.")
 	f.IntVar(&o.mass.melt, "mass-meltdown-melt", 300, "mass-meltdown-recover: the shoots melted.")
@@ -156,6 +175,10 @@ Scenarios run in the order of the shoots they need, so that the seed only grows.
 	f.IntVar(&o.lies.hugeLeases, "huge-leases", 200_000, "lies: the extra Leases in the lease lists of --huge-shoots shoots.")
 	f.IntVar(&o.lies.hugeShoots, "huge-shoots", 2, "lies: the shoots with huge lease lists.")
 	f.DurationVar(&o.outage, "outage-duration", time.Minute, "outage: how long every replica is cut from the seed's API server.")
+}
+
+// addVerdictFlags adds the flags of the verdict scenarios.
+func (o *benchOptions) addVerdictFlags(f *pflag.FlagSet) {
 	f.StringVar(&o.profile, "profile", profileBoth, "blip, detection: the prober settings they run at: "+profileDefault+" (the bench's, at --probe-interval), "+
 		profileGardener+" (probeInterval 30s, qps 20, burst 100), or "+profileBoth+".")
 	f.IntVar(&o.blip.seed, "blip-seed", 1000, "blip: the shoots on the seed.")
@@ -167,10 +190,6 @@ Scenarios run in the order of the shoots they need, so that the seed only grows.
 	f.IntVar(&o.detection.shoots, "detection-shoots", 50, "detection: the shoots melted per round, all owned by one replica.")
 	f.IntVar(&o.detection.rounds, "detection-rounds", 2, "detection: the rounds per case.")
 	f.StringSliceVar(&o.detection.cases, "detection-cases", detectionCaseKeys(), "detection: the cases to play: "+strings.Join(detectionCaseKeys(), ", ")+".")
-	f.StringVar(&o.dwd, "dwd", "", "Path of the dwd binary (default: dwd next to this binary).")
-	f.StringVar(&o.dir, "dir", "", "Folder for configs and replica logs (default: a new temporary folder).")
-	f.BoolVar(&o.pprof, "pprof", false, "Give every replica a pprof endpoint; its address is in <dir>/<replica>.pprof.")
-	return cmd
 }
 
 // validate checks the flags before anything starts.
