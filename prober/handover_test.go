@@ -148,9 +148,10 @@ func TestSightingsAtKeepAgesNotClocks(t *testing.T) {
 		"Since is an age on the next holder's clock; a sighting from the future is dropped")
 }
 
-// The next holder also gets the send time of the last read (as an age), so that its first read can
-// tell which leases were renewed since and check the kubelets' clocks: a meltdown that begins around
-// a handover is found within the rule's time (0.75 × grace plus the band) and the handover's gap.
+// A meltdown that begins around a graceful handover, after the releaser's last read, is found by the
+// next holder within the rule's time (0.75 × grace plus the band) and the handover's gap: without the
+// sightings it would take 30 s of the next holder's own observation. (The send time of the last read,
+// handed over too, lets the first read check the kubelets' clocks; this scenario does not need it.)
 func TestAMeltdownAroundAHandoverIsFoundInTheRulesTime(t *testing.T) {
 	f := newCycleFixture(t, 5)
 	f.m.Ownership = partitionOwnership{}
