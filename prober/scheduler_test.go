@@ -26,6 +26,14 @@ func startScheduler(t *testing.T, workers int, lag func(time.Duration)) (*Schedu
 	return s, clk
 }
 
+// stepWhenWaiting steps clk by d once the scheduler waits on it for its next due task: a step taken
+// before the dispatcher set its timer would be lost.
+func stepWhenWaiting(t *testing.T, clk *clocktesting.FakeClock, d time.Duration) {
+	t.Helper()
+	require.Eventually(t, clk.HasWaiters, 5*time.Second, time.Millisecond, "the scheduler waits for its next task")
+	clk.Step(d)
+}
+
 // counter is a job that counts its runs and asks to run again after every.
 func counter(n *atomic.Int32, every time.Duration) Job {
 	return func(context.Context) time.Duration { n.Add(1); return every }
@@ -39,11 +47,11 @@ func TestSchedulerRunsEachTaskAtItsTime(t *testing.T) {
 	require.Eventually(t, func() bool { return a.Load() == 1 }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, int32(0), b.Load(), "b is not due yet")
 
-	clk.Step(5 * time.Second)
+	stepWhenWaiting(t, clk, 5*time.Second)
 	require.Eventually(t, func() bool { return b.Load() == 1 }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, int32(1), a.Load())
 
-	clk.Step(5 * time.Second)
+	stepWhenWaiting(t, clk, 5*time.Second)
 	require.Eventually(t, func() bool { return a.Load() == 2 }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, 2, s.Len())
 }
@@ -125,7 +133,7 @@ func TestSchedulerReplacesTheJobOfAScheduledKey(t *testing.T) {
 	var first, second atomic.Int32
 	s.Schedule("a", t0.Add(time.Second), counter(&first, time.Hour))
 	s.Schedule("a", t0, counter(&second, time.Hour))
-	clk.Step(time.Second)
+	stepWhenWaiting(t, clk, time.Second)
 	require.Eventually(t, func() bool { return second.Load() == 1 }, 5*time.Second, time.Millisecond)
 	assert.Zero(t, first.Load())
 }
@@ -143,7 +151,8 @@ func TestSchedulerRemoveDoesNotWaitForATaskNotYetStarted(t *testing.T) {
 	require.Never(t, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.tasks["due"].running
+		task := s.tasks["due"]
+		return task != nil && task.running
 	}, 100*time.Millisecond, time.Millisecond, "a due task starts only when a slot is free")
 	removed := make(chan struct{})
 	go func() { s.Remove("due"); close(removed) }()
@@ -179,7 +188,7 @@ func TestSchedulerEndsATaskWhoseJobIsDone(t *testing.T) {
 		return time.Second
 	})
 	require.Eventually(t, func() bool { return runs.Load() == 1 }, 5*time.Second, time.Millisecond)
-	clk.Step(time.Second)
+	stepWhenWaiting(t, clk, time.Second)
 	require.Eventually(t, func() bool { return !s.Scheduled("flow") }, 5*time.Second, time.Millisecond)
 	clk.Step(time.Hour)
 	s.Remove("flow") // nothing to wait for
