@@ -56,10 +56,20 @@ type Settings struct {
 	MemberRetryPeriodSeconds   float64 `json:"member_retry_period_seconds"`
 	Partitions                 int     `json:"partitions"`
 	NodesPerShoot              int     `json:"nodes_per_shoot"`
-	ProbeWorkers               int     `json:"probe_workers"`
+	// NodeImages is how many container images each Node lists in its status.
+	NodeImages   int `json:"node_images,omitempty"`
+	ProbeWorkers int `json:"probe_workers"`
 	// KubeAPIQPS and KubeAPIBurst limit each replica's seed client (--kube-api-qps/--kube-api-burst).
 	KubeAPIQPS   float64 `json:"kube_api_qps"`
 	KubeAPIBurst int     `json:"kube_api_burst"`
+}
+
+// nodeImagesNote says how many images each Node lists, when it lists any.
+func nodeImagesNote(images int) string {
+	if images == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (each listing %d container images)", images)
 }
 
 // SteadyRun is the steady scenario at one load: every shoot healthy, probed every interval.
@@ -206,9 +216,9 @@ func (r *Result) writeHeader(b *strings.Builder, baseline *Result) {
 		fmt.Fprintf(b, "; %s", r.Dwd)
 	}
 	s := r.Settings
-	fmt.Fprintf(b, ".\nProbe interval %gs, member lease %gs (renew deadline %gs, retry %gs), %d partitions, %d nodes per shoot, %d probe workers and seed client %g QPS (burst %d) per replica.\n",
+	fmt.Fprintf(b, ".\nProbe interval %gs, member lease %gs (renew deadline %gs, retry %gs), %d partitions, %d nodes per shoot%s, %d probe workers and seed client %g QPS (burst %d) per replica.\n",
 		s.ProbeIntervalSeconds, s.MemberLeaseDurationSeconds, s.MemberRenewDeadlineSeconds, s.MemberRetryPeriodSeconds,
-		s.Partitions, s.NodesPerShoot, s.ProbeWorkers, s.KubeAPIQPS, s.KubeAPIBurst)
+		s.Partitions, s.NodesPerShoot, nodeImagesNote(s.NodeImages), s.ProbeWorkers, s.KubeAPIQPS, s.KubeAPIBurst)
 	if baseline != nil {
 		fmt.Fprintf(b, "Figures in brackets are the baseline's (%s, %s).\n", baseline.Name, baseline.Started)
 	}

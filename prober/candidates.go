@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Keys and values that decide which shoot nodes are candidates for the node-lease probe. They are
@@ -82,6 +83,31 @@ func CandidateNodes(nodes []corev1.Node, machines []MachineInfo, spec ProbeSpec)
 	}
 	slices.Sort(candidates)
 	return slices.Compact(candidates)
+}
+
+// slimNode returns what CandidateNodes reads of a node and nothing more: its name, the labels and
+// annotation it looks at, and the type, status and reason of each condition. It is what a probe keeps of
+// the nodes between reads; a Node's images alone can take kilobytes.
+func slimNode(node *corev1.Node) corev1.Node {
+	slim := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name}}
+	if v, ok := node.Annotations[AnnotationNotManagedByMCM]; ok {
+		slim.Annotations = map[string]string{AnnotationNotManagedByMCM: v}
+	}
+	for _, key := range []string{LabelWorkerPool, LabelNodeUpdateResult} {
+		if v, ok := node.Labels[key]; ok {
+			if slim.Labels == nil {
+				slim.Labels = make(map[string]string, 2)
+			}
+			slim.Labels[key] = v
+		}
+	}
+	if len(node.Status.Conditions) > 0 {
+		slim.Status.Conditions = make([]corev1.NodeCondition, len(node.Status.Conditions))
+		for i, c := range node.Status.Conditions {
+			slim.Status.Conditions[i] = corev1.NodeCondition{Type: c.Type, Status: c.Status, Reason: c.Reason}
+		}
+	}
+	return slim
 }
 
 // backing is what the Machines of one node say about it.

@@ -124,6 +124,7 @@ func TestCandidateNodeRules(t *testing.T) {
 				want = []string{"n"}
 			}
 			assert.Equal(t, want, CandidateNodes([]corev1.Node{tt.node}, tt.machines, candidateSpec))
+			assert.Equal(t, want, CandidateNodes([]corev1.Node{slimNode(&tt.node)}, tt.machines, candidateSpec), "the node as a probe keeps it")
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,6 +63,8 @@ type lyingShoot struct {
 	mu         sync.Mutex
 	nodeClock  time.Duration // added to every renewTime the kubelets write
 	meltedAt   time.Time     // when the kubelets stopped renewing (zero: they renew)
+	melting    []string      // the nodes whose kubelets stop at meltedAt (nil: all)
+	unmanaged  []string      // the nodes annotated as not managed by MCM
 	staleAt    time.Time     // resourceVersion=0 answers are frozen at this time (zero: fresh)
 	bodyDelay  time.Duration // stepped on the fake clock after the answer is fixed, before it is sent
 	extra      int           // extra leases of no candidate
@@ -70,6 +73,7 @@ type lyingShoot struct {
 	retryAfter string        // non-empty: every request is answered 429 with this Retry-After
 
 	consistent, cached atomic.Int32
+	nodeLists          atomic.Int32
 }
 
 func newLyingShoot(t *testing.T, clk *clocktesting.FakeClock, nodes int) (*lyingShoot, *httptest.Server) {
@@ -90,7 +94,7 @@ func (s *lyingShoot) set(f func(*lyingShoot)) {
 
 // renewTime is the renewTime of kubelet i as served at at.
 func (s *lyingShoot) renewTime(i int, at time.Time) time.Time {
-	if !s.meltedAt.IsZero() && at.After(s.meltedAt) {
+	if !s.meltedAt.IsZero() && at.After(s.meltedAt) && (s.melting == nil || slices.Contains(s.melting, s.nodes[i])) {
 		at = s.meltedAt
 	}
 	phase := time.Duration(i) * 10 * time.Second / time.Duration(len(s.nodes))
@@ -111,9 +115,14 @@ func (s *lyingShoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/version":
 	case "/api/v1/nodes":
+		s.nodeLists.Add(1)
 		list := &corev1.NodeList{}
 		for _, n := range s.nodes {
-			list.Items = append(list.Items, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{LabelWorkerPool: "pool"}}})
+			node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{LabelWorkerPool: "pool"}}}
+			if slices.Contains(s.unmanaged, n) {
+				node.Annotations = map[string]string{AnnotationNotManagedByMCM: "1"}
+			}
+			list.Items = append(list.Items, node)
 		}
 		obj = list
 	case "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases":
@@ -272,6 +281,53 @@ func TestHealthyShootsMakeNoConsistentReads(t *testing.T) {
 	for _, r := range results[1:] {
 		assert.Equal(t, resultHealthy, r)
 	}
+}
+
+// A healthy shoot's Nodes are read once every nodesMaxAge probe intervals, its leases every cycle.
+func TestHealthyShootsReadTheirNodesOncePerNodesMaxAge(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	f.m.Config.ProbeInterval.Duration = 10 * time.Second
+	results := f.cycles(t, 25, 10*time.Second)
+	assert.Equal(t, int32(3), f.shoot.nodeLists.Load(), "at 0, 100 and 200 s: %v", results)
+	assert.Equal(t, int32(25), f.shoot.cached.Load())
+	assert.Equal(t, resultHealthy, results[len(results)-1])
+}
+
+// The Nodes kept are decided on only while they cannot change the decision: a lease that looks old,
+// a lease of no Node kept, or dependents to scale up make the cycle read the Nodes.
+func TestNodesAreReadWhenTheyCouldChangeTheDecision(t *testing.T) {
+	t.Run("a meltdown of the nodes that are candidates now", func(t *testing.T) {
+		f := newCycleFixture(t, 5)
+		f.m.Config.ProbeInterval.Duration = 10 * time.Second
+		f.cycles(t, 3, 10*time.Second)
+		// Two nodes leave MCM and two of the other three stop renewing: 2 of 3 candidates (over the
+		// fraction), where the Nodes kept say 2 of 5 (under it).
+		f.shoot.set(func(s *lyingShoot) {
+			s.unmanaged = []string{"node-0", "node-1"}
+			s.meltedAt, s.melting = s.clk.Now(), []string{"node-2", "node-3"}
+		})
+		results := f.cycles(t, 5, 10*time.Second) // up to 70 s after the Nodes were read: still kept
+		dir, started := f.flowStarted()
+		require.True(t, started, "scaled down from the Nodes as they are now: %v", results)
+		assert.Equal(t, scaler.Down, dir)
+	})
+	t.Run("a lease of no node kept", func(t *testing.T) {
+		f := newCycleFixture(t, 5)
+		f.m.Config.ProbeInterval.Duration = 10 * time.Second
+		f.shoot.set(func(s *lyingShoot) { s.extra = 1 })
+		f.cycles(t, 5, 10*time.Second)
+		assert.Equal(t, int32(5), f.shoot.nodeLists.Load())
+	})
+	t.Run("dependents to scale up", func(t *testing.T) {
+		f := newCycleFixture(t, 5)
+		f.m.Config.ProbeInterval.Duration = 10 * time.Second
+		mcm := &appsv1.Deployment{}
+		require.NoError(t, f.m.Scaler.Client.Get(context.Background(), client.ObjectKey{Namespace: cycleNS, Name: "machine-controller-manager"}, mcm))
+		mcm.Spec.Replicas = ptr.To[int32](0)
+		require.NoError(t, f.m.Scaler.Client.Update(context.Background(), mcm))
+		f.cycles(t, 5, 10*time.Second)
+		assert.Equal(t, int32(5), f.shoot.nodeLists.Load())
+	})
 }
 
 func TestLeaseAgeIsMeasuredWhenTheListWasSent(t *testing.T) {

@@ -507,7 +507,8 @@ var (
 //     InPlaceUpdateFailed, no InPlaceUpdate condition with reason ReadyForUpdate or UpdateFailed, no
 //     update-result=failed label, no True condition of its pool's types (the defaults when the pool
 //     configures none or is unknown);
-//   - the result does not depend on the order of the nodes or the Machines.
+//   - the result does not depend on the order of the nodes or the Machines;
+//   - what a probe keeps of the nodes (slimNode) gives the same candidates.
 func FuzzCandidateNodes(f *testing.F) {
 	f.Add([]byte{})
 	// Three healthy nodes, each backed by a Running Machine.
@@ -538,6 +539,12 @@ func FuzzCandidateNodes(f *testing.F) {
 		}
 		slices.Sort(want)
 		require.Equal(t, fmt.Sprint(want), fmt.Sprint(got))
+
+		slim := make([]corev1.Node, len(nodes))
+		for i := range nodes {
+			slim[i] = slimNode(&nodes[i])
+		}
+		require.Equal(t, got, CandidateNodes(slim, machines, spec), "the nodes kept give other candidates")
 
 		slices.Reverse(nodes)
 		slices.Reverse(machines)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -70,7 +71,16 @@ type probeState struct {
 	// recheckAt is when the last cycle's leases could first decide a scale-down (Decision.RecheckAt;
 	// zero: none): the next cycle runs then if that is before the period is over.
 	recheckAt time.Time
+	// nodes are the shoot's Nodes as the last read of them showed them (slimNode), sent at nodesRead
+	// (zero: none kept). A cycle decides on them instead of reading the Nodes again only while they
+	// cannot change its decision (nodesSuffice).
+	nodes     []corev1.Node
+	nodesRead time.Time
 }
+
+// nodesMaxAge is, in probe intervals, how long a probe decides on the Nodes it read before: a change
+// of a node that would only move the moment of a recheck is seen within it.
+const nodesMaxAge = 10
 
 // minRecheck is the least time between two cycles of a probe that its leases call earlier than the
 // period: it bounds the extra reads of a shoot whose leases stopped.
@@ -326,6 +336,7 @@ func (p *shootProbe) distrust(shoot *ShootClient, why string, forget bool) {
 // forget drops what the probe saw of the leases and the clocks.
 func (p *shootProbe) forget() {
 	p.st.seen, p.st.lastSent, p.st.nodesKnown, p.st.nodeLag, p.st.lagAt = nil, time.Time{}, false, 0, time.Time{}
+	p.st.nodes, p.st.nodesRead = nil, time.Time{}
 }
 
 // observation is what one read of the leases showed, for the probe to keep.
@@ -348,10 +359,17 @@ func (p *shootProbe) keep(obs observation) {
 // NodeClockLag). A slow answer counts like any other: ages from the send time only look younger
 // the slower it is, so it can delay a scale-down, never cause one; the request is bounded by the
 // probe timeout.
+//
+// The Nodes are read with the leases when the read is consistent or the Nodes kept are older than
+// nodesMaxAge probe intervals; otherwise the leases are judged over the Nodes kept, and the Nodes are
+// read after all unless that decision is one they cannot change (nodesSuffice).
 func (p *shootProbe) decide(ctx context.Context, shoot *ShootClient, machines []MachineInfo, consistent bool) (Decision, observation, error) {
-	nodes, err := shoot.Nodes(ctx, consistent)
-	if err != nil {
-		return Decision{}, observation{}, fmt.Errorf("listing nodes: %w", err)
+	nodes, kept := p.st.nodes, !consistent && p.nodesKept()
+	if !kept {
+		var err error
+		if nodes, err = p.readNodes(ctx, shoot, consistent); err != nil {
+			return Decision{}, observation{}, err
+		}
 	}
 	grace := p.spec.NodeMonitorGracePeriod
 	sent := p.m.Clock.Now()
@@ -369,10 +387,60 @@ func (p *shootProbe) decide(ctx context.Context, shoot *ShootClient, machines []
 	}
 	read.TrustAge = ServerClockAgrees(read, answer.Date) && obs.nodesKnown && obs.nodeLag <= maxClockOffset
 	read.Band = AgeBand(obs.nodeLag)
-	candidates := CandidateNodes(nodes, machines, p.spec)
+	fraction := *p.m.Config.NodeLeaseFailureFraction
 	var d Decision
-	d, obs.seen = DecideScaling(candidates, read, p.st.seen, grace, *p.m.Config.NodeLeaseFailureFraction)
+	d, obs.seen = DecideScaling(CandidateNodes(nodes, machines, p.spec), read, p.st.seen, grace, fraction)
+	if kept && !p.nodesSuffice(ctx, d, nodes, leases) {
+		if nodes, err = p.readNodes(ctx, shoot, false); err != nil {
+			return Decision{}, observation{}, err
+		}
+		d, obs.seen = DecideScaling(CandidateNodes(nodes, machines, p.spec), read, p.st.seen, grace, fraction)
+	}
 	return d, obs, nil
+}
+
+// nodesKept tells whether the probe keeps Nodes read less than nodesMaxAge probe intervals ago.
+func (p *shootProbe) nodesKept() bool {
+	return !p.st.nodesRead.IsZero() && p.m.Clock.Since(p.st.nodesRead) < nodesMaxAge*p.m.interval()
+}
+
+// readNodes lists the shoot's Nodes and keeps what the probe decides on of them.
+func (p *shootProbe) readNodes(ctx context.Context, shoot *ShootClient, consistent bool) ([]corev1.Node, error) {
+	sent := p.m.Clock.Now()
+	nodes, err := shoot.Nodes(ctx, consistent)
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	p.st.nodes = make([]corev1.Node, len(nodes))
+	for i := range nodes {
+		p.st.nodes[i] = slimNode(&nodes[i])
+	}
+	p.st.nodesRead = sent
+	return p.st.nodes, nil
+}
+
+// nodesSuffice tells whether a decision over the Nodes kept is one the Nodes read now could not change:
+// no lease looks old, so no set of candidates makes it a scale-down; the leases are those of the Nodes
+// kept, one each, so no node came or went; and the dependents need no scale-up, so that whether the
+// decision is a scale-up or none (one candidate) changes nothing. Only when a node's condition, labels
+// or Machine changed since would the fresh Nodes give other candidates, and then only the moment of a
+// recheck (Decision.RecheckAt) could move: the first read that shows an old lease reads the Nodes.
+func (p *shootProbe) nodesSuffice(ctx context.Context, d Decision, nodes []corev1.Node, leases []coordinationv1.Lease) bool {
+	if d.Action == ScaleDown || d.Expired > 0 || d.Unknown > 0 || len(leases) != len(nodes) {
+		return false
+	}
+	names := make(map[string]struct{}, len(nodes))
+	for i := range nodes {
+		names[nodes[i].Name] = struct{}{}
+	}
+	for i := range leases {
+		if _, ok := names[leases[i].Name]; !ok {
+			return false
+		}
+		delete(names, leases[i].Name)
+	}
+	up, err := p.m.Scaler.NeedsScaling(ctx, p.namespace, scaler.Up)
+	return err == nil && !up
 }
 
 // keepLag returns the lag of the kubelets' clocks to keep, and since when, after a read at now showed
@@ -388,7 +456,8 @@ func keepLag(kept time.Duration, since time.Time, lag time.Duration, now time.Ti
 func (p *shootProbe) machines(ctx context.Context) ([]MachineInfo, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(MachineGVK.GroupVersion().WithKind("MachineList"))
-	if err := p.m.Reader.List(ctx, list, client.InNamespace(p.namespace)); err != nil {
+	// Read only, into MachineInfo: the cache's own objects, not copies.
+	if err := p.m.Reader.List(ctx, list, client.InNamespace(p.namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing machines: %w", err)
 	}
 	machines := make([]MachineInfo, 0, len(list.Items))

@@ -22,12 +22,18 @@ const Done time.Duration = -1
 // once, so there are never more runs than tasks. A run that waits on I/O (a slow shoot) holds its
 // slot only: with no bound, a slow task never delays another's run.
 //
+// A run's goroutine that has ended its run waits up to runnerIdle for the next due task before it
+// ends: a probe grows its goroutine's stack (client-go and HTTP/2 calls run deep), and a goroutine
+// per run would grow a new stack every time, a tenth of a prober's CPU.
+//
 // Locking: mu guards the heap and the task map; a task's run happens outside it.
 type Scheduler struct {
 	clock   clock.WithTicker
 	workers int
 	// lag, when set, observes how late each run started against its scheduled time.
 	lag func(time.Duration)
+	// handoff hands a due task to a goroutine waiting for one after its run.
+	handoff chan *task
 
 	mu    sync.Mutex
 	queue taskHeap
@@ -50,8 +56,13 @@ type task struct {
 // NewScheduler returns a scheduler that runs at most workers tasks at once, or as many as are due
 // when workers <= 0 (each task at most once); lag, if not nil, is told how late every run started.
 func NewScheduler(clk clock.WithTicker, workers int, lag func(time.Duration)) *Scheduler {
-	return &Scheduler{clock: clk, workers: max(workers, 0), lag: lag, tasks: map[string]*task{}, wake: make(chan struct{}, 1)}
+	return &Scheduler{clock: clk, workers: max(workers, 0), lag: lag, tasks: map[string]*task{}, wake: make(chan struct{}, 1),
+		handoff: make(chan *task)}
 }
+
+// runnerIdle is how long a goroutine that ended a run waits for another due task before it ends. It
+// is measured on the real clock: it times no task, only how long a spare goroutine is kept.
+const runnerIdle = 2 * time.Second
 
 // Schedule runs job for key first at at, then as the job says. A key already scheduled keeps its
 // place in time but runs the new job from its next run on.
@@ -134,18 +145,37 @@ func (s *Scheduler) dispatch(ctx context.Context, slots chan struct{}, wg *sync.
 		}
 		t, wait := s.due()
 		if t != nil {
-			wg.Go(func() {
-				s.run(ctx, t)
-				if slots != nil {
-					<-slots
-				}
-			})
+			select {
+			case s.handoff <- t: // to a goroutine waiting after its run
+			default:
+				wg.Go(func() { s.runner(ctx, t, slots) })
+			}
 			continue
 		}
 		if slots != nil {
 			<-slots
 		}
 		if !s.sleep(ctx, wait) {
+			return
+		}
+	}
+}
+
+// runner runs t, then each due task handed to it, until none comes for runnerIdle or ctx ends.
+func (s *Scheduler) runner(ctx context.Context, t *task, slots chan struct{}) {
+	idle := time.NewTimer(runnerIdle)
+	defer idle.Stop()
+	for {
+		s.run(ctx, t)
+		if slots != nil {
+			<-slots
+		}
+		idle.Reset(runnerIdle)
+		select {
+		case t = <-s.handoff:
+		case <-idle.C:
+			return
+		case <-ctx.Done():
 			return
 		}
 	}

@@ -3,6 +3,8 @@ package prober
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -219,4 +221,24 @@ func TestSchedulerRemoveDoesNotWaitForATaskDueAgain(t *testing.T) {
 		t.Fatal("Remove waited for an unrelated run")
 	}
 	assert.Equal(t, int32(1), runs.Load())
+}
+
+// goroutineID is the calling goroutine's number, from the first line of its stack.
+func goroutineID() string {
+	buf := make([]byte, 64)
+	return strings.Fields(string(buf[:runtime.Stack(buf, false)]))[1]
+}
+
+// A goroutine that ended a run runs the next due task, with the stack the last one grew, instead of
+// a new goroutine growing a new stack.
+func TestSchedulerRunsTheNextTaskOnTheGoroutineOfTheLast(t *testing.T) {
+	s, clk := startScheduler(t, 0, nil)
+	ids := make(chan string, 2)
+	job := func(context.Context) time.Duration { ids <- goroutineID(); return Done }
+	s.Schedule("a", t0, job)
+	first := <-ids
+	require.Eventually(t, func() bool { return s.Len() == 0 }, 5*time.Second, time.Millisecond, "a's run is over")
+	s.Schedule("b", t0.Add(time.Second), job)
+	stepWhenWaiting(t, clk, time.Second)
+	assert.Equal(t, first, <-ids)
 }

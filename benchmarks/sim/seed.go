@@ -47,13 +47,20 @@ type Seed struct {
 	stop context.CancelFunc
 }
 
-// StartSeed starts the seed's control plane and the shoot server; dir receives the kubeconfig.
+// StartSeed starts the seed's control plane and the shoot server of default options; dir receives
+// the kubeconfig.
 func StartSeed(ctx context.Context, dir string) (*Seed, error) {
+	return StartSeedWith(ctx, dir, ShootServerOptions{})
+}
+
+// StartSeedWith starts the seed's control plane and a shoot server of the options; dir receives the
+// kubeconfig.
+func StartSeedWith(ctx context.Context, dir string, shootOpts ShootServerOptions) (*Seed, error) {
 	env, err := test.Start()
 	if err != nil {
 		return nil, err
 	}
-	shoots, err := NewShootServer(ShootServerOptions{})
+	shoots, err := NewShootServer(shootOpts)
 	if err != nil {
 		_ = env.Stop()
 		return nil, err

@@ -40,6 +40,9 @@ type ShootServerOptions struct {
 	// Token is the bearer token every request must carry, else it is answered 401; a random one by
 	// default. Kubeconfig hands it out.
 	Token string
+	// NodeImages is how many container images each Node lists in its status, as a real node lists
+	// those it pulled (each with a digest name, a tag name and a size); none by default.
+	NodeImages int
 }
 
 // defaulted returns a copy of the options with the defaults filled in.
@@ -231,7 +234,7 @@ func (s *ShootServer) AddShoot(name string, nodes []string) {
 	}
 	sh.scenario = newScenarioState(Scenario{}, now, make([]kubelet, len(sh.nodes)))
 	for enc := range encodings {
-		sh.nodeRuns[enc] = nodeRun(enc, sh.nodes, now)
+		sh.nodeRuns[enc] = nodeRun(enc, sh.nodes, now, s.opts.NodeImages)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -43,16 +43,24 @@ var versionJSON = mustMarshal(version.Info{
 	Platform:     "linux/amd64",
 })
 
-// node is a Node Ready in pool-a since created.
-func node(name string, created time.Time) *corev1.Node {
+// node is a Node Ready in pool-a since created, listing images container images.
+func node(name string, created time.Time, images int) *corev1.Node {
 	since := metav1.NewTime(created)
-	return &corev1.Node{
+	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{workerPoolLabel: workerPool}, CreationTimestamp: since},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
 			Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 			Message: "kubelet is posting ready status", LastHeartbeatTime: since, LastTransitionTime: since,
 		}}},
 	}
+	for i := range images {
+		repo := fmt.Sprintf("europe-docker.pkg.dev/gardener-project/releases/component-%d", i)
+		n.Status.Images = append(n.Status.Images, corev1.ContainerImage{
+			Names:     []string{fmt.Sprintf("%s@sha256:%064x", repo, i+1), fmt.Sprintf("%s:v1.%d.0", repo, i)},
+			SizeBytes: int64(20+i) << 20,
+		})
+	}
+	return n
 }
 
 // nodeLease is the node lease of name (a node's, or an extra one), renewed at renew.
@@ -66,11 +74,11 @@ func nodeLease(name string, renew time.Time) *coordinationv1.Lease {
 	}
 }
 
-// nodeRun encodes Nodes of the names, created at created.
-func nodeRun(enc encoding, names []string, created time.Time) *itemRun {
+// nodeRun encodes Nodes of the names, created at created, each listing images container images.
+func nodeRun(enc encoding, names []string, created time.Time, images int) *itemRun {
 	r := &itemRun{}
 	for _, name := range names {
-		r.add(enc, node(name, created))
+		r.add(enc, node(name, created, images))
 	}
 	return r
 }
@@ -91,7 +99,7 @@ func (e *extraNodes) run(enc encoding, n int, created time.Time) *itemRun {
 	e.once[enc].Do(func() {
 		r := &itemRun{}
 		for i := range n {
-			r.add(enc, node(extraName("node", i), created))
+			r.add(enc, node(extraName("node", i), created, 0))
 		}
 		e.runs[enc] = r
 	})

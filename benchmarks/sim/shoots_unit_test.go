@@ -197,7 +197,7 @@ func TestListBodyEncodesWhatTheCodecDoes(t *testing.T) {
 	nodes := make([]corev1.Node, 5)
 	for i := range leases {
 		leases[i] = *nodeLease(fmt.Sprintf("n-%d", i), renew.Add(time.Duration(i)*time.Second))
-		nodes[i] = *node(fmt.Sprintf("n-%d", i), renew)
+		nodes[i] = *node(fmt.Sprintf("n-%d", i), renew, 0)
 	}
 	tests := []struct {
 		name string

@@ -29,6 +29,7 @@ type benchOptions struct {
 	scenarios                     []string
 	shoots, replicas              []int
 	nodes, repeats, meltdowns     int
+	nodeImages                    int
 	meltdownShoots, probeWorkers  int
 	duration, interval            time.Duration
 	outage                        time.Duration // how long the outage scenario cuts the seed's API server
@@ -148,6 +149,7 @@ func (o *benchOptions) addFlags(f *pflag.FlagSet) {
 	f.IntSliceVar(&o.shoots, "shoots", []int{1000, 5000}, "Numbers of shoots of the steady scenario; the largest is used for the others.")
 	f.IntSliceVar(&o.replicas, "replicas", []int{1, 3}, "Numbers of replicas of the steady scenario; the largest is used for the others.")
 	f.IntVar(&o.nodes, "nodes", 3, "Nodes per shoot.")
+	f.IntVar(&o.nodeImages, "node-images", 0, "Container images each Node lists in its status (a real node lists those it pulled).")
 	f.DurationVar(&o.duration, "duration", 3*time.Minute, "How long each steady run is measured.")
 	f.DurationVar(&o.interval, "probe-interval", 10*time.Second, "The prober's probeInterval.")
 	f.IntVar(&o.probeWorkers, "probe-workers", 0, "Each replica's --probe-workers (0: no bound but the shoots).")
@@ -216,8 +218,8 @@ func (o *benchOptions) validate() error {
 	if o.runs(scenarioOutage) && o.outage <= 0 {
 		errs = append(errs, errors.New("--outage-duration must be positive"))
 	}
-	if o.interval <= 0 || o.duration <= 0 || o.repeats < 1 || o.meltdowns < 1 || o.meltdownShoots < 1 || o.nodes < 1 || o.probeWorkers < 0 {
-		errs = append(errs, errors.New("--probe-interval, --duration, --repeats, --meltdowns, --meltdown-shoots and --nodes must be positive, --probe-workers not negative"))
+	if o.interval <= 0 || o.duration <= 0 || o.repeats < 1 || o.meltdowns < 1 || o.meltdownShoots < 1 || o.nodes < 1 || o.nodeImages < 0 || o.probeWorkers < 0 {
+		errs = append(errs, errors.New("--probe-interval, --duration, --repeats, --meltdowns, --meltdown-shoots and --nodes must be positive, --node-images and --probe-workers not negative"))
 	}
 	errs = append(errs, o.mass.validate(o, largest), o.lies.validate(o, largest), o.validateVerdicts(largest))
 	if o.name == "" || strings.ContainsAny(o.name, `/\`) {
@@ -334,12 +336,12 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		Settings: benchmarks.Settings{
 			ProbeIntervalSeconds: o.interval.Seconds(), MemberLeaseDurationSeconds: benchLeaseDuration.Seconds(),
 			MemberRenewDeadlineSeconds: benchRenewDeadline.Seconds(), MemberRetryPeriodSeconds: benchRetryPeriod.Seconds(),
-			Partitions: partitions, NodesPerShoot: o.nodes, ProbeWorkers: o.probeWorkers,
+			Partitions: partitions, NodesPerShoot: o.nodes, NodeImages: o.nodeImages, ProbeWorkers: o.probeWorkers,
 			KubeAPIQPS: benchKubeAPIQPS, KubeAPIBurst: benchKubeAPIBurst,
 		},
 	}}
 	fmt.Fprintf(out, "Starting a local seed (kube-apiserver and etcd); replica logs in %s\n", o.dir)
-	if b.seed, err = sim.StartSeed(ctx, o.dir); err != nil {
+	if b.seed, err = sim.StartSeedWith(ctx, o.dir, sim.ShootServerOptions{NodeImages: o.nodeImages}); err != nil {
 		return err
 	}
 	defer b.tearDown()
