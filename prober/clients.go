@@ -173,16 +173,6 @@ func restClientFor(base *rest.Config, httpClient *http.Client, apiPath string, g
 	return c, nil
 }
 
-// Version calls GET /version, the API server probe.
-func (c *ShootClient) Version(ctx context.Context) error {
-	return c.retryOnce(ctx, func() error {
-		_, err := c.call(ctx, 0, func(ctx context.Context) error {
-			return c.core.Get().AbsPath("/version").MaxRetries(0).Do(ctx).Error()
-		})
-		return err
-	})
-}
-
 // Read is how a list was read: which kind of read, and the shoot API server's Date header of the
 // answer (zero when it sent none).
 type Read struct {

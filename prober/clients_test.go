@@ -273,3 +273,14 @@ func TestProtobufListsAreCountedBeforeDecoding(t *testing.T) {
 	t.Logf("%d MiB answer, %d MiB allocated", len(body)>>20, (after.TotalAlloc-before.TotalAlloc)>>20)
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(6*len(body)), "read and counted, not decoded")
 }
+
+// Version calls GET /version, a call that reads nothing, through the client's transport and retry:
+// the probes send no such call, the tests use it to check a connection.
+func (c *ShootClient) Version(ctx context.Context) error {
+	return c.retryOnce(ctx, func() error {
+		_, err := c.call(ctx, 0, func(ctx context.Context) error {
+			return c.core.Get().AbsPath("/version").MaxRetries(0).Do(ctx).Error()
+		})
+		return err
+	})
+}

@@ -3,13 +3,17 @@ package prober
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,8 +23,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
@@ -72,8 +78,8 @@ type lyingShoot struct {
 	body       []byte        // non-nil: the answer to every lease list
 	retryAfter string        // non-empty: every request is answered 429 with this Retry-After
 
-	consistent, cached atomic.Int32
-	nodeLists          atomic.Int32
+	consistent, cached  atomic.Int32
+	nodeLists, versions atomic.Int32
 }
 
 func newLyingShoot(t *testing.T, clk *clocktesting.FakeClock, nodes int) (*lyingShoot, *httptest.Server) {
@@ -114,6 +120,7 @@ func (s *lyingShoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var obj any
 	switch r.URL.Path {
 	case "/version":
+		s.versions.Add(1)
 	case "/api/v1/nodes":
 		s.nodeLists.Add(1)
 		list := &corev1.NodeList{}
@@ -283,13 +290,15 @@ func TestHealthyShootsMakeNoConsistentReads(t *testing.T) {
 	}
 }
 
-// A healthy shoot's Nodes are read once every nodesMaxAge probe intervals, its leases every cycle.
+// A healthy shoot's Nodes are read once every nodesMaxAge probe intervals, its leases every cycle, and
+// no GET /version: the lists are the API server probe.
 func TestHealthyShootsReadTheirNodesOncePerNodesMaxAge(t *testing.T) {
 	f := newCycleFixture(t, 5)
 	f.m.Config.ProbeInterval.Duration = 10 * time.Second
 	results := f.cycles(t, 25, 10*time.Second)
 	assert.Equal(t, int32(3), f.shoot.nodeLists.Load(), "at 0, 100 and 200 s: %v", results)
 	assert.Equal(t, int32(25), f.shoot.cached.Load())
+	assert.Zero(t, f.shoot.versions.Load())
 	assert.Equal(t, resultHealthy, results[len(results)-1])
 }
 
@@ -615,4 +624,23 @@ func TestLeasesHiddenByAStaleCacheDoNotScaleUp(t *testing.T) {
 		assert.Equal(t, scaler.Down, dir)
 	}
 	assert.Positive(t, f.shoot.consistent.Load(), "the scale-up was confirmed")
+}
+
+// A failed read is apiserver_failed when the shoot's API server gave no answer, leases_failed when it
+// answered.
+func TestFailedReadLabels(t *testing.T) {
+	refused := &url.Error{Op: "Get", URL: "https://shoot", Err: &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}}
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("listing nodes: %w", refused), resultAPIServer},
+		{fmt.Errorf("listing node leases: %w", context.DeadlineExceeded), resultAPIServer},
+		{fmt.Errorf("listing nodes: %w", apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("no"))), resultLeases},
+		{fmt.Errorf("listing node leases: %w", apierrors.NewInternalError(errors.New("etcd"))), resultLeases},
+		{fmt.Errorf("listing node leases: %w", ErrAnswerTooLarge), resultLeases},
+		{inconclusive{reason: reasonStaleAnswer}, resultLeases},
+	} {
+		assert.Equal(t, tt.want, failedRead(tt.err), "%v", tt.err)
+	}
 }

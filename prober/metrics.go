@@ -12,12 +12,12 @@ import (
 
 // Probe results, the values of the result label of dwd_probes_total.
 const (
-	resultHealthy      = "healthy"    // leases healthy, nothing to scale
-	resultScaledDown   = "scale_down" // leases expired: a scale-down was needed and ran
-	resultScaledUp     = "scale_up"   // leases recovered: a scale-up was needed and ran
-	resultAPIServer    = "apiserver_failed"
+	resultHealthy      = "healthy"          // leases healthy, nothing to scale
+	resultScaledDown   = "scale_down"       // leases expired: a scale-down was needed and ran
+	resultScaledUp     = "scale_up"         // leases recovered: a scale-up was needed and ran
+	resultAPIServer    = "apiserver_failed" // the shoot's API server gave no answer
 	resultThrottled    = "throttled"
-	resultLeases       = "leases_failed" // listing nodes, leases or machines failed
+	resultLeases       = "leases_failed" // listing nodes, leases or machines failed with an answer
 	resultKubeconfig   = "kubeconfig_failed"
 	resultScaleFailed  = "scale_failed"
 	resultNoDecision   = "no_action" // exactly one candidate node: the original does nothing
@@ -30,7 +30,7 @@ var (
 		Name: "dwd_probes_total", Help: "Probe cycles by result.",
 	}, []string{"result"})
 	probeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "dwd_probe_duration_seconds", Help: "Duration of one probe of a shoot: apiserver (GET /version) or leases (nodes, leases, decision).",
+		Name: "dwd_probe_duration_seconds", Help: "Duration of one probe of a shoot's leases (nodes, leases, decision); probe is leases.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
 	}, []string{"probe"})
 	probeLag = prometheus.NewHistogram(prometheus.HistogramOpts{

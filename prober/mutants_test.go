@@ -171,8 +171,8 @@ func TestACycleEndsAtItsDeadline(t *testing.T) {
 	f := newCycleFixture(t, 5)
 	f.m.Config.ProbeTimeout = &metav1.Duration{Duration: 100 * time.Millisecond} // the deadline: 200 ms
 	f.m.Clients.Timeout = time.Minute                                            // so that no call times out on its own
-	f.serveThrough(t, slow{h: f.shoot, by: 90 * time.Millisecond})
-	result, err := f.p.cycle(context.Background()) // three calls: 270 ms
+	f.serveThrough(t, slow{h: f.shoot, by: 110 * time.Millisecond})
+	result, err := f.p.cycle(context.Background()) // two calls, the nodes and the leases: 220 ms
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, []string{resultAPIServer, resultLeases}, result)
 }

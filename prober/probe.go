@@ -186,22 +186,29 @@ func (p *shootProbe) cycle(ctx context.Context) (string, error) {
 	if err != nil {
 		return resultLeases, err
 	}
+	// No GET /version first, as the original sends: the lists need the API server as much, and a
+	// read that fails decides nothing either way.
 	start := p.m.Clock.Now()
-	err = shoot.Version(ctx)
-	probeDuration.WithLabelValues("apiserver").Observe(p.m.Clock.Since(start).Seconds())
-	if err != nil {
-		return p.failure(resultAPIServer, err)
-	}
-	start = p.m.Clock.Now()
 	p.st.recheckAt = time.Time{}
 	decision, err := p.decideConfirmed(ctx, shoot, machines)
 	probeDuration.WithLabelValues("leases").Observe(p.m.Clock.Since(start).Seconds())
 	if err != nil {
-		return p.failure(resultLeases, err)
+		return p.failure(failedRead(err), err)
 	}
 	expiredFraction.WithLabelValues(p.namespace).Set(decision.ExpiredFraction)
 	p.st.recheckAt = decision.RecheckAt
 	return p.act(ctx, decision)
+}
+
+// failedRead labels a failed read of the shoot: apiserver_failed when its API server gave no answer (it
+// is down or out of reach: the original's GET /version would have failed too), leases_failed when it
+// answered.
+func failedRead(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) || errors.Is(err, ErrAnswerTooLarge) || errors.As(err, new(inconclusive)) {
+		return resultLeases
+	}
+	return resultAPIServer
 }
 
 // failure labels an error: 429 answers as throttled, inconclusive reads as inconclusive.

@@ -64,7 +64,7 @@ func (o ShootServerOptions) defaulted() ShootServerOptions {
 
 // ShootServer is one HTTPS server that plays the kube-apiservers of many shoots, each under its own
 // path prefix /shoots/<name>, which client-go keeps when it is part of a kubeconfig's server URL. It
-// answers what the prober asks (GET /version, the Nodes, the node Leases) in the Scenario set per
+// answers what a prober asks (GET /version, the Nodes, the node Leases) in the Scenario set per
 // shoot, and counts what it was asked.
 //
 // Lifecycle: NewShootServer listens, Start serves in a goroutine the server owns, and the end of
@@ -122,7 +122,7 @@ type Caller struct {
 	Last time.Time
 }
 
-// called records a request from agent at now; probe says it was a probe (GET /version).
+// called records a request from agent at now; probe says it was a probe (a lease list).
 func (sh *shoot) called(agent string, probe bool, now time.Time) {
 	sh.callerMu.Lock()
 	defer sh.callerMu.Unlock()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	testingclock "k8s.io/utils/clock/testing"
 )
@@ -85,7 +86,7 @@ func TestShootServerProbeStats(t *testing.T) {
 	one, two := as("dwd-prober/dev (dwd-0)"), as("dwd-prober/dev (dwd-1)")
 	probe := func(cs kubernetes.Interface) {
 		t.Helper()
-		_, err := cs.Discovery().ServerVersion()
+		_, err := cs.CoordinationV1().Leases("kube-node-lease").List(t.Context(), metav1.ListOptions{ResourceVersion: "0"})
 		require.NoError(t, err)
 	}
 

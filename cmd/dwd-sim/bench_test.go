@@ -108,10 +108,10 @@ func TestGoals(t *testing.T) {
 	r := &benchmarks.Result{
 		Settings: benchmarks.Settings{ProbeIntervalSeconds: 10, MemberLeaseDurationSeconds: 15},
 		Steady: []benchmarks.SteadyRun{
-			{Shoots: 1000, Replicas: 1, CPUCores: []float64{0.2}, SeedRequestsPerProbe: 0.005, ShootRequestsPerProbe: 2.1001},
-			{Shoots: 1000, Replicas: 3, CPUCores: []float64{0.07, 0.09, 0.08}, SeedRequestsPerProbe: 0.015, ShootRequestsPerProbe: 2.1004},
+			{Shoots: 1000, Replicas: 1, CPUCores: []float64{0.2}, SeedRequestsPerProbe: 0.005, ShootRequestsPerProbe: 1.1001},
+			{Shoots: 1000, Replicas: 3, CPUCores: []float64{0.07, 0.09, 0.08}, SeedRequestsPerProbe: 0.015, ShootRequestsPerProbe: 1.1004},
 			{Shoots: 5000, Replicas: 3, ProbeLagP99Seconds: 0.5, CPUCores: []float64{0.3, 0.3, 0.3},
-				SeedRequestsPerProbe: 0.003, SeedWatchdogRequestsPerProbe: 0.0002, ShootRequestsPerProbe: 2.0998},
+				SeedRequestsPerProbe: 0.003, SeedWatchdogRequestsPerProbe: 0.0002, ShootRequestsPerProbe: 1.0998},
 		},
 		Handover: &benchmarks.Handover{HandoverGracefulP99Seconds: 2.1, HandoverKillP99Seconds: 16.5},
 		Meltdown: &benchmarks.Meltdown{DetectionToScaledownP99Seconds: 11.2},

@@ -280,7 +280,7 @@ func (c *cluster) converge(ctx context.Context, since time.Time, timeout time.Du
 	return nil
 }
 
-// unprobedSince returns the shoots whose last probe (GET /version) was before t.
+// unprobedSince returns the shoots whose last probe (a lease list) was before t.
 func (c *cluster) unprobedSince(t time.Time) []string {
 	stats := c.seed.Shoots.ProbeStats()
 	var names []string
