@@ -279,6 +279,27 @@ func TestStaleWatchCacheIsConfirmedAgainstAConsistentRead(t *testing.T) {
 	assert.Equal(t, scaler.Down, dir)
 }
 
+// A confirmation that disagrees keeps what the consistent read saw (review N9): it is true, and a
+// meltdown it shows in progress goes on from it rather than from the stale cache's view.
+func TestADisagreeingConfirmationKeepsTheConsistentSightings(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	f.cycles(t, 3, 10*time.Second)
+	var staleAt time.Time
+	f.shoot.set(func(s *lyingShoot) { staleAt, s.staleAt = s.clk.Now(), s.clk.Now() })
+	var results []string
+	for range 12 {
+		results = append(results, f.cycles(t, 1, 10*time.Second)...)
+		if results[len(results)-1] == resultInconclusive {
+			break
+		}
+	}
+	require.Equal(t, resultInconclusive, results[len(results)-1], "a stale cache's scale-down not confirmed: %v", results)
+	require.Len(t, f.p.st.seen, 5)
+	for name, sighting := range f.p.st.seen {
+		assert.True(t, sighting.RenewTime.After(staleAt), "%s: the consistent read's renewal, not the stale cache's", name)
+	}
+}
+
 func TestHealthyShootsMakeNoConsistentReads(t *testing.T) {
 	f := newCycleFixture(t, 5)
 	results := f.cycles(t, 20, 10*time.Second)
