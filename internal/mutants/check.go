@@ -12,8 +12,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -42,14 +44,17 @@ type Result struct {
 type Checker struct {
 	// Go is the go command; defaults to "go".
 	Go string
-	// Out receives one line per mutant as it is decided; defaults to io.Discard.
+	// Out receives one line per mutant, in the order of the list; defaults to io.Discard.
 	Out io.Writer
+	// Workers is how many mutants are built and run at once; defaults to GOMAXPROCS. Each build
+	// compiles the mutated package and links its tests, mostly on one core.
+	Workers int
 }
 
 // Check builds the tests of the list's package once as they are and runs those the list names,
-// which must pass, then once per mutant, and returns the outcome of each mutant. An error means no
-// mutant could be checked: the package does not build, or a named test does not pass without
-// mutation.
+// which must pass, then once per mutant (Workers at a time), and returns the outcome of each mutant.
+// An error means no mutant could be checked: the package does not build, or a named test does not
+// pass without mutation.
 func (c Checker) Check(ctx context.Context, list *List) ([]Result, error) {
 	work, err := os.MkdirTemp("", "dwd-mutants-")
 	if err != nil {
@@ -63,14 +68,39 @@ func (c Checker) Check(ctx context.Context, list *List) ([]Result, error) {
 	if err := c.baseline(ctx, dir, work, list.Mutants); err != nil {
 		return nil, fmt.Errorf("%s: %w", list.Path, err)
 	}
-	results := make([]Result, 0, len(list.Mutants))
-	for i, m := range list.Mutants {
-		start := time.Now()
-		r := c.mutant(ctx, dir, filepath.Join(work, fmt.Sprint(i)), m)
-		results = append(results, r)
-		_, _ = fmt.Fprintf(c.out(), "%-9s %-28s %s (%s)\n", r.Outcome, m.Name, r.Detail, time.Since(start).Round(time.Second))
+	return c.mutants(ctx, dir, work, list.Mutants), nil
+}
+
+// mutants checks the mutants, Workers at a time in the order of the list, each in a work folder of
+// its own, and prints each line in that order.
+func (c Checker) mutants(ctx context.Context, dir, work string, mutants []Mutant) []Result {
+	results := make([]Result, len(mutants))
+	took := make([]time.Duration, len(mutants))
+	done := make([]chan struct{}, len(mutants))
+	next := make(chan int, len(mutants))
+	for i := range mutants {
+		done[i] = make(chan struct{})
+		next <- i
 	}
-	return results, nil
+	close(next)
+	var wg sync.WaitGroup
+	for range min(c.workers(), len(mutants)) {
+		wg.Go(func() {
+			for i := range next {
+				start := time.Now()
+				results[i] = c.mutant(ctx, dir, filepath.Join(work, fmt.Sprint(i)), mutants[i])
+				took[i] = time.Since(start)
+				close(done[i])
+			}
+		})
+	}
+	for i, m := range mutants {
+		<-done[i]
+		r := results[i]
+		_, _ = fmt.Fprintf(c.out(), "%-9s %-28s %s (%s)\n", r.Outcome, m.Name, r.Detail, took[i].Round(time.Second))
+	}
+	wg.Wait()
+	return results
 }
 
 // baseline requires every test the mutants name to pass on the code as it is.
@@ -189,6 +219,13 @@ func (c Checker) run(ctx context.Context, dir, bin string, tests []string, contr
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
 	return cmd.CombinedOutput()
+}
+
+func (c Checker) workers() int {
+	if c.Workers <= 0 {
+		return runtime.GOMAXPROCS(0)
+	}
+	return c.Workers
 }
 
 func (c Checker) goCommand() string {
