@@ -124,6 +124,7 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 	log := ctrl.Log.WithName("prober")
 	clk := clock.RealClock{}
 	recorder := mgr.GetEventRecorder("dependency-watchdog-prober")
+	scaler.InitMetrics(cfg.DependentResourceInfos)
 	m := &Manager{
 		Config: cfg, Ownership: coordinator, Reader: mgr.GetCache(), Clock: clk, Log: log, Recorder: recorder,
 		Scheduler: NewScheduler(clk, opts.Workers, lagObserver(cfg.ProbeInterval.Duration)),

@@ -3,6 +3,8 @@ package scaler
 import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
 )
 
 // The results of scaling one resource, the values of the result label.
@@ -35,4 +37,20 @@ var collectors = []prometheus.Collector{scaleOperations, scaleDuration, supersed
 
 func init() {
 	metrics.Registry.MustRegister(collectors...)
+}
+
+// InitMetrics exports the scale counters and flow durations of the resources at zero, for both
+// directions and every result, so that a rate over them is 0 rather than no data until its series has
+// two samples: a series that appears with its first operations already counted shows no increase at
+// all.
+func InitMetrics(resources []config.DependentResourceInfo) {
+	for _, dir := range []Direction{Down, Up} {
+		supersededWrites.WithLabelValues(dir.String())
+		scaleDuration.WithLabelValues(dir.String())
+		for _, info := range resources {
+			for _, result := range []string{resultSuccess, resultSkipped, resultFailed} {
+				scaleOperations.WithLabelValues(dir.String(), job{info: info}.name(), result)
+			}
+		}
+	}
 }
