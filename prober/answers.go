@@ -27,6 +27,9 @@ type answerMeta struct {
 	maxItems int
 	hold     *budgetHold // nil without a budget
 	refused  error
+	// answered is set once the API server's answer (its status line and headers) arrived: whatever
+	// fails after that, the API server was there.
+	answered bool
 }
 
 // refuse records err, the first reason answerTransport refused the answer, and returns it. Callers
@@ -69,6 +72,7 @@ func (t answerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	meta, _ := req.Context().Value(answerKey{}).(*answerMeta)
 	if meta != nil {
+		meta.answered = true
 		meta.date, _ = http.ParseTime(resp.Header.Get("Date"))
 	}
 	if t.maxBytes > 0 && resp.ContentLength > t.maxBytes {

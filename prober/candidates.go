@@ -147,6 +147,12 @@ func exclusion(node *corev1.Node, machines map[string]backing, spec ProbeSpec) s
 	return ""
 }
 
+// excludedByNode reports whether the node itself, whatever its Machines say, makes it no candidate: the
+// rules exclusion applies to the Node and not to its Machines.
+func excludedByNode(node *corev1.Node, spec ProbeSpec) bool {
+	return hasAnnotation(node, AnnotationNotManagedByMCM) || nodeInPlaceUpdate(node) || unhealthy(node, poolConditions(node, spec))
+}
+
 func hasAnnotation(node *corev1.Node, key string) bool {
 	_, ok := node.Annotations[key]
 	return ok

@@ -226,7 +226,8 @@ func (c *ShootClient) list(ctx context.Context, consistent bool, req *rest.Reque
 // call sends one request and decodes its answer with send, under an answerMeta for answerTransport
 // to fill (maxItems: the list's bound, 0 for no list), and returns the answer's Date. The answer's
 // bytes go back to the budget once send has decoded them. An answer answerTransport refused (over a
-// bound, or the budget) fails with answerTransport's error, whatever client-go made of it.
+// bound, or the budget) fails with answerTransport's error, whatever client-go made of it. An error
+// after the API server answered is an answeredError.
 func (c *ShootClient) call(ctx context.Context, maxItems int, send func(context.Context) error) (time.Time, error) {
 	answer := &answerMeta{maxItems: maxItems}
 	err := send(context.WithValue(ctx, answerKey{}, answer))
@@ -234,8 +235,17 @@ func (c *ShootClient) call(ctx context.Context, maxItems int, send func(context.
 	if answer.refused != nil {
 		err = answer.refused
 	}
+	if err != nil && answer.answered {
+		err = answeredError{err}
+	}
 	return answer.date, err
 }
+
+// answeredError is an error of a request that the API server answered: an error status, or an answer
+// that could not be read, decoded or held.
+type answeredError struct{ error }
+
+func (e answeredError) Unwrap() error { return e.error }
 
 // bounded fails a list that is over MaxItems or that the API server cut short: a partial list is never
 // an answer.
@@ -250,14 +260,15 @@ func (c *ShootClient) bounded(items int, meta *metav1.ListMeta) error {
 }
 
 // retryOnce runs call, and once more on fresh connections when it failed without an answer from
-// the API server on a connection that broke (a stale or broken connection). An error status is an
-// answer, a timeout already took probeTimeout, and an answer over the bounds or the budget would be as
-// large again: none of them is retried.
+// the API server on a connection that broke (a stale or broken connection). An error status or any
+// other answer the probe could not use (answeredError) is an answer, a timeout already took
+// probeTimeout, and an answer over the bounds or the budget would be as large again: none of them is
+// retried.
 func (c *ShootClient) retryOnce(ctx context.Context, call func() error) error {
 	err := call()
 	var status apierrors.APIStatus
 	var netErr net.Error
-	if err == nil || errors.As(err, &status) || ctx.Err() != nil || errors.Is(err, ErrAnswerTooLarge) || errors.As(err, new(inconclusive)) ||
+	if err == nil || errors.As(err, &status) || errors.As(err, new(answeredError)) || ctx.Err() != nil || errors.Is(err, ErrAnswerTooLarge) || errors.As(err, new(inconclusive)) ||
 		errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &netErr) && netErr.Timeout()) {
 		return err
 	}

@@ -132,6 +132,22 @@ func TestShootClientDoesNotRetryAnAnswer(t *testing.T) {
 	assert.LessOrEqual(t, requests.Load(), int32(2), "an answer from the API server counts; only client-go's own retries may repeat it")
 }
 
+// An answer that does not decode is an answer too: not sent again.
+func TestShootClientDoesNotRetryAnAnswerItCannotDecode(t *testing.T) {
+	var requests atomic.Int32
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"LeaseList","items":[`))
+	}))
+	t.Cleanup(server.Close)
+	c, err := (&ShootClients{Timeout: 5 * time.Second}).For(secret("1", kubeconfig(server.URL, map[string]any{"token": "t"})))
+	require.NoError(t, err)
+	_, _, err = c.NodeLeases(context.Background(), false)
+	require.ErrorAs(t, err, new(answeredError))
+	assert.Equal(t, int32(1), requests.Load())
+}
+
 // connCounter counts the connections a test server opened and closed.
 type connCounter struct{ opened, closed atomic.Int32 }
 

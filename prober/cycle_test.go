@@ -34,6 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
@@ -341,6 +342,22 @@ func TestNodesAreReadWhenTheyCouldChangeTheDecision(t *testing.T) {
 		require.True(t, started, "scaled down from the Nodes as they are now: %v", results)
 		assert.Equal(t, scaler.Down, dir)
 	})
+	t.Run("a meltdown of nodes that were no candidates when read", func(t *testing.T) {
+		f := newCycleFixture(t, 5)
+		f.m.Config.ProbeInterval.Duration = 10 * time.Second
+		f.shoot.set(func(s *lyingShoot) { s.unmanaged = []string{"node-0", "node-1", "node-2"} })
+		f.cycles(t, 3, 10*time.Second)
+		// The three come back under MCM and their kubelets stop: 3 of 5 candidates (the fraction),
+		// where the Nodes kept have them annotated and say 0 of 2.
+		f.shoot.set(func(s *lyingShoot) {
+			s.unmanaged = nil
+			s.meltedAt, s.melting = s.clk.Now(), []string{"node-0", "node-1", "node-2"}
+		})
+		results := f.cycles(t, 7, 10*time.Second) // their leases expire 40 s after they stopped; the Nodes were read 90 s before the last cycle
+		dir, started := f.flowStarted()
+		require.True(t, started, "scaled down from the Nodes as they are now: %v", results)
+		assert.Equal(t, scaler.Down, dir)
+	})
 	t.Run("a lease of no node kept", func(t *testing.T) {
 		f := newCycleFixture(t, 5)
 		f.m.Config.ProbeInterval.Duration = 10 * time.Second
@@ -358,6 +375,39 @@ func TestNodesAreReadWhenTheyCouldChangeTheDecision(t *testing.T) {
 		f.cycles(t, 5, 10*time.Second)
 		assert.Equal(t, int32(5), f.shoot.nodeLists.Load())
 	})
+}
+
+// A scale-up that became needed after the cycle found none was (the dependents were scaled down in
+// between) is not decided on the Nodes kept: the next cycle reads them, and decides it.
+func TestAScaleUpIsNotDecidedOnNodesKept(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	f.m.Config.ProbeInterval.Duration = 10 * time.Second
+	f.cycles(t, 3, 10*time.Second)
+	require.Equal(t, int32(1), f.shoot.nodeLists.Load())
+	// Every lease was renewed since the last read, so the cycle reads the dependents three times to
+	// find no scale-up needed; from the fourth read on, MCM is at 0.
+	var gets atomic.Int32
+	seed := f.m.Scaler.Client
+	f.m.Scaler.Client = interceptor.NewClient(seed.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if gets.Add(1) == 4 {
+				mcm := &appsv1.Deployment{}
+				require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: cycleNS, Name: "machine-controller-manager"}, mcm))
+				mcm.Spec.Replicas = ptr.To[int32](0)
+				require.NoError(t, c.Update(ctx, mcm))
+			}
+			return c.Get(ctx, key, obj, opts...)
+		}})
+	results := f.cycles(t, 1, time.Second)
+	_, started := f.flowStarted()
+	require.False(t, started, "a scale-up on the Nodes kept: %v", results)
+	assert.Equal(t, int32(1), f.shoot.nodeLists.Load())
+	assert.Equal(t, time.Second, f.p.recheck(f.m.period()), "the next cycle runs minRecheck later")
+	results = f.cycles(t, 1, time.Second)
+	dir, started := f.flowStarted()
+	require.True(t, started, "%v", results)
+	assert.Equal(t, scaler.Up, dir)
+	assert.Greater(t, f.shoot.nodeLists.Load(), int32(1), "on Nodes read now (and again if a consistent read confirmed it)")
 }
 
 func TestLeaseAgeIsMeasuredWhenTheListWasSent(t *testing.T) {
@@ -661,7 +711,22 @@ func TestFailedReadLabels(t *testing.T) {
 		{fmt.Errorf("listing node leases: %w", apierrors.NewInternalError(errors.New("etcd"))), resultLeases},
 		{fmt.Errorf("listing node leases: %w", ErrAnswerTooLarge), resultLeases},
 		{inconclusive{reason: reasonStaleAnswer}, resultLeases},
+		{fmt.Errorf("listing node leases: %w", answeredError{errors.New("unexpected EOF")}), resultLeases},
+		{fmt.Errorf("listing node leases: %w", answeredError{context.DeadlineExceeded}), resultLeases},
 	} {
 		assert.Equal(t, tt.want, failedRead(tt.err), "%v", tt.err)
+	}
+}
+
+// A read the shoot's API server answered but the probe could not use counts as leases_failed, not as
+// an API server that gave no answer: its answer did not decode, or came in an encoding it cannot count.
+func TestAnAnswerThatCannotBeUsedIsLeasesFailed(t *testing.T) {
+	for _, body := range []string{`{"kind": "LeaseList", "items": [`, "not json"} {
+		t.Run(body, func(t *testing.T) {
+			f := newCycleFixture(t, 5)
+			f.shoot.set(func(s *lyingShoot) { s.body = []byte(body) })
+			results := f.cycles(t, 1, time.Second)
+			assert.Equal(t, []string{resultLeases}, results)
+		})
 	}
 }

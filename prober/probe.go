@@ -76,6 +76,8 @@ type probeState struct {
 	// cannot change its decision (nodesSuffice).
 	nodes     []corev1.Node
 	nodesRead time.Time
+	// onKept is set when the last decision was made on the Nodes kept.
+	onKept bool
 }
 
 // nodesMaxAge is, in probe intervals, how long a probe decides on the Nodes it read before: a change
@@ -202,10 +204,10 @@ func (p *shootProbe) cycle(ctx context.Context) (string, error) {
 
 // failedRead labels a failed read of the shoot: apiserver_failed when its API server gave no answer (it
 // is down or out of reach: the original's GET /version would have failed too), leases_failed when it
-// answered.
+// answered (an error status, or an answer the probe could not read, decode or hold).
 func failedRead(err error) string {
 	var status apierrors.APIStatus
-	if errors.As(err, &status) || errors.Is(err, ErrAnswerTooLarge) || errors.As(err, new(inconclusive)) {
+	if errors.As(err, &status) || errors.As(err, new(answeredError)) || errors.Is(err, ErrAnswerTooLarge) || errors.As(err, new(inconclusive)) {
 		return resultLeases
 	}
 	return resultAPIServer
@@ -402,7 +404,9 @@ func (p *shootProbe) decide(ctx context.Context, shoot *ShootClient, machines []
 			return Decision{}, observation{}, err
 		}
 		d, obs.seen = DecideScaling(CandidateNodes(nodes, machines, p.spec), read, p.st.seen, grace, fraction)
+		kept = false
 	}
+	p.st.onKept = kept
 	return d, obs, nil
 }
 
@@ -426,25 +430,35 @@ func (p *shootProbe) readNodes(ctx context.Context, shoot *ShootClient, consiste
 	return p.st.nodes, nil
 }
 
-// nodesSuffice tells whether a decision over the Nodes kept is one the Nodes read now could not change:
-// no lease looks old, so no set of candidates makes it a scale-down; the leases are those of the Nodes
-// kept, one each, so no node came or went; and the dependents need no scale-up, so that whether the
-// decision is a scale-up or none (one candidate) changes nothing. Only when a node's condition, labels
-// or Machine changed since would the fresh Nodes give other candidates, and then only the moment of a
-// recheck (Decision.RecheckAt) could move: the first read that shows an old lease reads the Nodes.
+// nodesSuffice tells whether a decision over the Nodes kept is one the Nodes read now could not change.
+// The Machines are read fresh every cycle, so the Nodes read now can give other candidates only where a
+// node came, went, or changed its annotation, labels or conditions. So the Nodes kept suffice when:
+//   - every lease is of a Node kept: no node came;
+//   - no Node kept is left out by a rule of its own (annotation, conditions, in-place update): such a
+//     node may be a candidate by now, and its lease was not judged. So the candidates of the Nodes
+//     read now are some of those kept;
+//   - no lease of a candidate has expired: then none of fewer candidates has either, and no set of
+//     them decides a scale-down;
+//   - the dependents need no scale-up: fewer candidates could make a scale-up none (one candidate, or
+//     fewer leases than candidates without), which matters only then.
+//
+// What the Nodes read now could still move is the moment of a recheck (Decision.RecheckAt); the first
+// read that shows an expired lease reads them.
 func (p *shootProbe) nodesSuffice(ctx context.Context, d Decision, nodes []corev1.Node, leases []coordinationv1.Lease) bool {
-	if d.Action == ScaleDown || d.Expired > 0 || d.Unknown > 0 || len(leases) != len(nodes) {
+	if d.Expired > 0 {
 		return false
 	}
 	names := make(map[string]struct{}, len(nodes))
 	for i := range nodes {
+		if excludedByNode(&nodes[i], p.spec) {
+			return false
+		}
 		names[nodes[i].Name] = struct{}{}
 	}
 	for i := range leases {
 		if _, ok := names[leases[i].Name]; !ok {
 			return false
 		}
-		delete(names, leases[i].Name)
 	}
 	up, err := p.m.Scaler.NeedsScaling(ctx, p.namespace, scaler.Up)
 	return err == nil && !up
@@ -498,6 +512,12 @@ func (p *shootProbe) act(ctx context.Context, d Decision) (string, error) {
 	}
 	if !needed {
 		return resultHealthy, nil
+	}
+	if dir == scaler.Up && p.st.onKept {
+		// The dependents were scaled down after nodesSuffice found they need no scale-up: a scale-up
+		// is decided on Nodes read now. The next cycle reads them, minRecheck from now.
+		p.st.nodesRead, p.st.recheckAt = time.Time{}, p.m.Clock.Now()
+		return resultNoDecision, nil
 	}
 	why := scaler.Reason{Message: fmt.Sprintf("%d of %d candidate node leases expired", d.Expired, d.Candidates), ExpiredFraction: d.ExpiredFraction}
 	p.m.startFlow(p.namespace, dir, epoch, why)
