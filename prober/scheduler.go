@@ -34,6 +34,8 @@ type Scheduler struct {
 	lag func(time.Duration)
 	// handoff hands a due task to a goroutine waiting for one after its run.
 	handoff chan *task
+	// idle is how long such a goroutine waits (runnerIdle; tests set more).
+	idle time.Duration
 
 	mu    sync.Mutex
 	queue taskHeap
@@ -57,7 +59,7 @@ type task struct {
 // when workers <= 0 (each task at most once); lag, if not nil, is told how late every run started.
 func NewScheduler(clk clock.WithTicker, workers int, lag func(time.Duration)) *Scheduler {
 	return &Scheduler{clock: clk, workers: max(workers, 0), lag: lag, tasks: map[string]*task{}, wake: make(chan struct{}, 1),
-		handoff: make(chan *task)}
+		handoff: make(chan *task), idle: runnerIdle}
 }
 
 // runnerIdle is how long a goroutine that ended a run waits for another due task before it ends. It
@@ -163,14 +165,14 @@ func (s *Scheduler) dispatch(ctx context.Context, slots chan struct{}, wg *sync.
 
 // runner runs t, then each due task handed to it, until none comes for runnerIdle or ctx ends.
 func (s *Scheduler) runner(ctx context.Context, t *task, slots chan struct{}) {
-	idle := time.NewTimer(runnerIdle)
+	idle := time.NewTimer(s.idle)
 	defer idle.Stop()
 	for {
 		s.run(ctx, t)
 		if slots != nil {
 			<-slots
 		}
-		idle.Reset(runnerIdle)
+		idle.Reset(s.idle)
 		select {
 		case t = <-s.handoff:
 		case <-idle.C:
