@@ -122,7 +122,8 @@ type Caller struct {
 	Last time.Time
 }
 
-// called records a request from agent at now; probe says it was a probe (a lease list).
+// called records a request from agent at now; probe says it was a probe (a list of the Nodes or
+// the node Leases).
 func (sh *shoot) called(agent string, probe bool, now time.Time) {
 	sh.callerMu.Lock()
 	defer sh.callerMu.Unlock()

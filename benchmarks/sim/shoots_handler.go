@@ -39,7 +39,7 @@ func (s *ShootServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ans := answer{s: s, w: w, date: now}
 	if sh != nil {
 		sh.requests.Add(1)
-		sh.called(r.UserAgent(), endpoint == EndpointLeases, now)
+		sh.called(r.UserAgent(), endpoint == EndpointLeases || endpoint == EndpointNodes, now)
 		ans.date = now.Add(st.ServerClockOffset)
 	}
 	switch {

@@ -5,9 +5,11 @@ import (
 	"time"
 )
 
-// ProbeStats is what a shoot's API server saw of its probes. A probe is a list of the node Leases:
-// every dwd probe cycle that reaches the shoot sends one (two, milliseconds apart, when it confirms a
-// decision with a consistent read), and nothing else asks for them. The window of MaxGap and Probers starts at
+// ProbeStats is what a shoot's API server saw of its probes. A probe is a list of the Nodes or of the
+// node Leases: every dwd probe cycle that reaches the shoot sends one of them first (the Nodes when it
+// reads them, then the Leases unless the Nodes failed; again, milliseconds apart, when it confirms a
+// decision with a consistent read), and nothing else asks for them. So a cycle whose Node list fails
+// is a probe too. The window of MaxGap and Probers starts at
 // the last MarkProbes (or when the shoot was added).
 type ProbeStats struct {
 	// Last is when the last probe arrived, before the mark or since.
