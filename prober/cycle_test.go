@@ -34,7 +34,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
@@ -72,6 +71,7 @@ type lyingShoot struct {
 	meltedAt   time.Time     // when the kubelets stopped renewing (zero: they renew)
 	melting    []string      // the nodes whose kubelets stop at meltedAt (nil: all)
 	unmanaged  []string      // the nodes annotated as not managed by MCM
+	unhealthy  []string      // the nodes with a True KernelDeadlock condition
 	staleAt    time.Time     // resourceVersion=0 answers are frozen at this time (zero: fresh)
 	bodyDelay  time.Duration // stepped on the fake clock after the answer is fixed, before it is sent
 	extra      int           // extra leases of no candidate
@@ -129,6 +129,9 @@ func (s *lyingShoot) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			node := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n, Labels: map[string]string{LabelWorkerPool: "pool"}}}
 			if slices.Contains(s.unmanaged, n) {
 				node.Annotations = map[string]string{AnnotationNotManagedByMCM: "1"}
+			}
+			if slices.Contains(s.unhealthy, n) {
+				node.Status.Conditions = []corev1.NodeCondition{{Type: "KernelDeadlock", Status: corev1.ConditionTrue}}
 			}
 			list.Items = append(list.Items, node)
 		}
@@ -377,37 +380,25 @@ func TestNodesAreReadWhenTheyCouldChangeTheDecision(t *testing.T) {
 	})
 }
 
-// A scale-up that became needed after the cycle found none was (the dependents were scaled down in
-// between) is not decided on the Nodes kept: the next cycle reads them, and decides it.
+// A scale-up is decided on Nodes read in the same cycle, not on Nodes kept, also where the Nodes kept
+// would decide nothing: a lone node left out since (a True pool condition) leaves no candidate, and no
+// candidate while scaled down means recover.
 func TestAScaleUpIsNotDecidedOnNodesKept(t *testing.T) {
-	f := newCycleFixture(t, 5)
+	f := newCycleFixture(t, 1)
 	f.m.Config.ProbeInterval.Duration = 10 * time.Second
-	f.cycles(t, 3, 10*time.Second)
+	results := f.cycles(t, 3, 10*time.Second)
+	require.Equal(t, []string{resultNoDecision, resultNoDecision, resultNoDecision}, results, "one candidate decides nothing")
 	require.Equal(t, int32(1), f.shoot.nodeLists.Load())
-	// Every lease was renewed since the last read, so the cycle reads the dependents three times to
-	// find no scale-up needed; from the fourth read on, MCM is at 0.
-	var gets atomic.Int32
-	seed := f.m.Scaler.Client
-	f.m.Scaler.Client = interceptor.NewClient(seed.(client.WithWatch), interceptor.Funcs{
-		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if gets.Add(1) == 4 {
-				mcm := &appsv1.Deployment{}
-				require.NoError(t, c.Get(ctx, client.ObjectKey{Namespace: cycleNS, Name: "machine-controller-manager"}, mcm))
-				mcm.Spec.Replicas = ptr.To[int32](0)
-				require.NoError(t, c.Update(ctx, mcm))
-			}
-			return c.Get(ctx, key, obj, opts...)
-		}})
-	results := f.cycles(t, 1, time.Second)
-	_, started := f.flowStarted()
-	require.False(t, started, "a scale-up on the Nodes kept: %v", results)
-	assert.Equal(t, int32(1), f.shoot.nodeLists.Load())
-	assert.Equal(t, time.Second, f.p.recheck(f.m.period()), "the next cycle runs minRecheck later")
-	results = f.cycles(t, 1, time.Second)
+	mcm := &appsv1.Deployment{}
+	require.NoError(t, f.m.Scaler.Client.Get(context.Background(), client.ObjectKey{Namespace: cycleNS, Name: "machine-controller-manager"}, mcm))
+	mcm.Spec.Replicas = ptr.To[int32](0)
+	require.NoError(t, f.m.Scaler.Client.Update(context.Background(), mcm))
+	f.shoot.set(func(s *lyingShoot) { s.unhealthy = []string{"node-0"} })
+	results = f.cycles(t, 1, 10*time.Second)
+	assert.Greater(t, f.shoot.nodeLists.Load(), int32(1), "the Nodes are read (and again by the consistent read that confirms)")
 	dir, started := f.flowStarted()
 	require.True(t, started, "%v", results)
 	assert.Equal(t, scaler.Up, dir)
-	assert.Greater(t, f.shoot.nodeLists.Load(), int32(1), "on Nodes read now (and again if a consistent read confirmed it)")
 }
 
 func TestLeaseAgeIsMeasuredWhenTheListWasSent(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -73,7 +74,7 @@ type probeState struct {
 	recheckAt time.Time
 	// nodes are the shoot's Nodes as the last read of them showed them (slimNode), sent at nodesRead
 	// (zero: none kept). A cycle decides on them instead of reading the Nodes again only while they
-	// cannot change its decision (nodesSuffice).
+	// cannot change its decision (nodesSuffice, errNodesKept).
 	nodes     []corev1.Node
 	nodesRead time.Time
 	// onKept is set when the last decision was made on the Nodes kept.
@@ -190,6 +191,20 @@ func (p *shootProbe) cycle(ctx context.Context) (string, error) {
 	}
 	// No GET /version first, as the original sends: the lists need the API server as much, and a
 	// read that fails decides nothing either way.
+	result, err := p.decideAndAct(ctx, shoot, machines)
+	if errors.Is(err, errNodesKept) {
+		p.st.nodesRead = time.Time{}
+		result, err = p.decideAndAct(ctx, shoot, machines)
+	}
+	return result, err
+}
+
+// errNodesKept ends a decision on the Nodes kept that the dependents need Nodes read now for: a
+// scale-up is due, or may be on fewer candidates (see nodesSuffice).
+var errNodesKept = errors.New("decided on the Nodes kept while the dependents need a scale-up")
+
+// decideAndAct reads the shoot, decides and acts.
+func (p *shootProbe) decideAndAct(ctx context.Context, shoot *ShootClient, machines []MachineInfo) (string, error) {
 	start := p.m.Clock.Now()
 	p.st.recheckAt = time.Time{}
 	decision, err := p.decideConfirmed(ctx, shoot, machines)
@@ -258,11 +273,18 @@ const consistentCycles = 10
 // client returns the shoot client built from the cached kubeconfig Secret. A broken Secret is
 // reported (log, Event on the Secret, metric) only when it changes, not on every cycle.
 func (p *shootProbe) client(ctx context.Context) (*ShootClient, error) {
-	secret := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: p.namespace, Name: p.m.Config.KubeConfigSecretName}
-	if err := p.m.Reader.Get(ctx, key, secret); err != nil {
+	// Read only: the cache's own object, not a copy. The cache holds the kubeconfig Secrets only (by
+	// name, on the server side), so the namespace has one at most.
+	list := &corev1.SecretList{}
+	if err := p.m.Reader.List(ctx, list, client.InNamespace(p.namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("reading kubeconfig Secret %s: %w", key, err)
 	}
+	i := slices.IndexFunc(list.Items, func(s corev1.Secret) bool { return s.Name == key.Name })
+	if i < 0 {
+		return nil, fmt.Errorf("reading kubeconfig Secret %s: %w", key, apierrors.NewNotFound(corev1.Resource("secrets"), key.Name))
+	}
+	secret := &list.Items[i]
 	c, err := p.m.Clients.For(secret)
 	if err != nil {
 		p.m.reportBrokenSecret(secret, err)
@@ -371,7 +393,8 @@ func (p *shootProbe) keep(obs observation) {
 //
 // The Nodes are read with the leases when the read is consistent or the Nodes kept are older than
 // nodesMaxAge probe intervals; otherwise the leases are judged over the Nodes kept, and the Nodes are
-// read after all unless that decision is one they cannot change (nodesSuffice).
+// read after all unless they could not make it a scale-down (nodesSuffice); act has them read for a
+// scale-up (errNodesKept).
 func (p *shootProbe) decide(ctx context.Context, shoot *ShootClient, machines []MachineInfo, consistent bool) (Decision, observation, error) {
 	nodes, kept := p.st.nodes, !consistent && p.nodesKept()
 	if !kept {
@@ -399,7 +422,7 @@ func (p *shootProbe) decide(ctx context.Context, shoot *ShootClient, machines []
 	fraction := *p.m.Config.NodeLeaseFailureFraction
 	var d Decision
 	d, obs.seen = DecideScaling(CandidateNodes(nodes, machines, p.spec), read, p.st.seen, grace, fraction)
-	if kept && !p.nodesSuffice(ctx, d, nodes, leases) {
+	if kept && !p.nodesSuffice(d, nodes, leases) {
 		if nodes, err = p.readNodes(ctx, shoot, false); err != nil {
 			return Decision{}, observation{}, err
 		}
@@ -430,21 +453,22 @@ func (p *shootProbe) readNodes(ctx context.Context, shoot *ShootClient, consiste
 	return p.st.nodes, nil
 }
 
-// nodesSuffice tells whether a decision over the Nodes kept is one the Nodes read now could not change.
-// The Machines are read fresh every cycle, so the Nodes read now can give other candidates only where a
-// node came, went, or changed its annotation, labels or conditions. So the Nodes kept suffice when:
+// nodesSuffice tells whether a decision over the Nodes kept is one the Nodes read now could not make
+// a scale-down. The Machines are read fresh every cycle, so the Nodes read now can give other
+// candidates only where a node came, went, or changed its annotation, labels or conditions. So the
+// Nodes kept suffice when:
 //   - every lease is of a Node kept: no node came;
 //   - no Node kept is left out by a rule of its own (annotation, conditions, in-place update): such a
 //     node may be a candidate by now, and its lease was not judged. So the candidates of the Nodes
 //     read now are some of those kept;
 //   - no lease of a candidate has expired: then none of fewer candidates has either, and no set of
-//     them decides a scale-down;
-//   - the dependents need no scale-up: fewer candidates could make a scale-up none (one candidate, or
-//     fewer leases than candidates without), which matters only then.
+//     them decides a scale-down.
 //
-// What the Nodes read now could still move is the moment of a recheck (Decision.RecheckAt); the first
-// read that shows an expired lease reads them.
-func (p *shootProbe) nodesSuffice(ctx context.Context, d Decision, nodes []corev1.Node, leases []coordinationv1.Lease) bool {
+// Fewer candidates could still make a scale-up none, or none a scale-up (one candidate left, or too
+// few leases): act reads the Nodes when the dependents need a scale-up (errNodesKept). What else they
+// could move is the moment of a recheck (Decision.RecheckAt); the first read that shows an expired
+// lease reads them.
+func (p *shootProbe) nodesSuffice(d Decision, nodes []corev1.Node, leases []coordinationv1.Lease) bool {
 	if d.Expired > 0 {
 		return false
 	}
@@ -460,8 +484,7 @@ func (p *shootProbe) nodesSuffice(ctx context.Context, d Decision, nodes []corev
 			return false
 		}
 	}
-	up, err := p.m.Scaler.NeedsScaling(ctx, p.namespace, scaler.Up)
-	return err == nil && !up
+	return true
 }
 
 // keepLag returns the lag of the kubelets' clocks to keep, and since when, after a read at now showed
@@ -493,6 +516,11 @@ func (p *shootProbe) machines(ctx context.Context) ([]MachineInfo, error) {
 // would change anything; the flow runs on the flow pool, not in this probe's turn, and writes only
 // while the verdict stands. A healthy shoot also gets the replicas annotations the original left
 // behind removed. A decision of None publishes nothing: no evidence either way.
+//
+// A decision on the Nodes kept that a scale-up would follow, or that fewer candidates could make
+// one (None: one candidate left, or too few leases), ends with errNodesKept while the dependents need
+// a scale-up: one read of the dependents decides it, so that no change of them between two reads
+// starts a flow on Nodes kept.
 func (p *shootProbe) act(ctx context.Context, d Decision) (string, error) {
 	dir, result := scaler.Up, resultScaledUp
 	switch d.Action {
@@ -500,24 +528,26 @@ func (p *shootProbe) act(ctx context.Context, d Decision) (string, error) {
 		dir, result = scaler.Down, resultScaledDown
 	case ScaleUp:
 	default:
+		if p.st.onKept {
+			if needs, err := p.m.Scaler.NeedsOf(ctx, p.namespace, scaler.Up); err == nil && needs.Scaling {
+				return resultNoDecision, errNodesKept
+			}
+		}
 		return resultNoDecision, nil
 	}
 	epoch := p.m.publish(p.namespace, dir)
-	if dir == scaler.Up {
-		p.cleanup(ctx)
-	}
-	needed, err := p.m.Scaler.NeedsScaling(ctx, p.namespace, dir)
+	needs, err := p.m.Scaler.NeedsOf(ctx, p.namespace, dir)
 	if err != nil {
 		return resultScaleFailed, err
 	}
-	if !needed {
-		return resultHealthy, nil
+	if dir == scaler.Up && needs.Scaling && p.st.onKept {
+		return resultNoDecision, errNodesKept
 	}
-	if dir == scaler.Up && p.st.onKept {
-		// The dependents were scaled down after nodesSuffice found they need no scale-up: a scale-up
-		// is decided on Nodes read now. The next cycle reads them, minRecheck from now.
-		p.st.nodesRead, p.st.recheckAt = time.Time{}, p.m.Clock.Now()
-		return resultNoDecision, nil
+	if needs.Cleanup {
+		p.cleanup(ctx)
+	}
+	if !needs.Scaling {
+		return resultHealthy, nil
 	}
 	why := scaler.Reason{Message: fmt.Sprintf("%d of %d candidate node leases expired", d.Expired, d.Candidates), ExpiredFraction: d.ExpiredFraction}
 	p.m.startFlow(p.namespace, dir, epoch, why)
@@ -528,10 +558,7 @@ func (p *shootProbe) act(ctx context.Context, d Decision) (string, error) {
 // removed them), without a scale flow. It is best effort: a failure is logged and tried again on the
 // next healthy probe, and never keeps a scale-up from starting.
 func (p *shootProbe) cleanup(ctx context.Context) {
-	needed, err := p.m.Scaler.NeedsCleanup(ctx, p.namespace)
-	if err == nil && needed {
-		err = p.m.Scaler.Cleanup(ctx, p.namespace)
-	}
+	err := p.m.Scaler.Cleanup(ctx, p.namespace)
 	if err != nil && !errors.Is(err, scaler.ErrRefused) { // a refusal was logged by the Scaler
 		p.m.Log.Info("Removing leftover replicas annotations failed", "namespace", p.namespace, "error", err.Error())
 	}

@@ -62,6 +62,9 @@ func TestCleanup(t *testing.T) {
 			up, err := f.scaler.NeedsScaling(context.Background(), f.ns, scaler.Up)
 			require.NoError(t, err)
 			assert.Equal(t, tt.needsUp, up, "NeedsScaling(Up)")
+			of, err := f.scaler.NeedsOf(context.Background(), f.ns, scaler.Up)
+			require.NoError(t, err)
+			assert.Equal(t, scaler.Needs{Scaling: tt.needsUp, Cleanup: tt.needs}, of, "NeedsOf(Up), in one read")
 
 			err = f.scaler.Cleanup(context.Background(), f.ns)
 

@@ -22,11 +22,32 @@ import (
 // Missing optional resources do not count.
 func (s *Scaler) NeedsScaling(ctx context.Context, namespace string, dir Direction) (bool, error) {
 	return s.anyCached(ctx, namespace, func(info config.DependentResourceInfo, obj client.Object) bool {
-		if obj == nil {
-			return !info.Optional
-		}
-		return decide(dir, specReplicas(obj), obj.GetAnnotations()).writes()
+		return needsScaling(dir, info, obj)
 	})
+}
+
+// Needs is what a namespace needs in one direction, from one read of each resource: Scaling as
+// NeedsScaling reports it, Cleanup as NeedsCleanup does (for Up only).
+type Needs struct {
+	Scaling, Cleanup bool
+}
+
+// NeedsOf reports NeedsScaling and, for Up, NeedsCleanup, reading each resource once.
+func (s *Scaler) NeedsOf(ctx context.Context, namespace string, dir Direction) (Needs, error) {
+	var n Needs
+	_, err := s.anyCached(ctx, namespace, func(info config.DependentResourceInfo, obj client.Object) bool {
+		n.Scaling = n.Scaling || needsScaling(dir, info, obj)
+		n.Cleanup = n.Cleanup || (dir == Up && obj != nil && leftover(specReplicas(obj), obj.GetAnnotations()))
+		return n.Scaling && (n.Cleanup || dir != Up)
+	})
+	return n, err
+}
+
+func needsScaling(dir Direction, info config.DependentResourceInfo, obj client.Object) bool {
+	if obj == nil {
+		return !info.Optional
+	}
+	return decide(dir, specReplicas(obj), obj.GetAnnotations()).writes()
 }
 
 // anyCached tells whether pred holds for one of the resources in namespace, read through Client (nil

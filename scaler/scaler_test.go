@@ -467,6 +467,9 @@ func TestNeedsScaling(t *testing.T) {
 			got, err := f.scaler.NeedsScaling(context.Background(), f.ns, tt.dir)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
+			of, err := f.scaler.NeedsOf(context.Background(), f.ns, tt.dir)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, of.Scaling, "NeedsOf")
 		})
 	}
 }
