@@ -52,6 +52,11 @@ type Member struct {
 	unreachable bool                  // the renewals have failed since the last success
 	nameLost    bool                  // another incarnation took this member's name: fenced for good
 	waiting     observedVersion       // the predecessor's lease being waited out
+	// unprovenUntil is, after a take without proof that a predecessor under this name stopped (the
+	// lease was absent before this process saw any version of it, or cleared without the clean-leave
+	// marker), when such a predecessor is fenced at the latest: its last renewal came before the lease
+	// was deleted or cleared, so before the take. Zero after a take with proof.
+	unprovenUntil time.Time
 	writes      []sentWrite           // the latest successful writes, oldest first
 
 	loop loopState // Step's state
@@ -165,32 +170,62 @@ func (m *Member) take(ctx context.Context, now time.Time) (*coordinationv1.Lease
 	}
 	stored, err := m.Store.Get(ctx, m.LeaseName())
 	if apierrors.IsNotFound(err) {
+		m.mu.Lock()
+		unseen := m.waiting.version == ""
+		m.mu.Unlock()
 		if !held && !m.waitedOut(absentLease, now) {
 			// A lease this process saw, held by a predecessor, deleted by someone: the predecessor may
 			// still run until its next renewal finds it gone, so its absence is waited out as well.
 			return nil, fmt.Errorf("%w: its lease was deleted", ErrWaitingForPredecessor)
 		}
-		return m.Store.Create(ctx, m.renewed(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.LeaseName()}}, now))
+		created, err := m.Store.Create(ctx, m.renewed(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.LeaseName()}}, now))
+		if err == nil && !held && unseen {
+			m.unproven(now, m.LeaseDuration)
+		}
+		return created, err
 	}
 	if err != nil {
 		return nil, err
 	}
 	mine := Incarnation(stored) == m.Incarnation
+	cleared := !held && !mine && Holder(stored) == "" && Incarnation(stored) == "" && !m.predecessorStopped(stored)
 	switch {
 	case held && Holder(stored) == m.Name && !mine:
 		return nil, fmt.Errorf("%w: incarnation %s holds it", ErrIdentityTaken, Incarnation(stored))
-	case held || mine || m.predecessorStopped(stored):
+	case held || mine || m.predecessorStopped(stored) || cleared:
 	case !m.waitedOut(stored, now):
 		return nil, fmt.Errorf("%w: incarnation %s", ErrWaitingForPredecessor, Incarnation(stored))
 	}
-	return m.Store.Update(ctx, m.renewed(stored, now))
+	updated, err := m.Store.Update(ctx, m.renewed(stored, now))
+	if err == nil && cleared {
+		m.unproven(now, max(m.LeaseDuration, AdvertOf(m.Name, stored).Duration))
+	}
+	return updated, err
+}
+
+// unproven records a take at now without proof that a predecessor stopped, one that may renew for
+// up to duration after its last renewal.
+func (m *Member) unproven(now time.Time, duration time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unprovenUntil = now.Add(duration)
+}
+
+// PredecessorFencedBy is when a predecessor under this member's name is fenced at the latest: the
+// zero time when this process took its lease with proof that the predecessor stopped (its lease
+// waited out, its clean-leave marker, the same Pod), or found none. A lease deleted or cleared by
+// someone else, which this process took at once, is no such proof: work that the predecessor's
+// incarnation still holds (its partition leases) may be resumed only from then on.
+func (m *Member) PredecessorFencedBy() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unprovenUntil
 }
 
 // predecessorStopped reports whether stored proves that the process that wrote it has stopped.
 func (m *Member) predecessorStopped(stored *coordinationv1.Lease) bool {
 	return AdvertOf(m.Name, stored).Left ||
-		(m.PodUID != "" && stored.Annotations[PodUIDAnnotation] == m.PodUID) ||
-		(Holder(stored) == "" && Incarnation(stored) == "")
+		(m.PodUID != "" && stored.Annotations[PodUIDAnnotation] == m.PodUID)
 }
 
 // absentLease stands for a member lease found deleted in waitedOut.

@@ -167,6 +167,71 @@ func TestReplacementTakesAtOnceWithProof(t *testing.T) {
 	})
 }
 
+// A proof that the predecessor stopped leaves nothing to wait for; the replacement's wait for an
+// unchanged lease proves it too.
+func TestAProvenTakeHasNoPredecessorToWaitFor(t *testing.T) {
+	ctx := context.Background()
+	t.Run("waited out", func(t *testing.T) {
+		store := leasestest.NewStore()
+		require.NoError(t, newMember(store, clocktesting.NewFakeClock(t0)).Renew(ctx, t0))
+		replacement := newMember(store, clocktesting.NewFakeClock(t0))
+		replacement.Incarnation = "inc-2"
+		require.ErrorIs(t, replacement.Renew(ctx, t0.Add(time.Second)), leases.ErrWaitingForPredecessor)
+		require.NoError(t, replacement.Renew(ctx, t0.Add(16*time.Second)))
+		assert.True(t, replacement.PredecessorFencedBy().IsZero())
+	})
+	t.Run("clean-leave marker", func(t *testing.T) {
+		store := leasestest.NewStore()
+		old := newMember(store, clocktesting.NewFakeClock(t0))
+		require.NoError(t, old.Renew(ctx, t0))
+		require.NoError(t, old.Release(ctx, t0.Add(time.Second), leases.Leave{}))
+		replacement := newMember(store, clocktesting.NewFakeClock(t0))
+		replacement.Incarnation = "inc-2"
+		require.NoError(t, replacement.Renew(ctx, t0.Add(2*time.Second)))
+		assert.True(t, replacement.PredecessorFencedBy().IsZero())
+	})
+	t.Run("a deleted lease waited out", func(t *testing.T) {
+		store := leasestest.NewStore()
+		require.NoError(t, newMember(store, clocktesting.NewFakeClock(t0)).Renew(ctx, t0))
+		replacement := newMember(store, clocktesting.NewFakeClock(t0))
+		replacement.Incarnation = "inc-2"
+		require.ErrorIs(t, replacement.Renew(ctx, t0.Add(time.Second)), leases.ErrWaitingForPredecessor, "it saw the lease")
+		require.NoError(t, store.Delete(ctx, "dwd-member-dwd-0", ""))
+		require.ErrorIs(t, replacement.Renew(ctx, t0.Add(2*time.Second)), leases.ErrWaitingForPredecessor)
+		require.NoError(t, replacement.Renew(ctx, t0.Add(17*time.Second)))
+		assert.True(t, replacement.PredecessorFencedBy().IsZero())
+	})
+}
+
+// A member lease deleted or cleared by someone proves nothing about the process that held it (review
+// sharding.md N1): a new process takes it at once, so that the group sees the name live, but the
+// predecessor may act until its renew deadline, which ends before a lease duration after the take.
+func TestAnUnprovenTakeSaysWhenThePredecessorIsFenced(t *testing.T) {
+	ctx := context.Background()
+	for name, foreign := range map[string]func(store *leasestest.Store){
+		"deleted": func(store *leasestest.Store) {
+			require.NoError(t, store.Delete(ctx, "dwd-member-dwd-0", ""))
+		},
+		"holder and incarnation cleared": func(store *leasestest.Store) {
+			l, _ := store.Get(ctx, "dwd-member-dwd-0")
+			l.Spec.HolderIdentity = nil
+			delete(l.Annotations, leases.IncarnationAnnotation)
+			_, err := store.Update(ctx, l)
+			require.NoError(t, err)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			store := leasestest.NewStore()
+			require.NoError(t, newMember(store, clocktesting.NewFakeClock(t0)).Renew(ctx, t0))
+			foreign(store)
+			replacement := newMember(store, clocktesting.NewFakeClock(t0))
+			replacement.Incarnation = "inc-2"
+			require.NoError(t, replacement.Renew(ctx, t0.Add(time.Second)), "taken at once")
+			assert.Equal(t, t0.Add(16*time.Second), replacement.PredecessorFencedBy())
+		})
+	}
+}
+
 func TestMemberAdvertisesItsSettings(t *testing.T) {
 	ctx := context.Background()
 	store := leasestest.NewStore()

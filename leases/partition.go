@@ -90,8 +90,11 @@ func ReleasedAt(l *coordinationv1.Lease) (time.Time, bool) {
 	return t, err == nil
 }
 
-// Incarnation returns the incarnation recorded by the holder's last write.
+// Incarnation returns the incarnation recorded by the holder's last write; "" for no lease.
 func Incarnation(l *coordinationv1.Lease) string {
+	if l == nil {
+		return ""
+	}
 	return l.Annotations[IncarnationAnnotation]
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -273,18 +272,11 @@ const consistentCycles = 10
 // client returns the shoot client built from the cached kubeconfig Secret. A broken Secret is
 // reported (log, Event on the Secret, metric) only when it changes, not on every cycle.
 func (p *shootProbe) client(ctx context.Context) (*ShootClient, error) {
+	secret := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: p.namespace, Name: p.m.Config.KubeConfigSecretName}
-	// Read only: the cache's own object, not a copy. The cache holds the kubeconfig Secrets only (by
-	// name, on the server side), so the namespace has one at most.
-	list := &corev1.SecretList{}
-	if err := p.m.Reader.List(ctx, list, client.InNamespace(p.namespace), client.UnsafeDisableDeepCopy); err != nil {
+	if err := p.m.Reader.Get(ctx, key, secret); err != nil {
 		return nil, fmt.Errorf("reading kubeconfig Secret %s: %w", key, err)
 	}
-	i := slices.IndexFunc(list.Items, func(s corev1.Secret) bool { return s.Name == key.Name })
-	if i < 0 {
-		return nil, fmt.Errorf("reading kubeconfig Secret %s: %w", key, apierrors.NewNotFound(corev1.Resource("secrets"), key.Name))
-	}
-	secret := &list.Items[i]
 	c, err := p.m.Clients.For(secret)
 	if err != nil {
 		p.m.reportBrokenSecret(secret, err)

@@ -154,6 +154,9 @@ func (c *Coordinator) deleteOrphans(ctx context.Context, snap snapshot, now time
 	for _, l := range snap.parts {
 		named[leases.Holder(l)] = true
 	}
+	for _, v := range snap.vanished {
+		named[v.name] = true
+	}
 	for m, l := range snap.members {
 		if m == c.cfg.Member || named[m] || !c.observer.Orphaned(m, now) {
 			continue
@@ -195,6 +198,8 @@ type breakage struct {
 	resumeWithoutWrite bool // a cached lease naming this member resumes work without a write
 	expiryByRenewTime  bool // expiry judged by the holder's renewTime and this member's wall clock
 	noEpochCheck       bool // a reply arriving after a fence may start work
+	resumeUnproven     bool // a predecessor's partitions resume at once after a take of the member lease without proof
+	ignoreVanished     bool // a partition lease deleted or cleared under its holder counts as free
 }
 
 // liveByRenewTime is the broken expiry rule: renewTime plus the lease duration, on this member's clock.

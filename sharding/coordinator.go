@@ -36,6 +36,10 @@ type Liveness interface {
 	ViewStale(cachedVersion string, now time.Time, lag time.Duration) bool
 	// SentAt is when the member sent the write that produced version of its lease, if it knows.
 	SentAt(version string) (time.Time, bool)
+	// PredecessorFencedBy is when an earlier process under this member's name is fenced at the
+	// latest, when the member lease was taken without proof that it stopped (deleted or cleared by
+	// someone); zero otherwise. Partitions that name that process are resumed only from then on.
+	PredecessorFencedBy() time.Time
 }
 
 // Config is what a Coordinator needs to know about its group.
@@ -108,6 +112,11 @@ type Coordinator struct {
 	rebalance rebalance
 	// broken switches off single rules of the protocol, for the simulation to prove that each is needed.
 	broken breakage
+	// predecessorLogged is set once the wait for a predecessor under this name was logged.
+	predecessorLogged atomic.Bool
+	// lastHolders is, by partition, the holder the cache last showed (zero after a release); reconcile
+	// steps own it.
+	lastHolders []lastHolder
 
 	mu   sync.RWMutex
 	held map[int]*heldPartition
@@ -214,7 +223,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	heldBefore := len(c.Held())
 	// A change that a step ending early saw (a foreign write, the live set) began with that step.
 	defer c.rebalance.beginIfTouched(now, heldBefore)
-	snap := c.snapshot()
+	snap := c.snapshot(now)
 	c.stopForeignWrites(snap)
 	c.observe(snap, now)
 	c.updateUnheld(snap, now)
@@ -235,10 +244,12 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 		c.updateMetrics()
 		return c.requeueAfter(now), nil
 	}
-	release, acquire := c.plan(ring, snap.parts, now)
+	release, acquire := c.plan(ring, snap, now)
 	errs := c.forEach(ctx, release, func(p int) error { return c.release(ctx, p, snap.parts[p], "") })
 	confirm := c.newExpiryConfirmer()
-	errs = append(errs, c.forEach(ctx, acquire, func(p int) error { return c.acquire(ctx, p, snap.parts[p], now, confirm, epoch) })...)
+	errs = append(errs, c.forEach(ctx, acquire, func(p int) error {
+		return c.acquire(ctx, p, snap.parts[p], snap.vanished[p], now, confirm, epoch)
+	})...)
 	c.ready.Store(c.holdsShare(ring))
 	c.updateMetrics()
 	c.updateShootsOwned(ctx, now)
@@ -268,9 +279,15 @@ type snapshot struct {
 	members    map[string]*coordinationv1.Lease
 	parts      []*coordinationv1.Lease
 	otherCount int
+	// vanished are the partitions whose lease is gone, or names no holder without a release, by the
+	// holder this process saw last (see lastHolders).
+	vanished map[int]holderID
 }
 
-func (c *Coordinator) snapshot() snapshot {
+// holderID is a partition lease's holder: a member's name and the incarnation that wrote it.
+type holderID struct{ name, incarnation string }
+
+func (c *Coordinator) snapshot(now time.Time) snapshot {
 	snap := snapshot{members: map[string]*coordinationv1.Lease{}, parts: make([]*coordinationv1.Lease, c.cfg.Ring.PartitionCount)}
 	for _, l := range c.lister.List() {
 		if m, ok := leases.MemberOf(c.cfg.Group, l); ok {
@@ -288,7 +305,55 @@ func (c *Coordinator) snapshot() snapshot {
 			snap.parts[p] = l
 		}
 	}
+	c.findVanished(&snap, now)
 	return snap
+}
+
+// findVanished records the holder of each partition lease the cache shows held, and puts into
+// snap.vanished the partitions whose lease disappeared, or lost its holder without a release, since
+// it showed them held by another process. Such a lease proves nothing about that holder (review
+// sharding.md N4): someone deleted or cleared it, and a holder cut off from the API server acts on
+// until its fence. So it stays held by that holder until the holder expires by observation, or until
+// it has been gone for a lease duration here, as an absent member lease is: by then a holder that
+// renews has seen it gone in its own cache and stopped, and one that does not is fenced. A process
+// learns the holders from its first snapshot on.
+func (c *Coordinator) findVanished(snap *snapshot, now time.Time) {
+	if c.lastHolders == nil {
+		c.lastHolders = make([]lastHolder, len(snap.parts))
+	}
+	me := holderID{c.cfg.Member, c.cfg.Incarnation}
+	for p, l := range snap.parts {
+		last := &c.lastHolders[p]
+		released := false
+		if l != nil {
+			_, released = leases.ReleasedAt(l)
+		}
+		switch h := leases.Holder(l); {
+		case h != "":
+			*last = lastHolder{holderID: holderID{name: h, incarnation: leases.Incarnation(l)}}
+		case released || last.name == "" || last.holderID == me || c.broken.ignoreVanished:
+			*last = lastHolder{}
+		default:
+			if last.since.IsZero() {
+				last.since = now
+			}
+			if now.Sub(last.since) >= c.cfg.LeaseDuration {
+				*last = lastHolder{}
+				continue
+			}
+			if snap.vanished == nil {
+				snap.vanished = map[int]holderID{}
+			}
+			snap.vanished[p] = last.holderID
+		}
+	}
+}
+
+// lastHolder is the holder a partition lease last showed, and since when it shows none (zero: it
+// still does).
+type lastHolder struct {
+	holderID
+	since time.Time
 }
 
 // observe feeds the member leases to the observer. Members the observer knows whose lease is gone,
@@ -301,8 +366,15 @@ func (c *Coordinator) observe(snap snapshot, now time.Time) {
 		c.observer.Observe(m, l, now)
 	}
 	named := map[string]bool{}
+	holders := make([]string, 0, len(snap.vanished))
 	for _, l := range snap.parts {
-		if h := leases.Holder(l); h != "" {
+		holders = append(holders, leases.Holder(l))
+	}
+	for _, v := range snap.vanished {
+		holders = append(holders, v.name)
+	}
+	for _, h := range holders {
+		if h != "" {
 			named[h] = true
 			if snap.members[h] == nil {
 				c.observer.ObserveAbsent(h, now)
@@ -351,7 +423,8 @@ func (c *Coordinator) ringAt(now time.Time) (*Ring, error) {
 }
 
 // plan decides every partition with Plan.
-func (c *Coordinator) plan(ring *Ring, parts []*coordinationv1.Lease, now time.Time) (release, acquire []int) {
+func (c *Coordinator) plan(ring *Ring, snap snapshot, now time.Time) (release, acquire []int) {
+	parts := snap.parts
 	live := func(m string) bool { return c.observer.Live(m, now) }
 	if c.broken.expiryByRenewTime {
 		live = c.liveByRenewTime(now)
@@ -363,6 +436,10 @@ func (c *Coordinator) plan(ring *Ring, parts []*coordinationv1.Lease, now time.T
 	for p := range parts {
 		state := PartitionState{Holder: leases.Holder(parts[p]), Active: c.Holds(p), Desired: ring.Owner(p),
 			ReservedFor: leases.ReservedFor(parts[p])}
+		if v, ok := snap.vanished[p]; ok && v.name != c.cfg.Member {
+			// An earlier process under this name is waited for in acquire (PredecessorFencedBy).
+			state.Holder = v.name
+		}
 		switch Plan(c.cfg.Member, state, live, returning) {
 		case Release:
 			release = append(release, p)

@@ -30,6 +30,10 @@ func (l *switchLiveness) SentAt(string) (time.Time, bool) { return time.Time{}, 
 
 func (neverFenced) SentAt(string) (time.Time, bool) { return time.Time{}, false }
 
+func (l *switchLiveness) PredecessorFencedBy() time.Time { return time.Time{} }
+
+func (neverFenced) PredecessorFencedBy() time.Time { return time.Time{} }
+
 func (l *switchLiveness) FenceAt() time.Time {
 	if l.fenced.Load() {
 		return time.Time{}

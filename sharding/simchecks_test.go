@@ -21,7 +21,7 @@ func (s *simulation) acquired(p *simProc, part int) {
 	}
 	s.checkOwnWrite(p, part)
 	for _, inc := range sortedKeys(s.acting[part]) {
-		if a := s.acting[part][inc]; inc != p.incarnation && a.active(s.now) && !s.excused(a, part) {
+		if a := s.acting[part][inc]; inc != p.incarnation && a.active(s.now) && !s.overlapExcused(a, part) {
 			s.fail("partition %d acted on by %s (since t=%s) and %s at once", part, inc, a.since.Sub(s.start), p.incarnation)
 		}
 	}
@@ -104,6 +104,12 @@ func (s *simulation) excused(a *simAct, part int) bool {
 	return f.set && !a.since.After(f.at) && a.proc.reconciledFrom <= f.index
 }
 
+// overlapExcused reports whether a may overlap another actor on part: it is excused, and the
+// person's write named another holder, unless the simulation excuses deletions too (strictDeletes).
+func (s *simulation) overlapExcused(a *simAct, part int) bool {
+	return s.excused(a, part) && !(s.strictDeletes && s.foreign[part].vacated)
+}
+
 // checkActing ends the stops that are over and checks that no partition is acted on by two
 // incarnations at once.
 func (s *simulation) checkActing() {
@@ -114,7 +120,7 @@ func (s *simulation) checkActing() {
 		for inc, a := range acts {
 			if !a.until.IsZero() && !a.until.After(s.now) {
 				delete(acts, inc)
-			} else if a.active(s.now) && !s.excused(a, part) {
+			} else if a.active(s.now) && !s.overlapExcused(a, part) {
 				actors = append(actors, inc)
 			}
 		}

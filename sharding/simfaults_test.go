@@ -302,7 +302,8 @@ func (s *simulation) personWrites(name string, write func() error) {
 		s.t.Fatalf("a person's write to %s: %v", name, err)
 	}
 	if part, ok := partitionNamed(name); ok {
-		s.foreign[part] = simForeign{at: s.now, index: s.logLen, set: true}
+		l, err := s.store.Get(context.Background(), name)
+		s.foreign[part] = simForeign{at: s.now, index: s.logLen, set: true, vacated: err != nil || leases.Holder(l) == ""}
 	}
 }
 

@@ -117,6 +117,8 @@ type simForeign struct {
 	at    time.Time
 	index int // its position in the store's log
 	set   bool
+	// vacated says the write deleted the lease or cleared its holder, rather than naming another.
+	vacated bool
 }
 
 // simAcquisition is a start of work on a partition.
@@ -165,6 +167,11 @@ type simulation struct {
 	failure      error
 	lastFault    time.Time
 	faults       map[string]int // injected faults by kind, and other events worth counting
+	// strictDeletes excuses no overlap after a person deleted a partition lease or cleared its
+	// holder (the holder acting on a lease that no longer names it still is): another process must
+	// not take it while its holder may act. The random faults keep the excuse, since a process that
+	// starts after such a deletion cannot know whom the lease named.
+	strictDeletes bool
 	// tracing logs what happens, for a seed named by $DWD_SIM_TRACE.
 	tracing bool
 }
@@ -417,6 +424,10 @@ var brokenVariants = []protocolVariant{
 	{name: "expiry by renewTime", observedDuration: simLeaseDuration, broken: breakage{expiryByRenewTime: true}},
 	{name: "no fence epoch check", observedDuration: simLeaseDuration, broken: breakage{noEpochCheck: true},
 		scripted: (*simulation).startAfterAFence},
+	{name: "a partition lease deleted under its holder counts as free", observedDuration: simLeaseDuration,
+		broken: breakage{ignoreVanished: true}, scripted: func(s *simulation) bool { s.partitionLeasesDeletedUnderACutHolder(); return true }},
+	{name: "a predecessor's partitions resumed after an unproven take", observedDuration: simLeaseDuration,
+		broken: breakage{resumeUnproven: true}, scripted: func(s *simulation) bool { s.newProcessAfterItsMemberLeaseWasDeleted(); return true }},
 }
 
 // simBrokenSeeds and simBrokenSteps bound the search for a violation of a broken variant.

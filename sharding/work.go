@@ -70,15 +70,32 @@ func (c *Coordinator) putPending(p int, state map[string]string) {
 // A lease held by another member is taken only when a fresh read confirms that the holder's member
 // lease is still the one observed unchanged for a full lease duration: a lagging cache must not make
 // a live member look expired.
-func (c *Coordinator) acquire(ctx context.Context, p int, cached *coordinationv1.Lease, now time.Time, confirm *expiryConfirmer, epoch uint64) error {
-	holder := leases.Holder(cached)
+//
+// A partition whose lease vanished under its holder (vanished, see findVanished) is taken from that
+// holder in the same way, as after a crash.
+func (c *Coordinator) acquire(ctx context.Context, p int, cached *coordinationv1.Lease, vanished holderID, now time.Time, confirm *expiryConfirmer, epoch uint64) error {
+	holder, incarnation := leases.Holder(cached), leases.Incarnation(cached)
+	if vanished.name != "" {
+		holder, incarnation = vanished.name, vanished.incarnation
+	}
 	if holder != "" && holder != c.cfg.Member && !c.broken.skipConfirmation {
 		expired, err := confirm.expired(ctx, holder)
 		if err != nil || !expired {
 			return err
 		}
 	}
+	if holder == c.cfg.Member && incarnation != c.cfg.Incarnation && !c.broken.resumeUnproven {
+		// A predecessor under this name holds it: it may act until it is fenced, which the member
+		// lease proves unless someone deleted or cleared that.
+		if until := c.liveness.PredecessorFencedBy(); now.Before(until) {
+			c.waitForPredecessor(until)
+			return nil
+		}
+	}
 	takeover := c.takeover(p, cached, holder)
+	if vanished.name != "" {
+		takeover = Takeover{Cause: Crash}
+	}
 	if c.broken.resumeWithoutWrite && holder == c.cfg.Member {
 		c.start(p, cached, cached, takeover, epoch)
 		return nil
@@ -100,6 +117,15 @@ func (c *Coordinator) acquire(ctx context.Context, p int, cached *coordinationv1
 	c.rebalance.acquiredOne(takeover.Cause, c.expiredHolder(takeover, holder))
 	c.observeHandover(cached, holder, now)
 	return nil
+}
+
+// waitForPredecessor logs, once, that partitions an earlier process under this name holds wait until
+// it is fenced.
+func (c *Coordinator) waitForPredecessor(until time.Time) {
+	if c.predecessorLogged.CompareAndSwap(false, true) {
+		c.log.Info("The member lease was deleted or cleared by someone else and taken without proof that the process before this one under the name stopped: its partitions resume once it is fenced for sure",
+			"member", c.cfg.Member, "resumeAt", until)
+	}
 }
 
 // expiryConfirmer confirms, once per holder and reconcile step, that a holder judged expired by
