@@ -57,7 +57,7 @@ type Member struct {
 	// marker), when such a predecessor is fenced at the latest: its last renewal came before the lease
 	// was deleted or cleared, so before the take. Zero after a take with proof.
 	unprovenUntil time.Time
-	writes      []sentWrite           // the latest successful writes, oldest first
+	writes        []sentWrite // the latest successful writes, oldest first
 
 	loop loopState // Step's state
 }
