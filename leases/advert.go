@@ -1,6 +1,7 @@
 package leases
 
 import (
+	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -21,11 +22,15 @@ type Advert struct {
 	Duration time.Duration
 	// Settings are the group settings the holder runs with (SettingsAnnotation); "" when unknown.
 	Settings string
+	// RecentFences is how often the holder fenced within the flap window when it last renewed
+	// (RecentFencesAnnotation); 0 when it advertises none.
+	RecentFences int
 }
 
 // AdvertOf reads the member lease l of member.
 func AdvertOf(member string, l *coordinationv1.Lease) Advert {
 	a := Advert{Held: Holder(l) == member, Settings: l.Annotations[SettingsAnnotation]}
+	a.RecentFences, _ = strconv.Atoi(l.Annotations[RecentFencesAnnotation])
 	if l.Spec.LeaseDurationSeconds != nil {
 		a.Duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}

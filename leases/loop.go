@@ -21,6 +21,12 @@ type Hooks struct {
 	// Healthy, when set, is asked before every renewal: a replica whose work loop is wedged stops
 	// renewing, so that it fences and the others take over.
 	Healthy func() bool
+	// MayStepDown, when set, is asked before the member steps down for fencing too often: only when
+	// another member that does not fence could take over. A member alone, or one of a group whose
+	// members all fence together (the API server's brownouts), stays. Without it the member never
+	// steps down. Each renewal advertises the member's recent fences (RecentFencesAnnotation) for the
+	// others to judge by.
+	MayStepDown func() bool
 }
 
 // Flapping: a member that fences this often within flapWindow steps down for flapWindow, so that the
@@ -102,7 +108,7 @@ func (m *Member) fenceIfDue(ctx context.Context, hooks Hooks, now time.Time) {
 		}
 	}
 	m.loop.fences = append(recent, now)
-	if len(m.loop.fences) < FlapFences {
+	if len(m.loop.fences) < FlapFences || hooks.MayStepDown == nil || !hooks.MayStepDown() {
 		return
 	}
 	m.loop.fences, m.loop.downUntil, m.loop.releasing = nil, now.Add(window), true
@@ -111,13 +117,27 @@ func (m *Member) fenceIfDue(ctx context.Context, hooks Hooks, now time.Time) {
 	}
 }
 
+// recentFences is how often the member fenced within the flap window before now. It reads the loop's
+// state: call it from the goroutine of Step.
+func (m *Member) recentFences(now time.Time) int {
+	n := 0
+	for _, at := range m.loop.fences {
+		if now.Sub(at) < FlapWindowDurations*m.LeaseDuration {
+			n++
+		}
+	}
+	return n
+}
+
 // sitOut is a round while stepped down: it tries to release the lease until that succeeded, so that
-// the others need not wait out the lease duration, and renews nothing.
+// the others need not wait out the lease duration, and renews nothing. The release says the state
+// of the partitions' work is lost: the fence stopped it without handing it over, so the next holders
+// start them as after a crash (review sharding.md L3).
 func (m *Member) sitOut(ctx context.Context, now time.Time) time.Duration {
 	if m.loop.releasing {
 		ctx, cancel := context.WithTimeout(ctx, m.RetryPeriod)
 		defer cancel()
-		if err := m.Release(ctx, now, Leave{}); err == nil {
+		if err := m.Release(ctx, now, Leave{StateLost: true}); err == nil {
 			m.loop.releasing = false
 			m.mu.Lock()
 			m.lease = nil

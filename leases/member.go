@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -256,6 +257,11 @@ func (m *Member) renewed(lease *coordinationv1.Lease, now time.Time) *coordinati
 		delete(lease.Annotations, key)
 	}
 	setAnnotation(lease, SettingsAnnotation, m.Settings)
+	if n := m.recentFences(now); n > 0 {
+		setAnnotation(lease, RecentFencesAnnotation, strconv.Itoa(n))
+	} else {
+		delete(lease.Annotations, RecentFencesAnnotation)
+	}
 	if m.PodUID != "" {
 		setAnnotation(lease, PodUIDAnnotation, m.PodUID)
 	}

@@ -377,6 +377,20 @@ func TestPartitionCompareAndSwap(t *testing.T) {
 	assert.Equal(t, int32(1), *c.Spec.LeaseTransitions)
 }
 
+// flap makes m fence leases.FlapFences times: its renewals succeed only every 11 s, one past the
+// renew deadline.
+func flap(ctx context.Context, m *leases.Member, store *flakyStore, clk *clocktesting.FakeClock, hooks leases.Hooks, fences *int) {
+	for *fences < leases.FlapFences {
+		store.down.Store(true)
+		for clk.Now().Sub(t0)%(11*time.Second) != 0 || !m.Fenced(clk.Now()) {
+			clk.Step(time.Second)
+			m.Step(ctx, hooks)
+		}
+		store.down.Store(false)
+		clk.Step(m.Step(ctx, hooks))
+	}
+}
+
 func TestMemberStepsDownWhenItFencesTooOften(t *testing.T) {
 	ctx := context.Background()
 	mem := leasestest.NewStore()
@@ -386,30 +400,47 @@ func TestMemberStepsDownWhenItFencesTooOften(t *testing.T) {
 	var fences int
 	var downUntil time.Time
 	hooks := leases.Hooks{OnFence: func() { fences++ }, OnRenewFailure: func(error) {},
-		OnStepDown: func(until time.Time) { downUntil = until }}
+		OnStepDown: func(until time.Time) { downUntil = until }, MayStepDown: func() bool { return true }}
 	step := func() { clk.Step(m.Step(ctx, hooks)) }
 	step()
 	require.False(t, m.Fenced(clk.Now()))
-	// Renewals succeed only every 11 s, one past the renew deadline: the member fences each time.
-	for fences < leases.FlapFences {
-		store.down.Store(true)
-		for clk.Now().Sub(t0)%(11*time.Second) != 0 || !m.Fenced(clk.Now()) {
-			clk.Step(time.Second)
-			m.Step(ctx, hooks)
-		}
-		store.down.Store(false)
-		step()
-	}
+	flap(ctx, m, store, clk, hooks, &fences)
 	require.False(t, downUntil.IsZero(), "the third fence within ten lease durations steps down")
 	assert.Equal(t, "", mem.Holder("dwd-member-dwd-0"), "the lease is released so that the others take over at once")
 	released, _ := mem.Get(ctx, "dwd-member-dwd-0")
 	assert.True(t, leases.AdvertOf("dwd-0", released).Left)
+	assert.True(t, leases.AdvertOf("dwd-0", released).StateLost, "the fences stopped the work without handing its state over (review L3)")
 	for clk.Now().Before(downUntil) {
 		step()
 		assert.True(t, m.Fenced(clk.Now()), "no renewal until the window has passed")
 	}
 	m.Step(ctx, hooks)
 	assert.False(t, m.Fenced(clk.Now()), "it comes back afterwards")
+}
+
+// A member that no other member could replace (it is alone, or they all fence with it in a brownout of
+// the API server) does not step down, however often it fences (review sharding.md L1).
+func TestMemberStaysWhenNoOtherCouldTakeOver(t *testing.T) {
+	for name, hook := range map[string]func() bool{"no other member renews well": func() bool { return false }, "no hook": nil} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			store := &flakyStore{Store: leasestest.NewStore()}
+			clk := clocktesting.NewFakeClock(t0)
+			m := newMember(store, clk)
+			fences, steppedDown := 0, false
+			hooks := leases.Hooks{OnFence: func() { fences++ }, OnRenewFailure: func(error) {},
+				OnStepDown: func(time.Time) { steppedDown = true }, MayStepDown: hook}
+			clk.Step(m.Step(ctx, hooks))
+			flap(ctx, m, store, clk, hooks, &fences)
+			fences = 0
+			flap(ctx, m, store, clk, hooks, &fences)
+			assert.False(t, steppedDown)
+			assert.False(t, m.Fenced(clk.Now()), "it renews again as soon as it can")
+			l, err := store.Get(ctx, "dwd-member-dwd-0")
+			require.NoError(t, err)
+			assert.GreaterOrEqual(t, leases.AdvertOf("dwd-0", l).RecentFences, leases.FlapFences, "the others see it fence")
+		})
+	}
 }
 
 func TestMemberStopsRenewingWhileItsWorkLoopIsWedged(t *testing.T) {

@@ -40,10 +40,15 @@ const (
 	ReturningAnnotation = "dwd.gardener.cloud/returning"
 	// StateLostAnnotation, next to LeftAnnotation, says the leaving member could not hand over the
 	// state of some partitions it leaves named after it: their next holders start them as after a crash.
+	// On a released partition lease (ReleaseVanished) it says the same of that partition.
 	StateLostAnnotation = "dwd.gardener.cloud/state-lost"
 	// PodUIDAnnotation records the Pod of the process that holds a member lease: a later container of
 	// the same Pod starts only after the earlier one exited, so it may take the lease at once.
 	PodUIDAnnotation = "dwd.gardener.cloud/pod-uid"
+	// RecentFencesAnnotation on a member lease is how often its holder fenced within the flap window
+	// (FlapWindowDurations lease durations) when it last renewed: the others step down for fencing too
+	// often only while a member that does not fence could take their share over.
+	RecentFencesAnnotation = "dwd.gardener.cloud/recent-fences"
 )
 
 // Values of KindLabel.

@@ -70,6 +70,33 @@ func Release(ctx context.Context, store Store, cached *coordinationv1.Lease, han
 	return store.Update(ctx, lease)
 }
 
+// ReleaseVanished marks partition p's lease released with its state lost, after someone deleted it
+// (cached nil: it creates it) or cleared its holder while this member held it and the work has
+// stopped: the others then take the partition at once, as after a crash, instead of waiting for this
+// member to expire.
+func ReleaseVanished(ctx context.Context, store Store, group string, count, p int, cached *coordinationv1.Lease, now time.Time) (*coordinationv1.Lease, error) {
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: PartitionLeaseName(group, p)}}
+	if cached != nil {
+		lease = cached.DeepCopy()
+	}
+	lease.Labels = labels(group, KindPartition)
+	lease.Labels[PartitionsLabel] = strconv.Itoa(count)
+	lease.Spec.HolderIdentity = nil
+	lease.Spec.RenewTime = ptr.To(metav1.NewMicroTime(now))
+	delete(lease.Annotations, IncarnationAnnotation)
+	setAnnotation(lease, ReleasedAtAnnotation, now.UTC().Format(time.RFC3339Nano))
+	setAnnotation(lease, StateLostAnnotation, "true")
+	if cached == nil {
+		return store.Create(ctx, lease)
+	}
+	return store.Update(ctx, lease)
+}
+
+// StateLost reports whether a released partition lease says the state of its work was lost.
+func StateLost(l *coordinationv1.Lease) bool {
+	return l != nil && l.Annotations[StateLostAnnotation] == "true"
+}
+
 // Handover returns the handover annotations of a partition lease.
 func Handover(l *coordinationv1.Lease) map[string]string {
 	var state map[string]string
@@ -113,6 +140,7 @@ func setHolder(lease *coordinationv1.Lease, holder, incarnation string, now time
 	lease.Spec.RenewTime = &t
 	setAnnotation(lease, IncarnationAnnotation, incarnation)
 	delete(lease.Annotations, ReleasedAtAnnotation)
+	delete(lease.Annotations, StateLostAnnotation)
 	for k := range Handover(lease) {
 		delete(lease.Annotations, k)
 	}

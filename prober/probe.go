@@ -527,13 +527,13 @@ func (p *shootProbe) act(ctx context.Context, d Decision) (string, error) {
 		}
 		return resultNoDecision, nil
 	}
-	epoch := p.m.publish(p.namespace, dir)
 	needs, err := p.m.Scaler.NeedsOf(ctx, p.namespace, dir)
+	if err == nil && dir == scaler.Up && needs.Scaling && p.st.onKept {
+		return resultNoDecision, errNodesKept // before the verdict: the Nodes read now decide it
+	}
+	epoch := p.m.publish(p.namespace, dir)
 	if err != nil {
 		return resultScaleFailed, err
-	}
-	if dir == scaler.Up && needs.Scaling && p.st.onKept {
-		return resultNoDecision, errNodesKept
 	}
 	if needs.Cleanup {
 		p.cleanup(ctx)

@@ -114,9 +114,12 @@ type Coordinator struct {
 	broken breakage
 	// predecessorLogged is set once the wait for a predecessor under this name was logged.
 	predecessorLogged atomic.Bool
+	// othersRenew is set when the last reconcile saw another member that could take this one's share
+	// over (anotherSteady).
+	othersRenew atomic.Bool
 	// lastHolders is, by partition, the holder the cache last showed (zero after a release); reconcile
 	// steps own it.
-	lastHolders []lastHolder
+	lastHolders []holderID
 
 	mu   sync.RWMutex
 	held map[int]*heldPartition
@@ -223,9 +226,10 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	heldBefore := len(c.Held())
 	// A change that a step ending early saw (a foreign write, the live set) began with that step.
 	defer c.rebalance.beginIfTouched(now, heldBefore)
-	snap := c.snapshot(now)
+	snap := c.snapshot()
 	c.stopForeignWrites(snap)
 	c.observe(snap, now)
+	c.othersRenew.Store(c.anotherSteady(snap, now))
 	c.updateUnheld(snap, now)
 	if c.liveness.Fenced(now) {
 		if len(c.Held()) > 0 {
@@ -245,7 +249,12 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 		return c.requeueAfter(now), nil
 	}
 	release, acquire := c.plan(ring, snap, now)
-	errs := c.forEach(ctx, release, func(p int) error { return c.release(ctx, p, snap.parts[p], "") })
+	errs := c.forEach(ctx, release, func(p int) error {
+		if v, ok := snap.vanished[p]; ok {
+			return c.releaseVanished(ctx, p, snap.parts[p], v)
+		}
+		return c.release(ctx, p, snap.parts[p], "")
+	})
 	confirm := c.newExpiryConfirmer()
 	errs = append(errs, c.forEach(ctx, acquire, func(p int) error {
 		return c.acquire(ctx, p, snap.parts[p], snap.vanished[p], now, confirm, epoch)
@@ -255,6 +264,28 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	c.updateShootsOwned(ctx, now)
 	c.finishRebalance(ring, now, heldBefore, c.ready.Load() && len(errs) == 0)
 	return c.requeueAfter(now), errors.Join(errs...)
+}
+
+// anotherSteady reports whether another live member holds its lease with this member's settings, has
+// not left, and advertised no fence within the flap window when it last renewed.
+func (c *Coordinator) anotherSteady(snap snapshot, now time.Time) bool {
+	for m := range snap.members {
+		if m == c.cfg.Member || !c.observer.Live(m, now) {
+			continue
+		}
+		_, advert, ok := c.observer.Seen(m)
+		if ok && advert.Held && !advert.Left && advert.Settings == c.cfg.Settings && advert.RecentFences == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// MayStepDown tells the member loop whether stepping down after fencing too often would hand this
+// member's share to a member that does not fence (the last reconcile saw one): never when it is
+// alone, or when the others fence as well, as in brownouts of the API server (review sharding.md L1).
+func (c *Coordinator) MayStepDown() bool {
+	return c.othersRenew.Load()
 }
 
 // Ready reports whether the last reconcile left this replica holding every partition the ring gives
@@ -287,7 +318,7 @@ type snapshot struct {
 // holderID is a partition lease's holder: a member's name and the incarnation that wrote it.
 type holderID struct{ name, incarnation string }
 
-func (c *Coordinator) snapshot(now time.Time) snapshot {
+func (c *Coordinator) snapshot() snapshot {
 	snap := snapshot{members: map[string]*coordinationv1.Lease{}, parts: make([]*coordinationv1.Lease, c.cfg.Ring.PartitionCount)}
 	for _, l := range c.lister.List() {
 		if m, ok := leases.MemberOf(c.cfg.Group, l); ok {
@@ -305,55 +336,38 @@ func (c *Coordinator) snapshot(now time.Time) snapshot {
 			snap.parts[p] = l
 		}
 	}
-	c.findVanished(&snap, now)
+	c.findVanished(&snap)
 	return snap
 }
 
 // findVanished records the holder of each partition lease the cache shows held, and puts into
-// snap.vanished the partitions whose lease disappeared, or lost its holder without a release, since
-// it showed them held by another process. Such a lease proves nothing about that holder (review
-// sharding.md N4): someone deleted or cleared it, and a holder cut off from the API server acts on
-// until its fence. So it stays held by that holder until the holder expires by observation, or until
-// it has been gone for a lease duration here, as an absent member lease is: by then a holder that
-// renews has seen it gone in its own cache and stopped, and one that does not is fenced. A process
-// learns the holders from its first snapshot on.
-func (c *Coordinator) findVanished(snap *snapshot, now time.Time) {
+// snap.vanished the partitions whose lease disappeared, or lost its holder without a release, since it
+// showed them held. Such a lease proves nothing about that holder (review sharding.md N4): someone
+// deleted or cleared it, and a holder cut off from the API server, or whose watch lags, acts on until
+// its fence or until its cache shows the change. So it stays that holder's until the holder expires
+// by observation, or until the holder, its work stopped, marks it released with its state lost
+// (ReleaseVanished, in release). A process learns the holders from its first snapshot on.
+func (c *Coordinator) findVanished(snap *snapshot) {
 	if c.lastHolders == nil {
-		c.lastHolders = make([]lastHolder, len(snap.parts))
+		c.lastHolders = make([]holderID, len(snap.parts))
 	}
-	me := holderID{c.cfg.Member, c.cfg.Incarnation}
 	for p, l := range snap.parts {
-		last := &c.lastHolders[p]
 		released := false
 		if l != nil {
 			_, released = leases.ReleasedAt(l)
 		}
 		switch h := leases.Holder(l); {
 		case h != "":
-			*last = lastHolder{holderID: holderID{name: h, incarnation: leases.Incarnation(l)}}
-		case released || last.name == "" || last.holderID == me || c.broken.ignoreVanished:
-			*last = lastHolder{}
-		default:
-			if last.since.IsZero() {
-				last.since = now
-			}
-			if now.Sub(last.since) >= c.cfg.LeaseDuration {
-				*last = lastHolder{}
-				continue
-			}
+			c.lastHolders[p] = holderID{name: h, incarnation: leases.Incarnation(l)}
+		case released || c.broken.ignoreVanished:
+			c.lastHolders[p] = holderID{}
+		case c.lastHolders[p].name != "":
 			if snap.vanished == nil {
 				snap.vanished = map[int]holderID{}
 			}
-			snap.vanished[p] = last.holderID
+			snap.vanished[p] = c.lastHolders[p]
 		}
 	}
-}
-
-// lastHolder is the holder a partition lease last showed, and since when it shows none (zero: it
-// still does).
-type lastHolder struct {
-	holderID
-	since time.Time
 }
 
 // observe feeds the member leases to the observer. Members the observer knows whose lease is gone,
@@ -366,7 +380,7 @@ func (c *Coordinator) observe(snap snapshot, now time.Time) {
 		c.observer.Observe(m, l, now)
 	}
 	named := map[string]bool{}
-	holders := make([]string, 0, len(snap.vanished))
+	holders := make([]string, 0, len(snap.parts)+len(snap.vanished))
 	for _, l := range snap.parts {
 		holders = append(holders, leases.Holder(l))
 	}
@@ -436,8 +450,8 @@ func (c *Coordinator) plan(ring *Ring, snap snapshot, now time.Time) (release, a
 	for p := range parts {
 		state := PartitionState{Holder: leases.Holder(parts[p]), Active: c.Holds(p), Desired: ring.Owner(p),
 			ReservedFor: leases.ReservedFor(parts[p])}
-		if v, ok := snap.vanished[p]; ok && v.name != c.cfg.Member {
-			// An earlier process under this name is waited for in acquire (PredecessorFencedBy).
+		if v, ok := snap.vanished[p]; ok {
+			// Still that holder's: this member's own is acquired again or marked released.
 			state.Holder = v.name
 		}
 		switch Plan(c.cfg.Member, state, live, returning) {

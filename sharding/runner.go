@@ -165,7 +165,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		r.member.Run(memberCtx, leases.Hooks{OnFence: r.onFence, OnRenewFailure: r.onRenewFailure,
-			OnRenew: r.onRenew, OnStepDown: r.onStepDown, Healthy: r.loopHealthy})
+			OnRenew: r.onRenew, OnStepDown: r.onStepDown, Healthy: r.loopHealthy, MayStepDown: r.coordinator.MayStepDown})
 	})
 	go func() { <-ctx.Done(); queue.ShutDown() }()
 	queue.Add(r.settings.GroupName)

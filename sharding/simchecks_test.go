@@ -104,8 +104,9 @@ func (s *simulation) excused(a *simAct, part int) bool {
 	return f.set && !a.since.After(f.at) && a.proc.reconciledFrom <= f.index
 }
 
-// overlapExcused reports whether a may overlap another actor on part: it is excused, and the
-// person's write named another holder, unless the simulation excuses deletions too (strictDeletes).
+// overlapExcused reports whether a may overlap another actor on part: it is excused, and, when the
+// simulation is strict about deletions (strictDeletes), the person's write named another holder
+// rather than deleting the lease or clearing its holder.
 func (s *simulation) overlapExcused(a *simAct, part int) bool {
 	return s.excused(a, part) && !(s.strictDeletes && s.foreign[part].vacated)
 }

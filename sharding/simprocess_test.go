@@ -304,6 +304,7 @@ func (s *simulation) hooks(p *simProc) leases.Hooks {
 			p.downUntil = p.simTime(until)
 			s.count("step-down (fenced too often)")
 		},
+		MayStepDown: p.coordinator.MayStepDown,
 		Healthy: func() bool {
 			l := p.reconcileLoop
 			stuck := l.active || s.now.Before(l.busyUntil)

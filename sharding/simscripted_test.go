@@ -266,18 +266,30 @@ func (s *simulation) memberLeaseDeletedUnderAStaleObserver() {
 }
 
 func TestSimulatedNewProcessAfterItsMemberLeaseWasDeleted(t *testing.T) {
-	s := newSimulation(t, 1, correctProtocol)
-	s.newProcessAfterItsMemberLeaseWasDeleted()
-	require.NoError(t, s.failure)
+	for _, join := range []bool{false, true} {
+		for seed := uint64(1); seed <= 3; seed++ {
+			s := newSimulation(t, seed, correctProtocol)
+			s.newProcessAfterItsMemberLeaseWasDeleted(join)
+			require.NoError(t, s.failure, "seed %d, join %t", seed, join)
+			// Once the old process is fenced for sure, the new one holds the share.
+			s.advance(30*time.Second, false)
+			s.checkLiveness("after the new process waited for its predecessor")
+			require.NoError(t, s.failure, "seed %d, join %t", seed, join)
+		}
+	}
 }
 
-// newProcessAfterItsMemberLeaseWasDeleted cuts member a off from the store right after a renewal; a
-// second later a person deletes a's member lease, and a second process starts under a's name.
-func (s *simulation) newProcessAfterItsMemberLeaseWasDeleted() {
+// newProcessAfterItsMemberLeaseWasDeleted cuts member a off from the store right after a renewal
+// (and with join, a member joins, to which the ring moves some of a's share); a second later a person
+// deletes a's member lease, and a second process starts under a's name.
+func (s *simulation) newProcessAfterItsMemberLeaseWasDeleted(join bool) {
 	procs := s.settledGroup(3)
 	a := procs[0]
 	s.untilRenewed(a)
 	s.cut(a, 20*time.Second)
+	if join {
+		s.join()
+	}
 	s.advance(time.Second, false)
 	name := a.member.LeaseName()
 	s.personWrites(name, func() error { return s.store.Delete(context.Background(), name, "") })
@@ -285,27 +297,34 @@ func (s *simulation) newProcessAfterItsMemberLeaseWasDeleted() {
 	s.advance(10*time.Second, false)
 }
 
-// A partition lease deleted under a holder that may still act stays its until the holder expires
-// (review sharding.md N4): a joiner that the ring gives it, and that saw it held, waits.
-func TestSimulatedPartitionLeasesDeletedUnderACutHolder(t *testing.T) {
-	for seed := uint64(1); seed <= 4; seed++ {
-		s := newSimulation(t, seed, correctProtocol)
-		s.partitionLeasesDeletedUnderACutHolder()
-		require.NoError(t, s.failure, "seed %d", seed)
-		require.Positive(t, s.faults["vanished partitions taken by the joiner"], "seed %d: the joiner took none of the deleted partitions", seed)
+// A partition lease deleted or cleared under a holder that may still act stays its (review
+// sharding.md N4): a joiner that the ring gives it, and that saw it held, waits until the holder has
+// expired (cut off) or, its work stopped, marked the lease released (its watch lagging 20 s).
+func TestSimulatedPartitionLeasesDeletedUnderTheirHolder(t *testing.T) {
+	for _, lagging := range []bool{false, true} {
+		for seed := uint64(1); seed <= 4; seed++ {
+			s := newSimulation(t, seed, correctProtocol)
+			s.partitionLeasesDeletedUnderTheirHolder(lagging)
+			require.NoError(t, s.failure, "seed %d, lagging %t", seed, lagging)
+			require.Positive(t, s.faults["vanished partitions taken by the joiner"], "seed %d, lagging %t: the joiner took none of them", seed, lagging)
+		}
 	}
 }
 
-// partitionLeasesDeletedUnderACutHolder cuts member v off right after a renewal (it acts on until its
-// fence); a member joins, and the ring gives it partitions v cannot release; two seconds later,
-// once the joiner has seen them held by v, a person deletes or clears every partition lease v holds.
-// No overlap is excused.
-func (s *simulation) partitionLeasesDeletedUnderACutHolder() {
+// partitionLeasesDeletedUnderTheirHolder cuts member v off right after a renewal (it acts on until its
+// fence), or with lagging lets v's watch fall 20 s behind; a member joins, and the ring gives it
+// partitions v does not release yet; two seconds later, once the joiner has seen them held by v, a
+// person deletes or clears every partition lease v holds. No overlap is excused.
+func (s *simulation) partitionLeasesDeletedUnderTheirHolder(lagging bool) {
 	s.strictDeletes = true
 	procs := s.settledGroup(3)
 	v := procs[1]
 	s.untilRenewed(v)
-	s.cut(v, 40*time.Second)
+	if lagging {
+		v.lag = 20 * time.Second
+	} else {
+		s.cut(v, 40*time.Second)
+	}
 	s.join()
 	joiner := s.procs[len(s.procs)-1]
 	s.advance(2*time.Second, false)
@@ -321,12 +340,67 @@ func (s *simulation) partitionLeasesDeletedUnderACutHolder() {
 		l.Spec.HolderIdentity = nil
 		s.personWrites(name, func() error { _, err := s.store.Update(context.Background(), l); return err })
 	}
-	s.advance(40*time.Second, false)
+	s.advance(25*time.Second, false)
+	v.lag = 0
+	s.advance(25*time.Second, false)
 	for _, p := range held {
 		if joiner.coordinator.Holds(p) {
 			s.faults["vanished partitions taken by the joiner"]++
 		}
 	}
+}
+
+// Three 12 s outages of the store for every member, 45 s apart (a seed API server's brownouts, review
+// sharding.md L1): every member fences three times within the flap window, and none steps down, since
+// none could hand its share to a member that does not fence; 5 s after the third heals, every
+// partition is acted on by its owner.
+func TestSimulatedBrownoutsDoNotBlindTheGroup(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		s := newSimulation(t, seed, correctProtocol)
+		s.brownouts()
+		require.NoError(t, s.failure, "seed %d", seed)
+	}
+}
+
+// A member whose own link flaps while the others renew well does step down, and they hold its share.
+func TestSimulatedAFlappingMemberStepsDown(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		s := newSimulation(t, seed, correctProtocol)
+		procs := s.settledGroup(3)
+		began := s.now
+		s.cutThrice(procs[:1])
+		require.NoError(t, s.failure, "seed %d", seed)
+		require.True(t, s.steppedDownSince(began), "seed %d: %s fenced three times and stayed", seed, procs[0].incarnation)
+		s.checkLiveness("after the step-down")
+		require.NoError(t, s.failure, "seed %d", seed)
+	}
+}
+
+// cutThrice cuts procs off from the store for 12 s, three times, 45 s apart, and runs on until 5 s
+// after the third heal.
+func (s *simulation) cutThrice(procs []*simProc) {
+	for i := range 3 {
+		for _, p := range procs {
+			s.cut(p, 12*time.Second)
+		}
+		if i < 2 {
+			s.advance(45*time.Second, false)
+		}
+	}
+	s.advance(17*time.Second, false)
+}
+
+// brownouts cuts every member of a settled group off for 12 s, three times, 45 s apart, and checks
+// liveness 5 s after the third heal.
+func (s *simulation) brownouts() {
+	procs := s.settledGroup(3)
+	began := s.now
+	s.cutThrice(procs)
+	if s.steppedDownSince(began) {
+		s.failLiveness("a member stepped down in a brownout of the whole group")
+		return
+	}
+	s.checkLiveness("5 s after the third brownout")
 }
 
 func TestSimulatedFirstRenewalAfterFailuresRevivesNoExpiredMember(t *testing.T) {

@@ -33,6 +33,14 @@ func (c *Coordinator) release(ctx context.Context, p int, cached *coordinationv1
 	if cached == nil || leases.Holder(cached) != c.cfg.Member {
 		return nil
 	}
+	if leases.Incarnation(cached) != c.cfg.Incarnation && !c.broken.resumeUnproven {
+		// An earlier process under this name holds it: releasing it lets another member start it at
+		// once, so it waits as a resumption would (see acquire).
+		if until := c.liveness.PredecessorFencedBy(); c.clock.Now().Before(until) {
+			c.waitForPredecessor(until)
+			return nil
+		}
+	}
 	state := c.takePending(p)
 	_, err := leases.Release(ctx, c.store, cached, state, reservedFor, c.clock.Now())
 	c.metrics.write("release", err)
@@ -41,6 +49,26 @@ func (c *Coordinator) release(ctx context.Context, p int, cached *coordinationv1
 		return fmt.Errorf("releasing partition %d: %w", p, err)
 	}
 	c.log.V(1).Info("Released partition", "partition", p, "lostRace", err != nil, "reservedFor", reservedFor)
+	return nil
+}
+
+// releaseVanished marks the lease of partition p, which vanished under this member's name (holder v,
+// see findVanished) while the ring wants another owner, released with its state lost, once the work
+// has stopped here and, for an earlier process under this name, once that one is fenced for sure.
+func (c *Coordinator) releaseVanished(ctx context.Context, p int, cached *coordinationv1.Lease, v holderID) error {
+	c.stop(p, ReleaseLost)
+	if v.incarnation != c.cfg.Incarnation {
+		if until := c.liveness.PredecessorFencedBy(); c.clock.Now().Before(until) {
+			c.waitForPredecessor(until)
+			return nil
+		}
+	}
+	_, err := leases.ReleaseVanished(ctx, c.store, c.cfg.Group, c.cfg.Ring.PartitionCount, p, cached, c.clock.Now())
+	c.metrics.write("release", err)
+	if err != nil && !isLostRace(err) {
+		return fmt.Errorf("marking the vanished lease of partition %d released: %w", p, err)
+	}
+	c.log.V(1).Info("Marked a partition lease someone deleted or cleared released", "partition", p, "lostRace", err != nil)
 	return nil
 }
 
@@ -172,8 +200,10 @@ func (c *Coordinator) takeover(p int, cached *coordinationv1.Lease, holder strin
 	case cached == nil:
 		return Takeover{Cause: Fresh}
 	case holder == "":
-		if _, released := leases.ReleasedAt(cached); released {
+		if _, released := leases.ReleasedAt(cached); released && !leases.StateLost(cached) {
 			return Takeover{Cause: Handover, State: leases.Handover(cached)}
+		} else if released {
+			return Takeover{Cause: Crash}
 		}
 		return Takeover{Cause: Fresh}
 	case holder != c.cfg.Member:
