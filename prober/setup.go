@@ -105,51 +105,18 @@ func (o Options) defaulted() Options {
 func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, coordinator sharding.Owner, opts Options) (*Manager, error) {
 	registerMetrics()
 	opts = opts.defaulted()
-	if err := IndexClusters(ctx, mgr.GetFieldIndexer(), opts.PartitionCount); err != nil {
-		return nil, fmt.Errorf("indexing clusters: %w", err)
-	}
-	for _, obj := range []client.Object{&corev1.Secret{}, newMachine()} {
-		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
-			return nil, fmt.Errorf("registering the %T informer: %w", obj, err)
-		}
+	if err := registerInformers(ctx, mgr, opts.PartitionCount); err != nil {
+		return nil, err
 	}
 	dependents, err := NewDependentCache(mgr.GetConfig(), mgr.GetScheme(), cfg.DependentResourceInfos)
 	if err != nil {
 		return nil, err
 	}
-	scaleClient, scaleReader, err := scaleClients(mgr, dependents)
+	m, err := newManager(mgr, cfg, coordinator, opts, dependents)
 	if err != nil {
 		return nil, err
 	}
-	log := ctrl.Log.WithName("prober")
-	clk := clock.RealClock{}
-	recorder := mgr.GetEventRecorder("dependency-watchdog-prober")
-	scaler.InitMetrics(cfg.DependentResourceInfos)
-	m := &Manager{
-		Config: cfg, Ownership: coordinator, Reader: mgr.GetCache(), Clock: clk, Log: log, Recorder: recorder,
-		Scheduler: NewScheduler(clk, opts.Workers, lagObserver(cfg.ProbeInterval.Duration)),
-		Flows:     NewScheduler(clk, opts.ScaleWorkers, nil),
-		Clients: &ShootClients{Timeout: cfg.ProbeTimeout.Duration, QPS: opts.QPS, Burst: opts.Burst, UserAgent: opts.UserAgent,
-			MaxBytes: opts.MaxResponseBytes, MaxItems: opts.MaxResponseItems, MaxBytesInFlight: opts.MaxResponseBytesInFlight,
-			AllowInsecure: opts.AllowInsecureKubeconfigs, Wrap: CountRequests("shoot", "prober")},
-		// Every scale write asks the coordinator right before it is sent, and goes out bounded by the fence.
-		Scaler: &scaler.Scaler{Client: scaleClient, APIReader: scaleReader, Recorder: recorder,
-			Limiter: scaler.NewTokenBucket(opts.ScaleQPS, opts.ScaleBurst),
-			Clock:   clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos, Guard: coordinator.Guard,
-			Audit: opts.Audit, Partition: coordinator.Partition},
-	}
-	// The schedulers start once the dependents' caches (which the manager does not own) have synced;
-	// until then the replica is not ready, since it probes nothing (a forbidden list never syncs).
-	synced := &syncedFlag{elected: mgr.Elected()}
-	scaledDownShoots := &scaledDownSource{Shoots: dependents.marks.shoots, Owns: coordinator.Owns}
-	for _, r := range []manager.Runnable{dependents, afterSync{dependents.WaitForCacheSync, m.Scheduler},
-		afterSync{dependents.WaitForCacheSync, m.Flows}, afterSync{dependents.WaitForCacheSync, synced},
-		afterSync{dependents.marks.waitForSync, scaledDownShoots}} {
-		if err := mgr.Add(r); err != nil {
-			return nil, err
-		}
-	}
-	if err := mgr.AddReadyzCheck("prober-dependents", synced.check); err != nil {
+	if err := addRunnables(mgr, m, dependents, coordinator); err != nil {
 		return nil, err
 	}
 	err = ctrl.NewControllerManagedBy(mgr).Named("prober").For(newCluster()).
@@ -163,6 +130,61 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 		coordinator.AddHandler(h)
 	}
 	return m, nil
+}
+
+// registerInformers indexes the Clusters by partition and registers the informers of the kubeconfig
+// Secrets and the Machines, so that the manager's cache syncs them before anything reads them.
+func registerInformers(ctx context.Context, mgr manager.Manager, partitionCount int) error {
+	if err := IndexClusters(ctx, mgr.GetFieldIndexer(), partitionCount); err != nil {
+		return fmt.Errorf("indexing clusters: %w", err)
+	}
+	for _, obj := range []client.Object{&corev1.Secret{}, newMachine()} {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
+			return fmt.Errorf("registering the %T informer: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+// newManager builds the prober's Manager: its schedulers, shoot clients and scaler.
+func newManager(mgr manager.Manager, cfg *config.ProberConfig, coordinator sharding.Owner, opts Options, dependents *DependentCache) (*Manager, error) {
+	scaleClient, scaleReader, err := scaleClients(mgr, dependents)
+	if err != nil {
+		return nil, err
+	}
+	log := ctrl.Log.WithName("prober")
+	clk := clock.RealClock{}
+	recorder := mgr.GetEventRecorder("dependency-watchdog-prober")
+	scaler.InitMetrics(cfg.DependentResourceInfos)
+	return &Manager{
+		Config: cfg, Ownership: coordinator, Reader: mgr.GetCache(), Clock: clk, Log: log, Recorder: recorder,
+		Scheduler: NewScheduler(clk, opts.Workers, lagObserver(cfg.ProbeInterval.Duration)),
+		Flows:     NewScheduler(clk, opts.ScaleWorkers, nil),
+		Clients: &ShootClients{Timeout: cfg.ProbeTimeout.Duration, QPS: opts.QPS, Burst: opts.Burst, UserAgent: opts.UserAgent,
+			MaxBytes: opts.MaxResponseBytes, MaxItems: opts.MaxResponseItems, MaxBytesInFlight: opts.MaxResponseBytesInFlight,
+			AllowInsecure: opts.AllowInsecureKubeconfigs, Wrap: CountRequests("shoot", "prober")},
+		// Every scale write asks the coordinator right before it is sent, and goes out bounded by the fence.
+		Scaler: &scaler.Scaler{Client: scaleClient, APIReader: scaleReader, Recorder: recorder,
+			Limiter: scaler.NewTokenBucket(opts.ScaleQPS, opts.ScaleBurst),
+			Clock:   clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos, Guard: coordinator.Guard,
+			Audit: opts.Audit, Partition: coordinator.Partition},
+	}, nil
+}
+
+// addRunnables adds the dependents' caches and what waits for them to the manager. The schedulers
+// start once the dependents' caches (which the manager does not own) have synced; until then the
+// replica is not ready, since it probes nothing (a forbidden list never syncs).
+func addRunnables(mgr manager.Manager, m *Manager, dependents *DependentCache, coordinator sharding.Owner) error {
+	synced := &syncedFlag{elected: mgr.Elected()}
+	scaledDownShoots := &scaledDownSource{Shoots: dependents.marks.shoots, Owns: coordinator.Owns}
+	for _, r := range []manager.Runnable{dependents, afterSync{dependents.WaitForCacheSync, m.Scheduler},
+		afterSync{dependents.WaitForCacheSync, m.Flows}, afterSync{dependents.WaitForCacheSync, synced},
+		afterSync{dependents.marks.waitForSync, scaledDownShoots}} {
+		if err := mgr.Add(r); err != nil {
+			return err
+		}
+	}
+	return mgr.AddReadyzCheck("prober-dependents", synced.check)
 }
 
 // afterSync runs a Runnable once wait reports the caches it reads synced; it returns at once when ctx
