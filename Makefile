@@ -72,13 +72,20 @@ $(CONTROLPLANE_STAMP):
 ##@ Test
 
 .PHONY: test
-test: verify tools test-go mutants test-rules test-dashboards ## Everything CI runs: formatting, vet, unit and integration tests (-race; the fuzz targets' seed corpora too), the mutation check, alert rule tests, dashboards against a real Prometheus.
+test: verify ## Everything CI runs: formatting, vet, unit and integration tests (-race; the fuzz targets' seed corpora too), the mutation check, alert rule tests, dashboards against a real Prometheus.
+	@# The control plane's build and the race build of the test binaries each keep about one and a
+	@# half of two cores busy: side by side they take minutes less than one after the other.
+	$(MAKE) --no-print-directory -j2 tools test-build
+	$(MAKE) --no-print-directory test-run mutants test-rules test-dashboards
 
 .PHONY: verify
-verify: fuzz-targets ## Fail if gofmt would change a file, go vet finds a problem or a fuzz target is missing from FUZZ_TARGETS.
+verify: fuzz-targets ## Fail if gofmt would change a file or a fuzz target is missing from FUZZ_TARGETS (vet runs with test-build).
 	@files=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$files" ]; then echo "gofmt would change:"; echo "$$files"; exit 1; fi
-	$(GO) vet ./...
+
+.PHONY: vet
+vet: ## go vet every package (test-build does too), on the race build's compiled packages.
+	$(GO) vet -race ./...
 
 .PHONY: fuzz-targets
 fuzz-targets: ## Fail if a fuzz target is missing from FUZZ_TARGETS (make fuzz would never run it).
@@ -91,14 +98,22 @@ fuzz-targets: ## Fail if a fuzz target is missing from FUZZ_TARGETS (make fuzz w
 # that two of them run at a time from the start and the short ones fill in at the end.
 SLOW_TEST_PKGS := ./test/chaos ./cmd/dwd-sim ./sharding ./prober ./cmd/dwd ./deploy ./weeder
 
+.PHONY: test-build
+test-build: ## Compile every test binary with the race detector and vet every package with all of go vet's checks (no control plane).
+	@# One build for everything make test runs: the tests, go vet (go test's own, with every check),
+	@# the dwd processes of the integration tests (test.BuildDwd links with -race) and the mutants
+	@# (-race too). A build without -race would compile the whole dependency graph once more.
+	$(GO) test -race -vet=all -short -count=1 -run='^$$' ./... >/dev/null
+
 .PHONY: test-go
-test-go: tools ## Unit and integration tests with the race detector, against the real control plane.
-	@# Build every test binary in parallel first (-short: no control plane), then run two packages at
-	@# a time: their tests mostly wait on real time (leases, probe intervals, processes), and together
-	@# they use about one of two cores.
-	@# -vet=off: verify ran go vet over every package, with more checks than go test's own vet, which
-	@# would analyse the whole dependency graph again on a cold cache.
-	$(GO) test -race -vet=off -short -count=1 -run='^$$' ./... >/dev/null
+test-go: tools test-build ## Unit and integration tests with the race detector, against the real control plane.
+	$(MAKE) --no-print-directory test-run
+
+# test-run runs the tests of test-go on what tools and test-build made.
+.PHONY: test-run
+test-run:
+	@# Two packages at a time: their tests mostly wait on real time (leases, probe intervals,
+	@# processes), and together they use about one and a half of two cores. test-build vetted them.
 	$(GO) test -race -vet=off -count=1 -p 2 -skip='^TestDashboards$$' $(SLOW_TEST_PKGS) ./...
 
 # promtool and prometheus from Debian's prometheus package, unpacked into bin/ when none is on the

@@ -3,7 +3,6 @@ package deploy
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -31,37 +31,6 @@ const startLine = "Starting replica"
 
 // startTimeout bounds how long dwd may take to log its start line.
 const startTimeout = 30 * time.Second
-
-var (
-	dwdOnce sync.Once
-	dwdDir  string
-	dwdPath string
-	dwdErr  error
-)
-
-// dwdBinary builds cmd/dwd once for the package's tests and returns its path.
-func dwdBinary(t *testing.T) string {
-	t.Helper()
-	dwdOnce.Do(func() {
-		if dwdDir, dwdErr = os.MkdirTemp("", "dwd-deploy-test-"); dwdErr != nil {
-			return
-		}
-		dwdPath = filepath.Join(dwdDir, "dwd")
-		out, err := exec.Command("go", "build", "-o", dwdPath, "github.com/sharded-dwd/dependency-watchdog/cmd/dwd").CombinedOutput()
-		if err != nil {
-			dwdErr = fmt.Errorf("building dwd: %w\n%s", err, out)
-		}
-	})
-	require.NoError(t, dwdErr)
-	return dwdPath
-}
-
-// removeDwd removes the binary dwdBinary built.
-func removeDwd() {
-	if dwdDir != "" {
-		_ = os.RemoveAll(dwdDir)
-	}
-}
 
 // metricsAuth is the component every overlay is also tested with.
 const metricsAuth = "components/metrics-auth"
@@ -307,7 +276,7 @@ func runUntilStarted(t *testing.T, l launch, grace time.Duration) {
 
 func TestEveryContainerStartsWithItsCommandLine(t *testing.T) {
 	env.Require(t)
-	bin := dwdBinary(t)
+	bin := test.BuildDwd(t)
 	for name, objs := range testBuilds(t) {
 		for _, w := range workloads(t, objs) {
 			for _, c := range w.template.Spec.Containers {
@@ -323,7 +292,7 @@ func TestEveryContainerStartsWithItsCommandLine(t *testing.T) {
 
 func TestEveryConfigValidatesWithDwd(t *testing.T) {
 	env.Require(t)
-	bin := dwdBinary(t)
+	bin := test.BuildDwd(t)
 	for name, objs := range testBuilds(t) {
 		t.Run(name, func(t *testing.T) {
 			read := map[string]bool{}
@@ -346,7 +315,7 @@ func TestEveryConfigValidatesWithDwd(t *testing.T) {
 
 func TestDwdRejectsAConfigWithAnUnknownKey(t *testing.T) {
 	env.Require(t)
-	bin := dwdBinary(t)
+	bin := test.BuildDwd(t)
 	objs := mustBuild(t, "overlays/sharded")
 	w := workloads(t, objs)[0]
 	for _, f := range prepare(t, objs, w, w.template.Spec.Containers[0], "default", "default", bin).configs {

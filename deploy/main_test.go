@@ -9,8 +9,4 @@ import (
 
 var env *test.Environment
 
-func TestMain(m *testing.M) {
-	code := test.Main(m, &env)
-	removeDwd()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(test.Main(m, &env)) }

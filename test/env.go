@@ -105,9 +105,10 @@ func moduleRoot() (string, error) {
 
 // Main runs a test package against control planes started before its tests and stopped after, one
 // for each env given (a test of the prober needs a seed and a shoot), and returns the exit code for
-// os.Exit. Under -short it starts nothing and the envs stay nil.
+// os.Exit. Under -short it starts nothing and the envs stay nil. It removes what BuildDwd built.
 func Main(m *testing.M, envs ...**Environment) int {
 	flag.Parse()
+	defer RemoveBuilt()
 	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	if testing.Short() {
 		return m.Run()

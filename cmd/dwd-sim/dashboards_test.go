@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -41,7 +42,7 @@ func TestDashboards(t *testing.T) {
 	}
 	quietLogs()
 	dir := t.TempDir()
-	dwd := buildDWD(t, dir)
+	dwd := test.BuildDwd(t)
 	rules, short, err := readRules(rulesPath, 2*scrapeInterval)
 	require.NoError(t, err)
 	rulesFile := filepath.Join(dir, "rules.yaml")

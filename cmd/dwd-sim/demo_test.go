@@ -3,11 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,7 +22,7 @@ func TestDemo(t *testing.T) {
 	}
 	quietLogs()
 	dir := t.TempDir()
-	dwd := buildDWD(t, dir)
+	dwd := test.BuildDwd(t)
 	g, err := overlayGrants(demoOverlay)
 	require.NoError(t, err)
 
@@ -48,13 +47,4 @@ func TestDemo(t *testing.T) {
 	lines := assertPermissionsSuffice(t, dir)
 	assert.Empty(t, permissionLines(lines, true), "the overlay grants the optional permissions too")
 	requireNoSecretsInLogs(t, ctx, d.seed, dir)
-}
-
-// buildDWD builds the dwd binary into dir.
-func buildDWD(t *testing.T, dir string) string {
-	t.Helper()
-	dwd := filepath.Join(dir, "dwd")
-	out, err := exec.Command("go", "build", "-o", dwd, "github.com/sharded-dwd/dependency-watchdog/cmd/dwd").CombinedOutput()
-	require.NoError(t, err, string(out))
-	return dwd
 }

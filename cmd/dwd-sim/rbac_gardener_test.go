@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -58,7 +59,7 @@ func newGardenerStory(t *testing.T, rbac []*unstructured.Unstructured) *gardener
 	t.Helper()
 	quietLogs()
 	dir := t.TempDir()
-	dwd := buildDWD(t, dir)
+	dwd := test.BuildDwd(t)
 	ctx := context.Background()
 	seed, err := sim.StartSeed(ctx, dir)
 	require.NoError(t, err)

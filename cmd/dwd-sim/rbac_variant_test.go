@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -31,7 +32,7 @@ func TestRBACRuleRemovedFailsTheStory(t *testing.T) {
 		require.NoError(t, err)
 		quietLogs()
 		dir := t.TempDir()
-		dwd := buildDWD(t, dir)
+		dwd := test.BuildDwd(t)
 		ctx := context.Background()
 		var buf bytes.Buffer
 		d, err := setUp(ctx, &lockedWriter{w: &buf}, demoOptions{shoots: 30, nodes: 2, replicas: 3, dwd: dwd, dir: dir}, g)

@@ -6,12 +6,11 @@ import (
 	"flag"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/require"
 )
 
@@ -96,7 +95,7 @@ func errOrOK(err error) any {
 // newCluster starts the seed, n shoots and the replicas for a test, and stops them when it ends; the
 // replicas' logs stay in the test's temporary folder, which the log names.
 func newCluster(t *testing.T, n int) (*cluster, *rand.Rand) {
-	dwd := buildDWD(t)
+	dwd := test.BuildDwd(t)
 	seed := *chaosSeed
 	if seed == 0 {
 		seed = rand.Uint64()
@@ -137,43 +136,9 @@ func keepLogs(dir string) string {
 	return keep
 }
 
-var (
-	buildOnce sync.Once
-	built     string
-	buildErr  error
-)
-
-// buildDWD builds cmd/dwd once per test binary run.
-func buildDWD(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "dwd-chaos-bin-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		built = filepath.Join(dir, "dwd")
-		root, err := filepath.Abs(filepath.Join("..", ".."))
-		if err != nil {
-			buildErr = err
-			return
-		}
-		cmd := exec.Command("go", "build", "-o", built, "./cmd/dwd")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = err
-			t.Logf("go build ./cmd/dwd: %s", out)
-		}
-	})
-	require.NoError(t, buildErr, "building dwd")
-	return built
-}
-
 // TestMain removes the dwd binary after the tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if built != "" {
-		_ = os.RemoveAll(filepath.Dir(built))
-	}
+	test.RemoveBuilt()
 	os.Exit(code)
 }
