@@ -2,6 +2,7 @@ package audit
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -153,8 +154,7 @@ func ReadFile(path string) ([]Record, error) {
 
 // Check checks records, of any number of processes and in any order (see the package doc).
 func Check(records []Record) *Report {
-	records = slices.Clone(records)
-	slices.SortStableFunc(records, func(a, b Record) int { return a.Wall.Compare(b.Wall) })
+	records = inProcessOrder(records)
 	procs := replay(records)
 	report := &Report{Processes: len(procs), Writes: map[string]int{}}
 	holds := map[slot][]hold{}
@@ -185,12 +185,44 @@ func Check(records []Record) *Report {
 	return report
 }
 
+// inProcessOrder sorts records by process, and the records of a process by its monotonic clock
+// (then by wall time, for records without one): a step of a process's wall clock must not reorder
+// its acquires, releases, renewals and writes.
+func inProcessOrder(records []Record) []Record {
+	records = slices.Clone(records)
+	slices.SortStableFunc(records, func(a, b Record) int {
+		return cmp.Or(cmp.Compare(a.Pid, b.Pid), cmp.Compare(a.Member, b.Member), cmp.Compare(a.Incarnation, b.Incarnation),
+			cmp.Compare(a.Mono, b.Mono), a.Wall.Compare(b.Wall))
+	})
+	return records
+}
+
+// writes returns the writes to judge, by send time: each send with the result its write line gives
+// (ResultUnanswered when there is none), and each write line that has no send (no ID).
 func writes(records []Record) []Record {
+	type key struct {
+		holder Holder
+		id     uint64
+	}
 	var out []Record
+	sent := map[key]int{}
 	for _, r := range records {
-		if r.Event == EventWrite {
+		if r.Event == EventSend {
+			r.Result = ResultUnanswered
+			sent[key{r.holder(), r.ID}] = len(out)
 			out = append(out, r)
 		}
 	}
+	for _, r := range records {
+		if r.Event != EventWrite {
+			continue
+		}
+		if i, ok := sent[key{r.holder(), r.ID}]; ok && r.ID != 0 {
+			out[i].Result = r.Result
+			continue
+		}
+		out = append(out, r)
+	}
+	slices.SortStableFunc(out, func(a, b Record) int { return a.Sent.Compare(b.Sent) })
 	return out
 }

@@ -21,7 +21,7 @@ type proc struct {
 }
 
 func (p proc) rec(event string, s float64) Record {
-	return Record{Event: event, Wall: at(s), Member: p.member, Incarnation: "inc-" + p.member, Group: "g", Pid: p.pid}
+	return Record{Event: event, Wall: at(s), Mono: at(s).Sub(t0), Member: p.member, Incarnation: "inc-" + p.member, Group: "g", Pid: p.pid}
 }
 
 func (p proc) start(s float64, partitions int) Record {
@@ -51,6 +51,13 @@ func (p proc) release(s float64, partition int, cause string) Record {
 func (p proc) write(sent float64, namespace string, partition int) Record {
 	r := p.rec(EventWrite, sent+0.01)
 	r.Kind, r.Namespace, r.Object, r.Partition, r.Sent, r.Result = KindScale, namespace, "Deployment/kcm", partition, at(sent), ResultOK
+	return r
+}
+
+// send is the line written before the request of write id; its write line is p.write with that id.
+func (p proc) send(sent float64, namespace string, partition int, id uint64) Record {
+	r := p.rec(EventSend, sent)
+	r.ID, r.Kind, r.Namespace, r.Object, r.Partition, r.Sent = id, KindScale, namespace, "Deployment/kcm", partition, at(sent)
 	return r
 }
 
@@ -163,4 +170,33 @@ func TestCheckCounts(t *testing.T) {
 	assert.Equal(t, 3, r.Renewals)
 	assert.Equal(t, map[string]int{"scale/ok": 1}, r.Writes)
 	assert.Contains(t, r.String(), "processes 2, acquires 2, releases 1, renewals 3")
+}
+
+// TestAWriteInFlightAtAKillIsJudged: a write is on record from its send line on, so a write sent by a
+// process killed before the answer is judged too (review sharding.md S2).
+func TestAWriteInFlightAtAKillIsJudged(t *testing.T) {
+	ns := "shoot--p--s" // one partition: every namespace is in partition 0
+	answered := b.write(6, ns, 0)
+	answered.ID = 1
+	r := Check([]Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"), a.renew(8),
+		b.start(0, 1), b.renew(5), b.send(6, ns, 0, 1), answered,
+		b.send(7, ns, 0, 2)}) // b is killed with its second write in flight
+	require.Len(t, r.NonHolderWrites, 2, r)
+	assert.Equal(t, ResultOK, r.NonHolderWrites[0].Write.Result, "the send has the result its write line gives")
+	assert.Equal(t, ResultUnanswered, r.NonHolderWrites[1].Write.Result, "a write without an answer is judged by its send")
+	assert.Equal(t, map[string]int{"scale/ok": 1, "scale/unanswered": 1}, r.Writes, "a send and its result are one write")
+}
+
+// TestAProcessLinesAreOrderedByItsMonotonicClock: a's wall clock steps 2.5 s back after it released
+// partition 0, and it takes the partition again; b takes it at 5 s. By the monotonic clock a holds it
+// again when b takes it; by wall time the second acquire would fall inside the first hold and vanish.
+func TestAProcessLinesAreOrderedByItsMonotonicClock(t *testing.T) {
+	reacquire := a.acquire(1.5, 0, "fresh")
+	reacquire.Mono = at(4).Sub(t0)
+	renew := a.renew(4)
+	renew.Wall, renew.Mono = at(1.5), at(4.5).Sub(t0)
+	renew.Fence = at(11.5)
+	r := Check([]Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"), a.release(3, 0, "handover"), reacquire, renew,
+		b.start(0, 1), b.renew(5), b.acquire(5, 0, "handover")})
+	assert.Len(t, r.Overlaps, 1, r)
 }

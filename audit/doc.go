@@ -11,8 +11,9 @@
 //   - acquire and release: a partition whose work starts (after the process's own compare-and-swap)
 //     or stops here, with the cause. An acquire is written before the work starts, a release after
 //     it has stopped, so that every write of the work lies between them;
-//   - write: every scale write and pod delete sent, with the moment just before it was sent and its
-//     result.
+//   - send and write: every scale write and pod delete, twice: a send line right before the request,
+//     with the moment just before it was sent, and a write line with its result after the answer,
+//     paired by an id. A write in flight when the process is killed has its send line.
 //
 // Every line carries the wall time (RFC 3339 with nanoseconds), the nanoseconds on the process's
 // monotonic clock since the Log was opened (which orders one process's lines even if its wall clock
@@ -22,9 +23,10 @@
 //
 // The checker (Check, CheckFiles) judges a process (member, incarnation, pid) to hold partition p
 // validly at time t when it acquired p before t, did not release it before t, and its latest renewal
-// before t has a fence after t. It reports overlapping valid holds, writes sent without a valid hold
-// of the namespace's partition, and the longest time a partition had no valid holder between two
-// holds. The wall clocks of the processes are compared with each other, so the files of one run must
+// before t has a fence after t, ordering each process's lines by its monotonic clock. It reports
+// overlapping valid holds, writes sent without a valid hold of the namespace's partition (judged by
+// their send lines, answered or not), and the longest time a partition had no valid holder between
+// two holds. The wall clocks of the processes are compared with each other, so the files of one run must
 // come from machines whose clocks agree (the tests run every replica on one machine).
 //
 // Locking: a Log serialises its writes with a mutex; it is safe for concurrent use, and a nil *Log

@@ -44,7 +44,7 @@ type process struct {
 	last time.Time
 }
 
-// replay sorts records (by wall time) into processes.
+// replay sorts records, each process's in its order (see inProcessOrder), into processes.
 func replay(records []Record) map[Holder]*process {
 	procs := map[Holder]*process{}
 	for _, r := range records {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,6 +36,7 @@ type Log struct {
 	clock  clock.PassiveClock
 	opened time.Time
 	who    Record // the fields every record shares
+	sends  atomic.Uint64
 	mu     sync.Mutex
 	buf    []byte
 }
@@ -114,12 +116,26 @@ type Write struct {
 	Partition int
 	// Sent is the moment just before the request was sent.
 	Sent time.Time
+	// ID pairs the send and the result of the write in the file; Sending sets it.
+	ID uint64
 }
 
-// Wrote records w with the result of err (see Result).
+// Sending records that w is about to be sent; call it right before the request, and Wrote with what
+// it returns once the answer came. So a write in flight when the process is killed is on record.
+func (l *Log) Sending(w Write) Write {
+	if l == nil {
+		return w
+	}
+	w.ID = l.sends.Add(1)
+	l.record(Record{Event: EventSend, ID: w.ID, Kind: w.Kind, Namespace: w.Namespace, Object: w.Object,
+		Partition: w.Partition, Sent: w.Sent})
+	return w
+}
+
+// Wrote records the result of w (see Result), which Sending returned.
 func (l *Log) Wrote(w Write, err error) {
 	if l != nil {
-		l.record(Record{Event: EventWrite, Kind: w.Kind, Namespace: w.Namespace, Object: w.Object,
+		l.record(Record{Event: EventWrite, ID: w.ID, Kind: w.Kind, Namespace: w.Namespace, Object: w.Object,
 			Partition: w.Partition, Sent: w.Sent, Result: Result(err)})
 	}
 }

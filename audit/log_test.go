@@ -33,9 +33,9 @@ func TestLogWritesEveryEvent(t *testing.T) {
 	clk.SetTime(at(1))
 	l.Renewed(at(11))
 	l.Acquired(3, "fresh")
-	sent := l.Now()
+	w := l.Sending(Write{Kind: KindDelete, Namespace: "shoot--a--b", Object: "Pod/p", Partition: 3, Sent: l.Now()})
 	clk.SetTime(at(1.5))
-	l.Wrote(Write{Kind: KindDelete, Namespace: "shoot--a--b", Object: "Pod/p", Partition: 3, Sent: sent}, nil)
+	l.Wrote(w, nil)
 	l.Released(3, "leave")
 	require.NoError(t, l.Close())
 	l.Acquired(4, "fresh") // dropped after Close
@@ -51,7 +51,8 @@ func TestLogWritesEveryEvent(t *testing.T) {
 		stamp(Record{Event: EventStart, Partitions: 7, RenewDeadline: 10 * time.Second, LeaseDuration: 15 * time.Second}, 0),
 		stamp(Record{Event: EventRenew, Fence: at(11)}, 1),
 		stamp(Record{Event: EventAcquire, Partition: 3, Cause: "fresh"}, 1),
-		stamp(Record{Event: EventWrite, Kind: KindDelete, Namespace: "shoot--a--b", Object: "Pod/p", Partition: 3, Sent: at(1), Result: ResultOK}, 1.5),
+		stamp(Record{Event: EventSend, ID: 1, Kind: KindDelete, Namespace: "shoot--a--b", Object: "Pod/p", Partition: 3, Sent: at(1)}, 1),
+		stamp(Record{Event: EventWrite, ID: 1, Kind: KindDelete, Namespace: "shoot--a--b", Object: "Pod/p", Partition: 3, Sent: at(1), Result: ResultOK}, 1.5),
 		stamp(Record{Event: EventRelease, Partition: 3, Cause: "leave"}, 1.5),
 	}, normalise(records))
 	data, err := os.ReadFile(path)

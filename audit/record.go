@@ -12,6 +12,7 @@ const (
 	EventRenew   = "renew"
 	EventAcquire = "acquire"
 	EventRelease = "release"
+	EventSend    = "send"
 	EventWrite   = "write"
 )
 
@@ -29,6 +30,9 @@ const (
 	ResultCanceled = "canceled"
 	// ResultError: an error with no API reason (a connection refused, say).
 	ResultError = "error"
+	// ResultUnanswered: a write on record as sent whose result is not (the process was killed, or its
+	// file could not be written, while the request was in flight).
+	ResultUnanswered = "unanswered"
 )
 
 // Causes of a release the checker adds: a valid hold that ended because its fence passed.
@@ -51,16 +55,19 @@ type Record struct {
 	LeaseDuration time.Duration
 	// renew
 	Fence time.Time
-	// acquire, release, write
+	// acquire, release, send, write
 	Partition int
 	// acquire, release
 	Cause string
-	// write
+	// send, write: a send is written before the request, a write with the result after it; ID pairs
+	// them (a write without an ID has no send line, as in files of earlier versions).
+	ID        uint64
 	Kind      string
 	Namespace string
 	Object    string
-	Result    string
 	Sent      time.Time
+	// write
+	Result string
 }
 
 // wireRecord is a Record as a line holds it: only the fields of its event.
@@ -78,6 +85,7 @@ type wireRecord struct {
 	Fence         *time.Time `json:"fence,omitempty"`
 	Partition     *int       `json:"partition,omitempty"`
 	Cause         string     `json:"cause,omitempty"`
+	ID            uint64     `json:"id,omitempty"`
 	Kind          string     `json:"kind,omitempty"`
 	Namespace     string     `json:"namespace,omitempty"`
 	Object        string     `json:"object,omitempty"`
@@ -88,7 +96,7 @@ type wireRecord struct {
 // MarshalJSON writes the fields of r's event.
 func (r Record) MarshalJSON() ([]byte, error) {
 	w := wireRecord{Event: r.Event, Wall: r.Wall, Mono: int64(r.Mono), Member: r.Member, Incarnation: r.Incarnation,
-		Group: r.Group, Pid: r.Pid, Cause: r.Cause, Kind: r.Kind, Namespace: r.Namespace, Object: r.Object, Result: r.Result}
+		Group: r.Group, Pid: r.Pid, Cause: r.Cause, ID: r.ID, Kind: r.Kind, Namespace: r.Namespace, Object: r.Object, Result: r.Result}
 	switch r.Event {
 	case EventStart:
 		w.Partitions, w.RenewDeadline, w.LeaseDuration = r.Partitions, r.RenewDeadline.String(), r.LeaseDuration.String()
@@ -96,7 +104,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 		w.Fence = &r.Fence
 	case EventAcquire, EventRelease:
 		w.Partition = &r.Partition
-	case EventWrite:
+	case EventSend, EventWrite:
 		w.Partition, w.Sent = &r.Partition, &r.Sent
 	}
 	return json.Marshal(w)
@@ -109,7 +117,7 @@ func (r *Record) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*r = Record{Event: w.Event, Wall: w.Wall, Mono: time.Duration(w.Mono), Member: w.Member, Incarnation: w.Incarnation,
-		Group: w.Group, Pid: w.Pid, Partitions: w.Partitions, Cause: w.Cause, Kind: w.Kind, Namespace: w.Namespace,
+		Group: w.Group, Pid: w.Pid, Partitions: w.Partitions, Cause: w.Cause, ID: w.ID, Kind: w.Kind, Namespace: w.Namespace,
 		Object: w.Object, Result: w.Result}
 	if w.Fence != nil {
 		r.Fence = *w.Fence
@@ -155,9 +163,12 @@ func (r *Record) validate(hasPartition bool) error {
 		if !hasPartition || r.Partition < 0 {
 			return fmt.Errorf("%s without a partition", r.Event)
 		}
-	case EventWrite:
+	case EventSend, EventWrite:
 		if !hasPartition || r.Namespace == "" || r.Sent.IsZero() {
-			return fmt.Errorf("write without partition, namespace or sent time")
+			return fmt.Errorf("%s without partition, namespace or sent time", r.Event)
+		}
+		if r.Event == EventSend && r.ID == 0 {
+			return fmt.Errorf("send without id")
 		}
 	default:
 		return fmt.Errorf("unknown event %q", r.Event)

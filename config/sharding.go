@@ -116,10 +116,11 @@ func (s *Sharding) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&s.ReturnGrace, "return-grace", s.ReturnGrace, "How long the others keep the shoots of a replica that stopped to restart reserved for it before they take them over (at most "+MaxReturnGrace.String()+").")
 }
 
-// fenceMargin is the least time a member lease of the given duration must leave between the renew
-// deadline, when a member that cannot renew stops all work, and the moment another member may take its
-// partitions: the larger of MinFenceMargin and MinFenceMarginPercent of the duration.
-func fenceMargin(leaseDuration time.Duration) time.Duration {
+// FenceMargin is the least time a lease of the given duration must leave between the renew deadline,
+// when a holder that cannot renew stops all work, and the moment another process may take its work
+// over: the larger of MinFenceMargin and MinFenceMarginPercent of the duration. Member leases must
+// keep it, and a leader (leader mode) keeps it too.
+func FenceMargin(leaseDuration time.Duration) time.Duration {
 	return max(MinFenceMargin, leaseDuration*MinFenceMarginPercent/100)
 }
 
@@ -184,7 +185,7 @@ func (s *Sharding) validateTimings() field.ErrorList {
 	if len(errs) > 0 {
 		return errs
 	}
-	if margin := fenceMargin(s.MemberLeaseDuration); s.MemberLeaseDuration-s.MemberRenewDeadline < margin {
+	if margin := FenceMargin(s.MemberLeaseDuration); s.MemberLeaseDuration-s.MemberRenewDeadline < margin {
 		errs = append(errs, field.Invalid(field.NewPath("--member-renew-deadline"), s.MemberRenewDeadline.String(), fmt.Sprintf(
 			"must be at most --member-lease-duration (%s) minus %s (the larger of %s and %d%% of it): the margin covers stopping all work "+
 				"after a fence, timer latency and clock-rate drift before another replica may take the shoots over, or two replicas may act on one shoot",

@@ -72,6 +72,9 @@ type Manager struct {
 	// paused holds the namespaces this replica owns whose probe the lifecycle rules stop or do not start
 	// (hibernation, migration, a restore in progress): when it starts, it waits the initial delay.
 	paused map[string]struct{}
+	// byPartition indexes the namespaces of probes and paused by partition, so that releasing a
+	// partition (a fence releases every one) visits only its own shoots.
+	byPartition map[int]map[string]struct{}
 	// released holds, per partition released here, how long before the release each of its shoots
 	// was last probed, for HandoverState; overdue holds those ages of shoots handed to this replica,
 	// until their first run is scheduled (see handover.go).
@@ -138,17 +141,39 @@ func (m *Manager) Handlers() []sharding.PartitionHandler {
 func (m *Manager) Released(p int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for ns, probe := range m.probes {
-		if m.Ownership.Partition(ns) == p {
+	for ns := range m.byPartition[p] {
+		if probe, ok := m.probes[ns]; ok {
 			m.stopLocked(ns)
 			m.keepAgeLocked(p, ns, probe)
 			m.keepSightingsLocked(p, ns, probe)
 		}
+		m.unpauseLocked(ns)
 	}
-	for ns := range m.paused {
-		if m.Ownership.Partition(ns) == p {
-			delete(m.paused, ns)
-		}
+}
+
+// indexLocked records ns, which has a probe or is paused, under its partition.
+func (m *Manager) indexLocked(ns string) {
+	p := m.Ownership.Partition(ns)
+	if m.byPartition == nil {
+		m.byPartition = map[int]map[string]struct{}{}
+	}
+	if m.byPartition[p] == nil {
+		m.byPartition[p] = map[string]struct{}{}
+	}
+	m.byPartition[p][ns] = struct{}{}
+}
+
+// unindexLocked forgets ns once it has neither a probe nor a pause.
+func (m *Manager) unindexLocked(ns string) {
+	_, probing := m.probes[ns]
+	_, paused := m.paused[ns]
+	if probing || paused {
+		return
+	}
+	p := m.Ownership.Partition(ns)
+	delete(m.byPartition[p], ns)
+	if len(m.byPartition[p]) == 0 {
+		delete(m.byPartition, p)
 	}
 }
 
@@ -173,14 +198,14 @@ func (m *Manager) sync(ctx context.Context, ns string) error {
 	defer m.mu.Unlock()
 	if !m.Ownership.Owns(ns) {
 		m.stopLocked(ns)
-		delete(m.paused, ns)
+		m.unpauseLocked(ns)
 		return nil
 	}
 	cluster := &unstructured.Unstructured{}
 	cluster.SetGroupVersionKind(ClusterGVK)
 	if err := m.Reader.Get(ctx, client.ObjectKey{Name: ns}, cluster); err != nil {
 		m.stopLocked(ns)
-		delete(m.paused, ns)
+		m.unpauseLocked(ns)
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
@@ -223,6 +248,13 @@ func (m *Manager) pauseLocked(ns string) {
 		m.paused = map[string]struct{}{}
 	}
 	m.paused[ns] = struct{}{}
+	m.indexLocked(ns)
+}
+
+// unpauseLocked forgets that the probe of ns was paused.
+func (m *Manager) unpauseLocked(ns string) {
+	delete(m.paused, ns)
+	m.unindexLocked(ns)
 }
 
 // firstRun is when a new probe first runs. The original waits initialDelay whenever it creates a
@@ -244,7 +276,7 @@ func (m *Manager) firstRun(ns string, cluster *unstructured.Unstructured, shoot 
 		due = later(due, op.LastUpdateTime.Add(delay))
 	}
 	if _, ok := m.paused[ns]; ok {
-		delete(m.paused, ns)
+		m.unpauseLocked(ns)
 		due = later(due, now.Add(delay))
 	}
 	if due.After(now) {
@@ -279,6 +311,7 @@ func (m *Manager) startLocked(ns string, spec ProbeSpec, at time.Time) {
 		m.probes = map[string]*shootProbe{}
 	}
 	m.probes[ns] = p
+	m.indexLocked(ns)
 	m.Scheduler.Schedule(ns, at, p.run)
 	probesActive.Set(float64(len(m.probes)))
 }
@@ -290,6 +323,7 @@ func (m *Manager) stopLocked(ns string) {
 		return
 	}
 	delete(m.probes, ns)
+	m.unindexLocked(ns)
 	m.Scheduler.Remove(ns)
 	m.forgetVerdict(ns)
 	m.stopFlow(ns)

@@ -270,11 +270,12 @@ const (
 const consistentCycles = 10
 
 // client returns the shoot client built from the cached kubeconfig Secret. A broken Secret is
-// reported (log, Event on the Secret, metric) only when it changes, not on every cycle.
+// reported (log, Event on the Secret, metric) only when it changes, not on every cycle. The Secret is
+// the cache's own (no deep copy every cycle): Clients.For and the report only read it.
 func (p *shootProbe) client(ctx context.Context) (*ShootClient, error) {
 	secret := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: p.namespace, Name: p.m.Config.KubeConfigSecretName}
-	if err := p.m.Reader.Get(ctx, key, secret); err != nil {
+	if err := p.m.Reader.Get(ctx, key, secret, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("reading kubeconfig Secret %s: %w", key, err)
 	}
 	c, err := p.m.Clients.For(secret)

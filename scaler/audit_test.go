@@ -33,15 +33,24 @@ func TestScaleWritesAreAudited(t *testing.T) {
 	records, err := audit.ReadFile(path)
 	require.NoError(t, err)
 	var objects []string
+	sends := map[uint64]audit.Record{}
 	for _, r := range records[1:] {
-		require.Equal(t, audit.EventWrite, r.Event)
 		assert.Equal(t, audit.KindScale, r.Kind)
 		assert.Equal(t, f.ns, r.Namespace)
 		assert.Equal(t, 5, r.Partition)
+		if r.Event == audit.EventSend {
+			assert.False(t, r.Sent.Before(before) || r.Sent.After(r.Wall), "on record before it is sent")
+			sends[r.ID] = r
+			continue
+		}
+		require.Equal(t, audit.EventWrite, r.Event)
+		send, ok := sends[r.ID]
+		require.True(t, ok, "the send of write %d is on record before its result", r.ID)
+		assert.Equal(t, send.Sent, r.Sent)
 		assert.Equal(t, audit.ResultOK, r.Result)
-		assert.False(t, r.Sent.Before(before) || r.Sent.After(r.Wall), "sent before the answer was recorded")
 		objects = append(objects, r.Object)
 	}
 	assert.ElementsMatch(t, []string{"Deployment/" + kcm, "Deployment/" + mcm, "Deployment/" + ca}, objects,
 		"every write of the scale-down; none of the refused scale-up")
+	assert.Len(t, sends, 3)
 }

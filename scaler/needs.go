@@ -51,12 +51,13 @@ func needsScaling(dir Direction, info config.DependentResourceInfo, obj client.O
 }
 
 // anyCached tells whether pred holds for one of the resources in namespace, read through Client (nil
-// for a missing one).
+// for a missing one). pred only reads: a cache hands it its own copy, not a deep copy (a healthy
+// probe reads every dependent once).
 func (s *Scaler) anyCached(ctx context.Context, namespace string,
 	pred func(config.DependentResourceInfo, client.Object) bool) (bool, error) {
 	for _, info := range s.Resources {
 		j := job{namespace: namespace, info: info}
-		obj, err := s.read(ctx, s.Client, j)
+		obj, err := s.read(ctx, s.Client, j, client.UnsafeDisableDeepCopy)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return false, fmt.Errorf("%s: %w", j, err)
 		}

@@ -17,14 +17,14 @@ type permanentError struct{ error }
 
 func (e permanentError) Unwrap() error { return e.error }
 
-// read returns the resource of j through reader; nil for a missing optional one, a permanent error for
-// a missing required one.
-func (s *Scaler) read(ctx context.Context, reader client.Reader, j job) (client.Object, error) {
+// read returns the resource of j through reader, with opts; nil for a missing optional one, a
+// permanent error for a missing required one.
+func (s *Scaler) read(ctx context.Context, reader client.Reader, j job, opts ...client.GetOption) (client.Object, error) {
 	obj, err := newObject(j.info.Ref)
 	if err != nil {
 		return nil, permanentError{err}
 	}
-	err = reader.Get(ctx, j.key(), obj)
+	err = reader.Get(ctx, j.key(), obj, opts...)
 	switch {
 	case apierrors.IsNotFound(err) && j.info.Optional:
 		j.log.V(1).Info("Optional resource missing, skipping")
@@ -80,9 +80,9 @@ func (s *Scaler) guarded(j job, send func(ctx context.Context) error) func(ctx c
 	}
 }
 
-// audited records the write send makes in the Audit, when there is one: the moment before it is
-// sent, which is after the Guard's check, and its result. A write whose context ended by that moment
-// is not sent, and not recorded.
+// audited records the write send makes in the Audit, when there is one: before the request, the
+// moment before it is sent, which is after the Guard's check, and its result after the answer. A
+// write whose context ended by that moment is not sent, and not recorded.
 func (s *Scaler) audited(j job, send func(ctx context.Context) error) func(ctx context.Context) error {
 	if s.Audit == nil {
 		return send
@@ -95,6 +95,7 @@ func (s *Scaler) audited(j job, send func(ctx context.Context) error) func(ctx c
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		w = s.Audit.Sending(w)
 		err := send(ctx)
 		s.Audit.Wrote(w, err)
 		return err

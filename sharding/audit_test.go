@@ -90,7 +90,7 @@ func (a *fenceTrail) Renewed(fence time.Time) {
 func TestLeaderAuditsRenewalsAndItsLead(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	inner := &fakeLock{}
-	lock := NewFencedLock(inner, 10*time.Second, clk)
+	lock := NewFencedLock(inner, 10*time.Second, 15*time.Second, clk)
 	trail := &fenceTrail{}
 	lock.Audit = trail
 	leader := NewLeader("dwd-prober", "me", lock, logr.Discard())

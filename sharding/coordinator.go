@@ -126,6 +126,9 @@ type Coordinator struct {
 	// pending holds the handover state of partitions stopped here whose release write has not
 	// succeeded yet, so that a retry hands it over.
 	pending map[int]map[string]string
+	// releasedFrom holds, by partition released here, the version of the lease the release replaced:
+	// while the cache still shows that version, the release is done and is not sent again.
+	releasedFrom map[int]string
 }
 
 // heldPartition is a partition whose work runs here.
@@ -147,12 +150,13 @@ func NewCoordinator(workCtx context.Context, cfg Config, store leases.Store, lis
 	m.setSettings(cfg.Ring.PartitionCount, cfg.Settings)
 	return &Coordinator{
 		cfg: cfg, store: store, lister: lister, liveness: liveness, clock: clk, log: log, handlers: handlers,
-		metrics:    m,
-		workCtx:    workCtx,
-		observer:   leases.NewObserver(cfg.LeaseDuration),
-		partitions: make([]sync.Mutex, cfg.Ring.PartitionCount),
-		held:       map[int]*heldPartition{},
-		pending:    map[int]map[string]string{},
+		metrics:      m,
+		workCtx:      workCtx,
+		observer:     leases.NewObserver(cfg.LeaseDuration),
+		partitions:   make([]sync.Mutex, cfg.Ring.PartitionCount),
+		held:         map[int]*heldPartition{},
+		pending:      map[int]map[string]string{},
+		releasedFrom: map[int]string{},
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
 )
 
@@ -205,4 +206,71 @@ func TestLeaveWritesNoPartitionLeaseForAdvisoryStateAlone(t *testing.T) {
 			assert.Equal(t, tc.wantWrites, len(store.Events(before)))
 		})
 	}
+}
+
+// TestALeaveHandsOverTheStateOfPartitionsAFenceStopped: a member fenced (its work stopped, its
+// partition leases still naming it) and then stopped hands their state over as it does for the
+// partitions it holds; otherwise the next holders would take them as a clean handover without it
+// (review sharding.md L3).
+func TestALeaveHandsOverTheStateOfPartitionsAFenceStopped(t *testing.T) {
+	key := leases.HandoverAnnotationPrefix + "windows"
+	for _, tc := range []struct {
+		name        string
+		leave       func(c *Coordinator) (bool, error)
+		reservedFor string
+	}{
+		{"departing", func(c *Coordinator) (bool, error) { return c.Leave(context.Background(), false) }, ""},
+		{"returning", func(c *Coordinator) (bool, error) { return c.Leave(context.Background(), true) }, "m"},
+		{"for good", func(c *Coordinator) (bool, error) { return c.LeaveForGood(context.Background()) }, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store := leasestest.NewStore()
+			c := NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i",
+				Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+				RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store, &switchLiveness{},
+				clocktesting.NewFakeClock(time.Now()), logr.Discard(), stateHandler{key})
+			_, err := c.Reconcile(context.Background())
+			require.NoError(t, err)
+			require.Len(t, c.Held(), 7)
+			c.Fence()
+			require.Empty(t, c.Held())
+
+			lost, err := tc.leave(c)
+			require.NoError(t, err)
+			assert.False(t, lost)
+			for p := range 7 {
+				l, err := store.Get(context.Background(), leases.PartitionLeaseName("g", p))
+				require.NoError(t, err)
+				assert.Empty(t, leases.Holder(l), "partition %d is released", p)
+				assert.Equal(t, map[string]string{key: "state"}, leases.Handover(l), "partition %d carries its state", p)
+				assert.Equal(t, tc.reservedFor, leases.ReservedFor(l), "partition %d", p)
+			}
+		})
+	}
+}
+
+// TestAReleaseIsNotSentAgainOnTheCopyItReplaced: until the cache shows a release, a reconcile sees the
+// lease still naming this member; sending the release again on that copy could only fail its
+// precondition (review sharding.md P3).
+func TestAReleaseIsNotSentAgainOnTheCopyItReplaced(t *testing.T) {
+	store := leasestest.NewStore()
+	c := NewCoordinator(context.Background(), Config{Group: "p3", Member: "m", Incarnation: "i",
+		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store, &switchLiveness{},
+		clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	_, err := c.Reconcile(context.Background())
+	require.NoError(t, err)
+	stale, err := store.Get(context.Background(), leases.PartitionLeaseName("p3", 3))
+	require.NoError(t, err)
+	require.Equal(t, "m", leases.Holder(stale))
+
+	require.NoError(t, c.release(context.Background(), 3, stale, ""))
+	writes := len(store.Events(0))
+	require.NoError(t, c.release(context.Background(), 3, stale, ""), "the copy the cache still shows")
+	assert.Len(t, store.Events(0), writes, "no second release on the copy the first replaced")
+	assert.Equal(t, 0.0, readMetric(t, partitionWrites.WithLabelValues("p3", "m", "release", "conflict")))
+
+	fresh, err := store.Get(context.Background(), leases.PartitionLeaseName("p3", 3))
+	require.NoError(t, err)
+	assert.Empty(t, leases.Holder(fresh), "released")
 }

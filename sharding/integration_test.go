@@ -136,15 +136,15 @@ func newGroup(t *testing.T) *group {
 	return &group{t: t, settings: s, work: &workLog{t: t, acting: map[int]string{}, takeovers: map[int]sharding.Takeover{}}}
 }
 
-// start runs a member through a proxy of its own.
-func (g *group) start(name string) *replica {
+// start runs a member through a proxy of its own, with the handlers given besides the work log's.
+func (g *group) start(name string, handlers ...sharding.PartitionHandler) *replica {
 	s := g.settings
 	s.MemberName = name
 	cfg, proxy := test.ConfigThrough(g.t, env.Config)
 	client, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(cfg, s.PartitionCount))
 	require.NoError(g.t, err)
 	r := &replica{name: name, proxy: proxy, done: make(chan struct{}),
-		runner: sharding.NewRunner(s, client, logr.Discard(), g.work.handler(name))}
+		runner: sharding.NewRunner(s, client, logr.Discard(), append([]sharding.PartitionHandler{g.work.handler(name)}, handlers...)...)}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { defer close(r.done); _ = r.runner.Start(ctx) }()
@@ -281,4 +281,44 @@ func balance(held map[string][]int) string {
 		s += fmt.Sprintf("%s=%d ", m, len(held[m]))
 	}
 	return s
+}
+
+// stuckStop is a handler whose stop of one partition never returns until the test ends.
+type stuckStop struct {
+	partition int
+	block     <-chan struct{}
+}
+
+func (stuckStop) Acquired(context.Context, int, sharding.Takeover) {}
+
+func (s stuckStop) Released(p int) {
+	if p == s.partition {
+		<-s.block
+	}
+}
+
+// TestAStuckStopDoesNotKeepTheMemberRenewing: a member whose leave cannot stop a partition's work
+// gives up waiting a retry period after the renew deadline and stops renewing without the clean-leave
+// marker, so that the others take its share over as after a crash (review sharding.md L7). Before,
+// it renewed on until the kubelet killed it, and its share stayed unheld all that time.
+func TestAStuckStopDoesNotKeepTheMemberRenewing(t *testing.T) {
+	g := newGroup(t)
+	stuck := g.ring("dwd-0", "dwd-1")["dwd-0"][0]
+	block := make(chan struct{})
+	a := g.start("dwd-0", stuckStop{partition: stuck, block: block})
+	g.start("dwd-1")
+	t.Cleanup(func() { close(block) }) // before the members' stops, which wait for it
+	g.converge(t, 30*time.Second, "dwd-0", "dwd-1")
+
+	began := time.Now()
+	stopped := make(chan struct{})
+	go func() { a.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(itRenewDeadline + itRetryPeriod + 5*time.Second):
+		t.Fatalf("dwd-0 still stopping %s after its stop began, its partition %d's work stuck", time.Since(began), stuck)
+	}
+	t.Logf("dwd-0 stopped %s after its stop began", time.Since(began))
+	g.converge(t, itLeaseDuration+5*time.Second, "dwd-1")
+	t.Logf("dwd-1 held every partition %s after dwd-0's stop began", time.Since(began))
 }

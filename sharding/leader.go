@@ -3,6 +3,8 @@ package sharding
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,6 +12,8 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/clock"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
 )
 
 // LeaderPartitions is the partition count of a Leader: it owns everything, so one partition holds it.
@@ -21,10 +25,12 @@ const LeaderPartitions = 1
 // partition in memory.
 //
 // Its fence is the leader lease's. The lease lock (FencedLock) records when each renewal it wrote
-// was sent; a write is allowed only before that moment plus the renew deadline, and goes out under a
-// context that ends then. The other candidates take the lease no earlier than a lease duration after
-// they saw that renewal, which is later. Leader election itself gives up a little after the fence and
-// stops the process, as the original does.
+// was sent; a write is allowed only before that moment plus the lock's window (the renew deadline,
+// clamped to keep the fence margin: LeaderFenceWindow), and goes out under a context that ends then.
+// The other candidates take the lease no earlier than a lease duration after they saw that renewal,
+// which is at least the margin later. A release ends every write that passed the guard before it is
+// sent, since a candidate takes a released lease at once. Leader election itself gives up a little
+// after the fence and stops the process, as the original does.
 type Leader struct {
 	lock     *FencedLock
 	clock    clock.PassiveClock
@@ -57,12 +63,15 @@ func (l *Leader) NeedLeaderElection() bool { return true }
 // one before it was doing, so the takeover is a Crash: the weeder opens its start-up windows, as the
 // original does on a restart.
 func (l *Leader) Start(ctx context.Context) error {
-	l.leading.Store(true)
-	l.log.Info("Leading: every shoot is this replica's")
+	// The acquire is on record before Guard can pass a write.
 	for p := range LeaderPartitions {
 		if l.lock.Audit != nil {
 			l.lock.Audit.Acquired(p, AcquireLeading)
 		}
+	}
+	l.leading.Store(true)
+	l.log.Info("Leading: every shoot is this replica's")
+	for p := range LeaderPartitions {
 		for _, h := range l.handlers {
 			h.Acquired(ctx, p, Takeover{Cause: Crash})
 		}
@@ -102,40 +111,62 @@ func (l *Leader) Guard(ctx context.Context, namespace string) (context.Context, 
 		l.metrics.guardRefusals.WithLabelValues("not_owner").Inc()
 		return ctx, noop, fmt.Errorf("%w: this replica does not lead", ErrNotOwner)
 	}
-	now, at := l.clock.Now(), l.lock.FenceAt()
-	if !now.Before(at) {
+	guarded, cancel, ok := l.lock.guard(ctx)
+	if !ok {
 		l.metrics.guardRefusals.WithLabelValues("fenced").Inc()
 		return ctx, noop, fmt.Errorf("%w: acting on %s", ErrFenced, namespace)
 	}
-	guarded, cancel := context.WithTimeout(ctx, at.Sub(now))
 	return guarded, cancel, nil
+}
+
+// LeaderFenceWindow is how long after a renewal was sent the leader may write: the renew deadline,
+// but no more than the lease duration the candidates read (whole seconds) less the fence margin that
+// member leases keep (config.FenceMargin), which covers stopping the work, timer latency and
+// clock-rate drift. The original's flags accept a renew deadline a moment short of the duration (15 s
+// and 14.5 s); the window is then 12 s. At most zero when the duration leaves no room for the margin.
+func LeaderFenceWindow(renewDeadline, leaseDuration time.Duration) time.Duration {
+	return min(renewDeadline, leaseDuration.Truncate(time.Second)-config.FenceMargin(leaseDuration))
 }
 
 // FencedLock is a leader election lock that records when the renewals it wrote were sent, so that
 // the leader knows the moment it must stop writing: the send time of its last successful renewal
-// plus the renew deadline.
+// plus its window (LeaderFenceWindow). It tracks the writes that passed the guard until they end, so
+// that a release can end them first.
 type FencedLock struct {
 	resourcelock.Interface
 	// Audit, when set before the lock is first used, records each successful renewal with its fence
 	// before the fence moves, and the Leader's start and stop (the ownership audit).
 	Audit Audit
 
-	renewDeadline time.Duration
-	clock         clock.PassiveClock
+	window time.Duration
+	clock  clock.PassiveClock
 
 	mu      sync.Mutex
 	fenceAt time.Time
+	// inflight are the writes that passed the guard and have not ended.
+	inflight map[*guardedWrite]struct{}
 	// renewed, when set, is told the send time of every successful renewal (the Leader's metrics).
 	renewed func(sent time.Time)
 }
 
-// NewFencedLock wraps lock; renewDeadline is the leader election's.
-func NewFencedLock(lock resourcelock.Interface, renewDeadline time.Duration, clk clock.PassiveClock) *FencedLock {
+// guardedWrite is a write that passed the guard: cancel ends its context, done closes when it ended.
+type guardedWrite struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewFencedLock wraps lock; renewDeadline and leaseDuration are the leader election's, and the fence
+// follows each renewal by LeaderFenceWindow of them.
+func NewFencedLock(lock resourcelock.Interface, renewDeadline, leaseDuration time.Duration, clk clock.PassiveClock) *FencedLock {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &FencedLock{Interface: lock, renewDeadline: renewDeadline, clock: clk}
+	return &FencedLock{Interface: lock, window: LeaderFenceWindow(renewDeadline, leaseDuration), clock: clk,
+		inflight: map[*guardedWrite]struct{}{}}
 }
+
+// Window is how long after a renewal was sent the leader may write.
+func (l *FencedLock) Window() time.Duration { return l.window }
 
 // Create takes the lease when nobody holds it.
 func (l *FencedLock) Create(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
@@ -148,8 +179,9 @@ func (l *FencedLock) Create(ctx context.Context, record resourcelock.LeaderElect
 // Update renews the lease, takes it over, or releases it.
 func (l *FencedLock) Update(ctx context.Context, record resourcelock.LeaderElectionRecord) error {
 	if record.HolderIdentity != l.Identity() {
-		// A release: no write may go out from the moment it is sent, whatever its answer.
-		l.setFence(time.Time{})
+		// A release: a candidate takes the lease as soon as it reads it, so no write may go out or be
+		// on its way from the moment it is sent, whatever its answer.
+		l.revoke()
 		return l.Interface.Update(ctx, record)
 	}
 	sent := l.clock.Now()
@@ -162,14 +194,61 @@ func (l *FencedLock) Update(ctx context.Context, record resourcelock.LeaderElect
 func (l *FencedLock) written(record resourcelock.LeaderElectionRecord, sent time.Time, err error) {
 	if err == nil && record.HolderIdentity == l.Identity() {
 		if l.Audit != nil {
-			l.Audit.Renewed(sent.Add(l.renewDeadline))
+			l.Audit.Renewed(sent.Add(l.window))
 		}
-		l.setFence(sent.Add(l.renewDeadline))
+		l.setFence(sent.Add(l.window))
 		l.mu.Lock()
 		renewed := l.renewed
 		l.mu.Unlock()
 		if renewed != nil {
 			renewed(sent)
+		}
+	}
+}
+
+// guard bounds ctx by the fence and tracks the write until its cancel is called; false when the fence
+// has passed.
+func (l *FencedLock) guard(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	if !now.Before(l.fenceAt) {
+		return ctx, func() {}, false
+	}
+	guarded, cancel := context.WithTimeout(ctx, l.fenceAt.Sub(now))
+	w := &guardedWrite{cancel: cancel, done: make(chan struct{})}
+	l.inflight[w] = struct{}{}
+	var once sync.Once
+	return guarded, func() {
+		once.Do(func() {
+			cancel()
+			l.mu.Lock()
+			delete(l.inflight, w)
+			l.mu.Unlock()
+			close(w.done)
+		})
+	}, true
+}
+
+// revoke ends the right to write: no write passes the guard from now on, and every write that passed
+// it is cancelled. It returns once they all ended, or at the latest at the fence it revoked, when
+// their contexts ended anyway.
+func (l *FencedLock) revoke() {
+	l.mu.Lock()
+	fence := l.fenceAt
+	l.fenceAt = time.Time{}
+	pending := slices.Collect(maps.Keys(l.inflight))
+	l.mu.Unlock()
+	for _, w := range pending {
+		w.cancel()
+	}
+	timer := time.NewTimer(max(fence.Sub(l.clock.Now()), 0))
+	defer timer.Stop()
+	for _, w := range pending {
+		select {
+		case <-w.done:
+		case <-timer.C:
+			return
 		}
 	}
 }

@@ -57,7 +57,7 @@ func (w *leaderWork) Released(p int) {
 func TestFencedLockFenceFollowsSuccessfulRenewals(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	inner := &fakeLock{}
-	lock := NewFencedLock(inner, 10*time.Second, clk)
+	lock := NewFencedLock(inner, 10*time.Second, 15*time.Second, clk)
 	ctx := context.Background()
 	mine := resourcelock.LeaderElectionRecord{HolderIdentity: "me"}
 
@@ -80,7 +80,7 @@ func TestFencedLockFenceFollowsSuccessfulRenewals(t *testing.T) {
 
 func TestLeaderOwnsEverythingWhileLeadingAndBeforeItsFence(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
-	lock := NewFencedLock(&fakeLock{}, 10*time.Second, clk)
+	lock := NewFencedLock(&fakeLock{}, 10*time.Second, 15*time.Second, clk)
 	leader := NewLeader("leader-metrics", "me", lock, logr.Discard())
 	work := &leaderWork{acquired: map[int]Takeover{}}
 	leader.AddHandler(work)
@@ -128,4 +128,76 @@ func TestLeaderOwnsEverythingWhileLeadingAndBeforeItsFence(t *testing.T) {
 	assert.Error(t, work.ctxs[0].Err(), "the work's context ended")
 	_, _, err = leader.Guard(context.Background(), "shoot--a")
 	require.ErrorIs(t, err, ErrNotOwner, "after it stopped leading")
+}
+
+func TestLeaderFenceKeepsTheMargin(t *testing.T) {
+	const ms = time.Millisecond
+	for _, c := range []struct {
+		renewDeadline, leaseDuration, want time.Duration
+	}{
+		{10000 * ms, 15000 * ms, 10000 * ms}, // the original's defaults: 5 s of margin
+		{14500 * ms, 15000 * ms, 12000 * ms}, // accepted by the original's flags: 20 % of 15 s kept
+		{14000 * ms, 15900 * ms, 11820 * ms}, // the candidates read 15 s; 20 % of 15.9 s is 3.18 s
+		{9000 * ms, 10500 * ms, 7900 * ms},   // 10 s read, 2.1 s kept
+		{4000 * ms, 5000 * ms, 3000 * ms},    // at least 2 s kept
+		{2000 * ms, 3000 * ms, 1000 * ms},    // the shortest duration that leaves a window
+		{1000 * ms, 2000 * ms, 0},            // no room: the flags are refused
+		{50000 * ms, 60000 * ms, 48000 * ms}, // 20 % of 60 s is 12 s
+		{20000 * ms, 60000 * ms, 20000 * ms}, // a long lease: the renew deadline decides
+	} {
+		assert.Equal(t, c.want, LeaderFenceWindow(c.renewDeadline, c.leaseDuration),
+			"renew deadline %s, lease duration %s", c.renewDeadline, c.leaseDuration)
+	}
+
+	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
+	lock := NewFencedLock(&fakeLock{}, 14500*time.Millisecond, 15*time.Second, clk)
+	require.NoError(t, lock.Create(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}))
+	assert.Equal(t, time.Unix(1012, 0), lock.FenceAt(),
+		"a candidate may take the lease 15 s after it saw the renewal: the leader stops 3 s before")
+}
+
+// releaseLock is a leader lock that, when asked to release, reports whether the write that passed the
+// guard had ended by then.
+type releaseLock struct {
+	fakeLock
+	writeEnded     <-chan struct{}
+	endedAtRelease chan bool
+}
+
+func (l *releaseLock) Update(_ context.Context, record resourcelock.LeaderElectionRecord) error {
+	if record.HolderIdentity == "" {
+		select {
+		case <-l.writeEnded:
+			l.endedAtRelease <- true
+		default:
+			l.endedAtRelease <- false
+		}
+	}
+	return nil
+}
+
+func TestALeaderReleaseEndsItsGuardedWritesFirst(t *testing.T) {
+	writeEnded := make(chan struct{})
+	inner := &releaseLock{writeEnded: writeEnded, endedAtRelease: make(chan bool, 1)}
+	lock := NewFencedLock(inner, 10*time.Second, 15*time.Second, nil)
+	leader := NewLeader("leader-release", "me", lock, logr.Discard())
+	require.NoError(t, lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}))
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- leader.Start(ctx) }()
+	defer func() { stop(); <-done }()
+	require.Eventually(t, func() bool { return leader.Owns("shoot--a") }, 5*time.Second, 10*time.Millisecond)
+
+	guarded, cancel, err := leader.Guard(context.Background(), "shoot--a")
+	require.NoError(t, err)
+	// The write: it hangs in its request until its context ends, then returns (and cancels).
+	go func() {
+		<-guarded.Done()
+		cancel()
+		close(writeEnded)
+	}()
+	require.NoError(t, lock.Update(context.Background(), resourcelock.LeaderElectionRecord{}))
+	assert.True(t, <-inner.endedAtRelease, "the release went out only after the write that passed the guard had ended")
+	_, _, err = leader.Guard(context.Background(), "shoot--a")
+	require.ErrorIs(t, err, ErrFenced, "no write after a release")
 }

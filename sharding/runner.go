@@ -236,13 +236,17 @@ func (r *Runner) shutdown(stopMember context.CancelFunc, member *sync.WaitGroup)
 	ctx, cancel := context.WithTimeout(context.Background(), r.settings.MemberRenewDeadline)
 	defer cancel()
 	returning, departing := r.leaveMode(ctx)
-	var stateLost bool
-	var err error
-	if departing {
-		stateLost, err = r.coordinator.LeaveForGood(ctx)
-	} else {
-		stateLost, err = r.coordinator.Leave(ctx, returning)
+	left, ok := r.leaveWithin(ctx, departing, returning)
+	if !ok {
+		// Stop renewing without the clean-leave marker: the others take the share over a lease duration
+		// after the last renewal, and the guard refuses every write from the fence on.
+		r.log.Info("Leaving took longer than the renew deadline: a partition's work does not stop; stopping the member lease renewals without the clean-leave marker",
+			"group", r.settings.GroupName, "member", r.settings.MemberName)
+		stopMember()
+		member.Wait()
+		return
 	}
+	stateLost, err := left.stateLost, left.err
 	if err != nil {
 		r.log.Error(err, "Handing over partitions on shutdown; their next holders start them as after a crash")
 	}
@@ -260,6 +264,42 @@ func (r *Runner) shutdown(stopMember context.CancelFunc, member *sync.WaitGroup)
 	}
 	r.log.Info("Left the group", "group", r.settings.GroupName, "member", r.settings.MemberName,
 		"returning", returning, "departing", departing)
+}
+
+// leaveResult is what the coordinator's leave returned.
+type leaveResult struct {
+	stateLost bool
+	err       error
+}
+
+// leaveWithin runs the coordinator's leave (for good when departing) and waits for it until a retry
+// period after ctx ends; false when it has not returned by then. A stop that never returns, such as a
+// handler stuck in Released, must not keep the member renewing a share it no longer works on (review
+// sharding.md L7).
+func (r *Runner) leaveWithin(ctx context.Context, departing, returning bool) (leaveResult, bool) {
+	done := make(chan leaveResult, 1)
+	go func() {
+		var res leaveResult
+		if departing {
+			res.stateLost, res.err = r.coordinator.LeaveForGood(ctx)
+		} else {
+			res.stateLost, res.err = r.coordinator.Leave(ctx, returning)
+		}
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		return res, true
+	case <-ctx.Done():
+	}
+	grace := r.clock.NewTimer(r.settings.MemberRetryPeriod)
+	defer grace.Stop()
+	select {
+	case res := <-done:
+		return res, true
+	case <-grace.C():
+		return leaveResult{}, false
+	}
 }
 
 // leaveMode decides whether a graceful stop is a restart (returning: the share stays reserved) or

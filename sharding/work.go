@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,7 +32,7 @@ func (c *Coordinator) release(ctx context.Context, p int, cached *coordinationv1
 		cached = own
 		c.rebalance.releasedOne()
 	}
-	if cached == nil || leases.Holder(cached) != c.cfg.Member {
+	if cached == nil || leases.Holder(cached) != c.cfg.Member || c.releasedAlready(p, cached) {
 		return nil
 	}
 	if leases.Incarnation(cached) != c.cfg.Incarnation && !c.broken.resumeUnproven {
@@ -48,8 +50,24 @@ func (c *Coordinator) release(ctx context.Context, p int, cached *coordinationv1
 		c.putPending(p, state)
 		return fmt.Errorf("releasing partition %d: %w", p, err)
 	}
+	if err == nil {
+		c.mu.Lock()
+		c.releasedFrom[p] = cached.ResourceVersion
+		c.mu.Unlock()
+	}
 	c.log.V(1).Info("Released partition", "partition", p, "lostRace", err != nil, "reservedFor", reservedFor)
 	return nil
+}
+
+// releasedAlready reports whether this replica's release of partition p replaced cached, the copy
+// its cache still shows: sent again on it, the release could only fail its precondition (review
+// sharding.md P3).
+// A version names one state of the lease, so the entry needs no clearing: at most one per partition.
+func (c *Coordinator) releasedAlready(p int, cached *coordinationv1.Lease) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	from, ok := c.releasedFrom[p]
+	return ok && from == cached.ResourceVersion
 }
 
 // releaseVanished marks the lease of partition p, which vanished under this member's name (holder v,
@@ -308,14 +326,15 @@ func (c *Coordinator) start(p int, lease, base *coordinationv1.Lease, takeover T
 		delete(c.pending, p)
 		c.mu.Unlock()
 	}
+	// The acquire is on record before Guard can pass a write of the partition.
+	if c.cfg.Audit != nil {
+		c.cfg.Audit.Acquired(p, AcquireCause(takeover.Cause))
+	}
 	ctx, cancel := context.WithCancel(c.workCtx)
 	c.mu.Lock()
 	c.held[p] = &heldPartition{lease: lease, base: base, wroteAt: c.clock.Now(), cancel: cancel}
 	c.mu.Unlock()
 	c.heldChanges.Add(1)
-	if c.cfg.Audit != nil {
-		c.cfg.Audit.Acquired(p, AcquireCause(takeover.Cause))
-	}
 	for _, h := range c.handlers {
 		h.Acquired(ctx, p, takeover)
 	}
@@ -424,26 +443,54 @@ func (c *Coordinator) leave(ctx context.Context, releaseAll bool, reservedFor st
 		cause = ReleaseReturning
 	}
 	held := c.Held()
-	errs := c.forEach(ctx, held, func(p int) error {
+	// Partitions whose work stopped before the leave (at a fence, or a release that failed) still
+	// name this process, and the handlers may keep their state: they are handed over as the held ones
+	// are, or the next holder would take them as a clean handover without it (review sharding.md L3).
+	stopped := c.stoppedNamingMe()
+	errs := c.forEach(ctx, append(held, slices.Sorted(maps.Keys(stopped))...), func(p int) error {
 		reached.Add(1)
 		own, ok := c.stop(p, cause)
+		if !ok {
+			own, ok = stopped[p]
+		}
 		state := c.takePending(p)
 		if !ok || (!releaseAll && !c.essential(state)) {
 			return nil
 		}
 		_, err := leases.Release(ctx, c.store, own, state, reservedFor, c.clock.Now())
 		c.metrics.write("release", err)
-		if err != nil {
+		if err != nil && !(isLostRace(err) && stopped[p] != nil) {
 			lost.Store(true)
 			return fmt.Errorf("handing over partition %d: %w", p, err)
 		}
 		return nil
 	})
 	c.Fence()
-	if reached.Load() < int64(len(held)) {
+	if reached.Load() < int64(len(held)+len(stopped)) {
 		lost.Store(true) // the deadline came before every partition was stopped and handed over
 	}
 	return lost.Load(), errors.Join(errs...)
+}
+
+// stoppedNamingMe returns the cached leases of the partitions that name this process while no work
+// of theirs runs here: stopped by a fence and not resumed, or released without success. A lease the
+// cache shows older than the truth fails its release's precondition, which means another write came
+// first: a resume here, or a takeover that did not wait for this state.
+func (c *Coordinator) stoppedNamingMe() map[int]*coordinationv1.Lease {
+	if c.lister == nil {
+		return nil
+	}
+	stopped := map[int]*coordinationv1.Lease{}
+	for _, l := range c.lister.List() {
+		if l.Labels[leases.KindLabel] != leases.KindPartition || leases.Holder(l) != c.cfg.Member ||
+			leases.Incarnation(l) != c.cfg.Incarnation {
+			continue
+		}
+		if p, ok := leases.PartitionOf(c.cfg.Group, c.cfg.Ring.PartitionCount, l); ok && !c.Holds(p) {
+			stopped[p] = l
+		}
+	}
+	return stopped
 }
 
 // forEach runs fn for every partition, WriteConcurrency at a time, in order when that is 1.

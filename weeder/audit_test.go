@@ -40,13 +40,19 @@ func TestPodDeletesAreAudited(t *testing.T) {
 
 	records, err := audit.ReadFile(path)
 	require.NoError(t, err)
-	require.Len(t, records, 3, "start and the two deletes sent; none for the refused one")
+	require.Len(t, records, 5, "start, and the send and result of the two deletes sent; none for the refused one")
 	results := map[string]string{}
+	sent := map[uint64]bool{}
 	for _, r := range records[1:] {
 		assert.Equal(t, audit.KindDelete, r.Kind)
 		assert.Equal(t, "shoot--a", r.Namespace)
 		assert.Equal(t, f.own.Partition("shoot--a"), r.Partition)
 		assert.False(t, r.Sent.After(r.Wall))
+		if r.Event == audit.EventSend {
+			sent[r.ID] = true
+			continue
+		}
+		assert.True(t, sent[r.ID], "the send of %s is on record before its result", r.Object)
 		results[r.Object] = r.Result
 	}
 	assert.Equal(t, map[string]string{"Pod/changed": audit.ResultConflict, "Pod/deleted": audit.ResultOK}, results)

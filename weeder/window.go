@@ -182,18 +182,21 @@ func (m *Manager) tryDelete(ctx context.Context, key ServiceKey, pod *corev1.Pod
 	return false
 }
 
-// delete sends pod's delete under the guarded context, recorded in the Audit. A delete whose context
-// ended before the moment recorded as its send is not sent.
+// delete sends pod's delete under the guarded context, recorded in the Audit before the request and
+// with its result after. A delete whose context ended before the moment recorded as its send is not
+// sent.
 func (m *Manager) delete(guarded context.Context, pod *corev1.Pod) error {
 	sent := m.Audit.Now()
 	if err := guarded.Err(); err != nil {
 		return err
 	}
-	err := m.pods(pod.Namespace).Delete(guarded, pod.Name, metav1.DeleteOptions{Preconditions: observed(pod)})
+	var w audit.Write
 	if m.Audit != nil {
-		m.Audit.Wrote(audit.Write{Kind: audit.KindDelete, Namespace: pod.Namespace, Object: "Pod/" + pod.Name,
-			Partition: m.Ownership.Partition(pod.Namespace), Sent: sent}, err)
+		w = m.Audit.Sending(audit.Write{Kind: audit.KindDelete, Namespace: pod.Namespace, Object: "Pod/" + pod.Name,
+			Partition: m.Ownership.Partition(pod.Namespace), Sent: sent})
 	}
+	err := m.pods(pod.Namespace).Delete(guarded, pod.Name, metav1.DeleteOptions{Preconditions: observed(pod)})
+	m.Audit.Wrote(w, err)
 	return err
 }
 

@@ -146,7 +146,7 @@ func (o *options) leaderLock() (*sharding.FencedLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the leader lock: %w", err)
 	}
-	return sharding.NewFencedLock(lock, le.renewDeadline, nil), nil
+	return sharding.NewFencedLock(lock, le.renewDeadline, le.leaseDuration, nil), nil
 }
 
 // lockInterface returns lock as the manager's option: nil when there is none, so that the manager

@@ -197,3 +197,12 @@ func TestLeaderElectionTimingsCountWholeSeconds(t *testing.T) {
 		assert.Equal(t, 1, code, "the kubeconfig is missing either way")
 	}
 }
+
+func TestLeaderElectionLeavingNoFenceMarginIsRefused(t *testing.T) {
+	code, _, stderr := run(context.Background(), "prober", "--config-file=testdata/prober.yaml", "--enable-leader-election",
+		"--leader-elect-lease-duration=2s", "--leader-elect-renew-deadline=1s", "--leader-elect-retry-period=500ms", "--kubeconfig=/nonexistent")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "--leader-elect-lease-duration", "the flag that leaves no margin is named")
+	assert.Contains(t, stderr, "leaves no time to write")
+	assert.NotContains(t, stderr, "--leader-elect-renew-deadline", "the timings are in order otherwise")
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
 // role is a part of the watchdog a replica can run.
@@ -415,6 +416,10 @@ func (le *leaderElectionOptions) validate() field.ErrorList {
 	if le.retryPeriod <= 0 || le.renewDeadline <= le.retryPeriod || le.leaseDuration.Truncate(time.Second) <= le.renewDeadline {
 		errs = append(errs, field.Invalid(field.NewPath("--leader-elect-renew-deadline"), le.renewDeadline.String(),
 			"need 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration in whole seconds"))
+	} else if sharding.LeaderFenceWindow(le.renewDeadline, le.leaseDuration) <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("--leader-elect-lease-duration"), le.leaseDuration.String(),
+			fmt.Sprintf("leaves no time to write: the leader stops writing %s before the lease could be taken over (the larger of %s and %d%% of it)",
+				config.FenceMargin(le.leaseDuration), config.MinFenceMargin, config.MinFenceMarginPercent)))
 	}
 	return errs
 }

@@ -153,6 +153,12 @@ func (o *options) run(ctx context.Context) error {
 	}
 	log.Info("Starting replica", "version", version, "roles", o.roles(), "mode", mode, "group", o.sharding.GroupName,
 		"member", o.sharding.MemberName, "namespace", o.sharding.Namespace, "leaderElection", o.leaderElection.enabled)
+	if le := o.leaderElection; o.leaderOnly {
+		if window := sharding.LeaderFenceWindow(le.renewDeadline, le.leaseDuration); window < le.renewDeadline {
+			log.Info("Warning: the leader stops writing sooner after a renewal than --leader-elect-renew-deadline says, to keep the fence margin before another replica may take the lease over",
+				"renewDeadline", le.renewDeadline, "leaseDuration", le.leaseDuration, "writesUntil", window)
+		}
+	}
 	// The checker runs beside the manager, not in it: the manager starts nothing else until its caches
 	// synced, and a cache that may not list never does; the checker is what says why.
 	checkCtx, stopChecks := context.WithCancel(ctx)

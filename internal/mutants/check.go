@@ -49,6 +49,9 @@ type Checker struct {
 	// Workers is how many mutants are built and run at once; defaults to GOMAXPROCS. Each build
 	// compiles the mutated package and links its tests, mostly on one core.
 	Workers int
+	// Slots, when set, is shared by Checkers that check lists at once: every build and run holds one
+	// of its slots, so that its capacity bounds them all together.
+	Slots chan struct{}
 }
 
 // Check builds the tests of the list's package once as they are and runs those the list names,
@@ -87,9 +90,11 @@ func (c Checker) mutants(ctx context.Context, dir, work string, mutants []Mutant
 	for range min(c.workers(), len(mutants)) {
 		wg.Go(func() {
 			for i := range next {
+				release := c.slot()
 				start := time.Now()
 				results[i] = c.mutant(ctx, dir, filepath.Join(work, fmt.Sprint(i)), mutants[i])
 				took[i] = time.Since(start)
+				release()
 				close(done[i])
 			}
 		})
@@ -103,8 +108,18 @@ func (c Checker) mutants(ctx context.Context, dir, work string, mutants []Mutant
 	return results
 }
 
+// slot waits for one of Slots, when set, and returns its release.
+func (c Checker) slot() func() {
+	if c.Slots == nil {
+		return func() {}
+	}
+	c.Slots <- struct{}{}
+	return func() { <-c.Slots }
+}
+
 // baseline requires every test the mutants name to pass on the code as it is.
 func (c Checker) baseline(ctx context.Context, dir, work string, mutants []Mutant) error {
+	defer c.slot()()
 	bin := filepath.Join(work, "base.test")
 	if out, err := c.build(ctx, dir, bin, ""); err != nil {
 		return fmt.Errorf("building the tests: %w\n%s", err, out)

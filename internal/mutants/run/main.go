@@ -5,12 +5,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -33,42 +36,47 @@ func main() {
 }
 
 func run(ctx context.Context, paths, only []string) error {
-	if len(paths) == 0 {
-		found, err := mutants.Find(".")
-		if err != nil {
-			return fmt.Errorf("finding the mutant lists: %w", err)
-		}
-		if len(found) == 0 {
-			return errors.New("no mutant list (<package>/testdata/mutants.yaml) under the working directory")
-		}
-		paths = found
+	lists, err := load(paths, only)
+	if err != nil {
+		return err
 	}
-	checker := mutants.Checker{Out: os.Stdout}
+	if len(lists) == 0 {
+		return fmt.Errorf("no mutant named %s", strings.Join(only, ", "))
+	}
+	// Every list is checked at once, its baseline and its mutants holding slots of one pool: a list
+	// never waits for the one before it to finish. Each prints in the order of the lists.
+	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	type outcome struct {
+		out     bytes.Buffer
+		results []mutants.Result
+		err     error
+	}
+	outcomes := make([]*outcome, len(lists))
+	done := make([]chan struct{}, len(lists))
+	for i, list := range lists {
+		outcomes[i], done[i] = &outcome{}, make(chan struct{})
+		go func() {
+			defer close(done[i])
+			o := outcomes[i]
+			o.results, o.err = mutants.Checker{Out: &o.out, Slots: slots}.Check(ctx, list)
+		}()
+	}
 	counts := map[mutants.Outcome]int{}
 	total := 0
-	for _, path := range paths {
-		list, err := mutants.Load(path)
-		if err != nil {
-			return err
-		}
-		if only != nil {
-			list.Mutants = slices.DeleteFunc(list.Mutants, func(m mutants.Mutant) bool { return !slices.Contains(only, m.Name) })
-			if len(list.Mutants) == 0 {
-				continue
-			}
-		}
-		fmt.Printf("%s: %d mutants\n", path, len(list.Mutants))
-		results, err := checker.Check(ctx, list)
-		if err != nil {
-			return err
-		}
-		for _, r := range results {
+	var errs []error
+	for i, list := range lists {
+		<-done[i]
+		o := outcomes[i]
+		fmt.Printf("%s: %d mutants\n", list.Path, len(list.Mutants))
+		_, _ = io.Copy(os.Stdout, &o.out)
+		errs = append(errs, o.err)
+		for _, r := range o.results {
 			counts[r.Outcome]++
 			total++
 		}
 	}
-	if total == 0 {
-		return fmt.Errorf("no mutant named %s", strings.Join(only, ", "))
+	if err := errors.Join(errs...); err != nil {
+		return err
 	}
 	fmt.Printf("%d mutants: %d killed, %d survived, %d stale, %d broken\n", total,
 		counts[mutants.Killed], counts[mutants.Survived], counts[mutants.Stale], counts[mutants.Broken])
@@ -76,4 +84,33 @@ func run(ctx context.Context, paths, only []string) error {
 		return errors.New("make mutants: every listed mutant must be killed by its tests (see above)")
 	}
 	return nil
+}
+
+// load loads the lists at paths, or every list under the working directory when none is given,
+// keeping only the mutants named in only when it is set; lists left empty are dropped.
+func load(paths, only []string) ([]*mutants.List, error) {
+	if len(paths) == 0 {
+		found, err := mutants.Find(".")
+		if err != nil {
+			return nil, fmt.Errorf("finding the mutant lists: %w", err)
+		}
+		if len(found) == 0 {
+			return nil, errors.New("no mutant list (<package>/testdata/mutants.yaml) under the working directory")
+		}
+		paths = found
+	}
+	var lists []*mutants.List
+	for _, path := range paths {
+		list, err := mutants.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		if only != nil {
+			list.Mutants = slices.DeleteFunc(list.Mutants, func(m mutants.Mutant) bool { return !slices.Contains(only, m.Name) })
+		}
+		if len(list.Mutants) > 0 {
+			lists = append(lists, list)
+		}
+	}
+	return lists, nil
 }

@@ -1,0 +1,87 @@
+package prober
+
+import (
+	"fmt"
+	"hash/fnv"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// modOwnership owns every namespace and spreads them over n partitions.
+type modOwnership struct {
+	partitionOwnership
+	n int
+}
+
+func (o modOwnership) Partition(ns string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(ns))
+	return int(h.Sum32() % uint32(o.n))
+}
+
+// releaseFixture is a Manager running probes of shoots spread over partitions, some of them paused.
+func releaseFixture(partitions, shoots, paused int) *Manager {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	m := &Manager{Ownership: modOwnership{n: partitions}, Clock: clk, Log: logr.Discard(),
+		Scheduler: NewScheduler(clk, 1, nil), Flows: NewScheduler(clk, 1, nil), Clients: &ShootClients{}}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range shoots {
+		m.startLocked(fmt.Sprintf("shoot--p--%d", i), ProbeSpec{}, clk.Now().Add(time.Hour))
+	}
+	for i := range paused {
+		m.pauseLocked(fmt.Sprintf("shoot--paused--%d", i))
+	}
+	return m
+}
+
+func TestReleasedStopsTheProbesOfItsPartitionOnly(t *testing.T) {
+	m := releaseFixture(4, 40, 8)
+	own := m.Ownership
+	inP := func(p int) (probing, paused int) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for ns := range m.probes {
+			if own.Partition(ns) == p {
+				probing++
+			}
+		}
+		for ns := range m.paused {
+			if own.Partition(ns) == p {
+				paused++
+			}
+		}
+		return probing, paused
+	}
+	probing1, paused1 := inP(1)
+	m.Released(0)
+	probing, paused := inP(0)
+	assert.Zero(t, probing, "no probe of partition 0 runs")
+	assert.Zero(t, paused, "no pause of partition 0 is kept")
+	probing, paused = inP(1)
+	assert.Equal(t, probing1, probing, "partition 1 keeps its probes")
+	assert.Equal(t, paused1, paused)
+	for p := range 4 {
+		m.Released(p)
+	}
+	assert.Empty(t, m.probes)
+	assert.Empty(t, m.paused)
+	assert.Empty(t, m.byPartition, "the index forgets what it no longer holds")
+}
+
+// BenchmarkReleaseEveryPartition is a fence's cost on the prober: the release of every partition of
+// a replica holding 20,000 shoots on the default 887 partitions (review sharding.md P1).
+func BenchmarkReleaseEveryPartition(b *testing.B) {
+	for range b.N {
+		b.StopTimer()
+		m := releaseFixture(887, 20000, 0)
+		b.StartTimer()
+		for p := range 887 {
+			m.Released(p)
+		}
+	}
+}
