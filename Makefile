@@ -19,6 +19,12 @@ KUBE_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=$(KUBE_VERSION
 	-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$(KUBE_MINOR)
 export KUBEBUILDER_ASSETS := $(BIN)
 
+# promtool and prometheus from Debian's prometheus package, unpacked into bin/ when none is on the
+# PATH: only the binaries, so that no Prometheus service is installed or started. Defined before the
+# rules that name them as prerequisites, which make expands as it reads them.
+PROMTOOL ?= $(or $(shell command -v promtool 2>/dev/null),$(BIN)/promtool)
+PROMETHEUS ?= $(or $(shell command -v prometheus 2>/dev/null),$(BIN)/prometheus)
+
 # Every fuzz target, as package:Target; make fuzz runs each for FUZZTIME. make test runs their seed
 # corpora as tests (go test does) and checks that the list is complete, but does not fuzz: fuzzing
 # compiles the whole dependency graph once more, with coverage instrumentation (about 6 minutes of a
@@ -118,11 +124,6 @@ test-run: $(PROMETHEUS)
 	@# processes), and together they use about one and a half of two cores. test-build vetted them.
 	DWD_PROMETHEUS=$(PROMETHEUS) $(GO) test -race -vet=off -count=1 -p 2 $(SLOW_TEST_PKGS) ./...
 
-# promtool and prometheus from Debian's prometheus package, unpacked into bin/ when none is on the
-# PATH: only the binaries, so that no Prometheus service is installed or started.
-PROMTOOL ?= $(or $(shell command -v promtool 2>/dev/null),$(BIN)/promtool)
-PROMETHEUS ?= $(or $(shell command -v prometheus 2>/dev/null),$(BIN)/prometheus)
-
 .PHONY: test-rules
 test-rules: $(PROMTOOL) ## Check the alert rules and run their promtool unit tests (promtool from Debian's prometheus package when missing).
 	$(PROMTOOL) check rules deploy/prometheus/rules.yaml
@@ -180,7 +181,7 @@ bench: tools build ## Load benchmarks of real dwd processes against simulated sh
 
 .PHONY: bench-micro
 bench-micro: ## Micro-benchmarks of the hot paths: ring, lease decision, candidate nodes, scale plan, readiness.
-	$(GO) test -run='^$$' -bench='NewRing|Partition|Owner|DecideScaling|CandidateNodes|Plan|Tracker' -benchmem \
+	$(GO) test -run='^$$' -bench='NewRing|Partition|Owner|DecideScaling|CandidateNodes|Plan|Tracker|ReleaseEveryPartition' -benchmem \
 		./sharding ./prober ./scaler ./weeder | tee benchmarks/results/micro-$(BENCH_NAME).txt
 
 ##@ Run

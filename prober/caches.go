@@ -175,5 +175,7 @@ func shootOf(cluster *unstructured.Unstructured) (*Shoot, error) {
 // machineInfo reads what the candidate rules need from a cached Machine.
 func machineInfo(u *unstructured.Unstructured) MachineInfo {
 	phase, _, _ := unstructured.NestedString(u.Object, "status", "currentStatus", "phase")
-	return MachineInfo{Name: u.GetName(), Node: u.GetLabels()[MachineNodeLabel], Phase: phase}
+	// The one label, not a copy of them all (GetLabels copies): every probe reads every Machine.
+	node, _, _ := unstructured.NestedString(u.Object, "metadata", "labels", MachineNodeLabel)
+	return MachineInfo{Name: u.GetName(), Node: node, Phase: phase}
 }
