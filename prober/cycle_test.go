@@ -217,7 +217,7 @@ func newCycleFixture(t *testing.T, nodes int) *cycleFixture {
 		u.SetLabels(map[string]string{MachineNodeLabel: n})
 		machines = append(machines, *u)
 	}
-	m := &Manager{Config: cfg, Reader: machineReader{Client: c, machines: machines}, Clock: clk, Log: testr.New(t), Recorder: recorder,
+	m := &Manager{Config: cfg, Ownership: partitionOwnership{}, Reader: machineReader{Client: c, machines: machines}, Clock: clk, Log: testr.New(t), Recorder: recorder,
 		// A limit far above the cycles' pace: client-go's default (5 QPS) would pace them in real time.
 		Clients: &ShootClients{Timeout: 5 * time.Second, MaxBytes: 4 << 20, MaxItems: 1000, QPS: 1000, Burst: 1000},
 		Scaler:  &scaler.Scaler{Client: c, Clock: clk, Resources: cfg.DependentResourceInfos},

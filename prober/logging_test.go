@@ -24,7 +24,7 @@ func TestProbeStartAndStopAreDebugLines(t *testing.T) {
 		want      int
 	}{{verbosity: 0, want: 0}, {verbosity: 1, want: 1}} {
 		logs := &logtest.Lines{}
-		m := &Manager{Clock: clk, Log: logs.Logger(tc.verbosity),
+		m := &Manager{Ownership: partitionOwnership{}, Clock: clk, Log: logs.Logger(tc.verbosity),
 			Scheduler: NewScheduler(clk, 1, nil), Flows: NewScheduler(clk, 1, nil), Clients: &ShootClients{}}
 		m.mu.Lock()
 		m.startLocked("shoot--p--s", ProbeSpec{NodeMonitorGracePeriod: 40 * time.Second}, clk.Now())
