@@ -190,11 +190,8 @@ func (m *Manager) delete(guarded context.Context, pod *corev1.Pod) error {
 	if err := guarded.Err(); err != nil {
 		return err
 	}
-	var w audit.Write
-	if m.Audit != nil {
-		w = m.Audit.Sending(audit.Write{Kind: audit.KindDelete, Namespace: pod.Namespace, Object: "Pod/" + pod.Name,
-			Partition: m.Ownership.Partition(pod.Namespace), Sent: sent})
-	}
+	w := m.Audit.Sending(audit.Write{Kind: audit.KindDelete, Namespace: pod.Namespace, Object: "Pod/" + pod.Name,
+		Partition: m.Ownership.Partition(pod.Namespace), Sent: sent})
 	err := m.pods(pod.Namespace).Delete(guarded, pod.Name, metav1.DeleteOptions{Preconditions: observed(pod)})
 	m.Audit.Wrote(w, err)
 	return err

@@ -198,38 +198,16 @@ func runManager(ctx context.Context, mgr manager.Manager, synced *cacheSync) err
 }
 
 // newManager builds the controller-runtime manager with the metrics server, health endpoints and,
-// for the original's command lines, leader election.
+// for the original's command lines, leader election; then the replica's ownership and its roles.
 func (o *options) newManager(ctx context.Context, checker *access.Checker, synced *cacheSync) (manager.Manager, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	le := o.leaderElection
-	cacheOptions, err := o.cacheOptions()
-	if err != nil {
-		return nil, err
-	}
 	var lock *sharding.FencedLock
 	if o.leaderOnly {
+		var err error
 		if lock, err = o.leaderLock(); err != nil {
 			return nil, err
 		}
 	}
-	mgr, err := ctrl.NewManager(o.restConfig, manager.Options{
-		Scheme:                              scheme,
-		Cache:                               cacheOptions,
-		Metrics:                             o.metricsOptions(),
-		LeaderElectionResourceLockInterface: lockInterface(lock),
-		HealthProbeBindAddress:              o.healthBindAddress,
-		PprofBindAddress:                    o.pprofBindAddress,
-		LeaderElection:                      le.enabled,
-		LeaderElectionID:                    le.id,
-		LeaderElectionNamespace:             le.namespace,
-		LeaderElectionReleaseOnCancel:       true,
-		LeaseDuration:                       &le.leaseDuration,
-		RenewDeadline:                       &le.renewDeadline,
-		RetryPeriod:                         &le.retryPeriod,
-	})
+	mgr, err := o.controllerManager(lock)
 	if err != nil {
 		return nil, err
 	}
@@ -245,49 +223,90 @@ func (o *options) newManager(ctx context.Context, checker *access.Checker, synce
 	// Events go through recorders that drop them while the replica may not write them.
 	gated := eventGate{Manager: mgr, may: checker.MayRecord()}
 	if o.leaderOnly {
-		// The metrics name the member by the host name (the pod's name), as a member of a sharded
-		// group is named: the identity's UUID would make every restart a new series.
-		host, uid, _ := strings.Cut(lock.Identity(), "_")
-		if o.auditLog, err = o.openAuditLog(host, uid, sharding.LeaderPartitions, le.renewDeadline, le.leaseDuration); err != nil {
-			return nil, err
-		}
-		if o.auditLog != nil {
-			lock.Audit = o.auditLog
-		}
-		leader := sharding.NewLeader(o.sharding.GroupName, host, lock, ctrl.Log.WithName("leader"))
-		if err := mgr.Add(leader); err != nil {
-			return nil, err
-		}
-		return mgr, o.setupRoles(ctx, gated, leader, sharding.LeaderPartitions)
+		return mgr, o.addLeader(ctx, mgr, gated, lock)
 	}
-	runner, err := o.newShardingRunner(gated)
+	return mgr, o.addShardingRunner(ctx, mgr, gated)
+}
+
+// controllerManager is the controller-runtime manager of the flags: scheme, caches of the roles,
+// metrics, health and pprof endpoints, leader election with lock when it is set.
+func (o *options) controllerManager(lock *sharding.FencedLock) (manager.Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	cacheOptions, err := o.cacheOptions()
 	if err != nil {
 		return nil, err
 	}
+	le := o.leaderElection
+	return ctrl.NewManager(o.restConfig, manager.Options{
+		Scheme:                              scheme,
+		Cache:                               cacheOptions,
+		Metrics:                             o.metricsOptions(),
+		LeaderElectionResourceLockInterface: lockInterface(lock),
+		HealthProbeBindAddress:              o.healthBindAddress,
+		PprofBindAddress:                    o.pprofBindAddress,
+		LeaderElection:                      le.enabled,
+		LeaderElectionID:                    le.id,
+		LeaderElectionNamespace:             le.namespace,
+		LeaderElectionReleaseOnCancel:       true,
+		LeaseDuration:                       &le.leaseDuration,
+		RenewDeadline:                       &le.renewDeadline,
+		RetryPeriod:                         &le.retryPeriod,
+	})
+}
+
+// addLeader adds the original's mode: a Leader fenced by lock, which owns every shoot while the
+// process leads, and the roles under it.
+func (o *options) addLeader(ctx context.Context, mgr, gated manager.Manager, lock *sharding.FencedLock) error {
+	le := o.leaderElection
+	// The metrics name the member by the host name (the pod's name), as a member of a sharded group is
+	// named: the identity's UUID would make every restart a new series.
+	host, uid, _ := strings.Cut(lock.Identity(), "_")
+	var err error
+	if o.auditLog, err = o.openAuditLog(host, uid, sharding.LeaderPartitions, le.renewDeadline, le.leaseDuration); err != nil {
+		return err
+	}
+	if o.auditLog != nil {
+		lock.Audit = o.auditLog
+	}
+	leader := sharding.NewLeader(o.sharding.GroupName, host, lock, ctrl.Log.WithName("leader"))
+	if err := mgr.Add(leader); err != nil {
+		return err
+	}
+	return o.setupRoles(ctx, gated, leader, sharding.LeaderPartitions)
+}
+
+// addShardingRunner adds this replica's member of the sharding group, the roles under its
+// coordinator, and its health and readiness checks.
+func (o *options) addShardingRunner(ctx context.Context, mgr, gated manager.Manager) error {
+	runner, err := o.newShardingRunner(gated)
+	if err != nil {
+		return err
+	}
 	s := o.sharding
 	if o.auditLog, err = o.openAuditLog(s.MemberName, runner.Incarnation(), s.PartitionCount, s.MemberRenewDeadline, s.MemberLeaseDuration); err != nil {
-		return nil, err
+		return err
 	}
 	if o.auditLog != nil {
 		runner.Audit = o.auditLog
 	}
 	if err := mgr.Add(runner); err != nil {
-		return nil, err
+		return err
 	}
-	if err := o.setupRoles(ctx, gated, runner.Coordinator(), o.sharding.PartitionCount); err != nil {
-		return nil, err
+	if err := o.setupRoles(ctx, gated, runner.Coordinator(), s.PartitionCount); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("sharding", runner.HealthCheck); err != nil {
-		return nil, err
+		return err
 	}
 	// A standby waiting for the original's leader lease stays ready, or a surge rollout would wait on
 	// a pod that cannot lead before the old one leaves.
-	if !o.leaderElection.enabled {
-		if err := mgr.AddReadyzCheck("sharding", runner.ReadyCheck); err != nil {
-			return nil, err
-		}
+	if o.leaderElection.enabled {
+		return nil
 	}
-	return mgr, nil
+	return mgr.AddReadyzCheck("sharding", runner.ReadyCheck)
 }
 
 // openAuditLog opens the file of --audit-log for this process, if the flag was given; nil otherwise.
