@@ -42,16 +42,26 @@ type Blip struct {
 	ScaledDownDuringOutage int `json:"scaled_down_during_outage"`
 	// ScaleDownWritesAfterRecovery counts the writes that lowered a dependent's replicas after the
 	// recovery; LateScaleDownWrites those later than LateLimitSeconds (a probe interval and 5 s) after
-	// it, on LateScaleDownShoots shoots, the last LateScaleDownMaxSeconds after it.
+	// the shoot's kubelets renewed again (no probe can find it healthy before; a resumed kubelet renews
+	// within its renew interval), on LateScaleDownShoots shoots, the last LateScaleDownMaxSeconds after
+	// that renewal. LateFromRecoveryWrites counts those later than the limit after the recovery itself,
+	// and RenewedAgainMaxSeconds is when the last shoot's kubelets renewed again after it.
 	ScaleDownWritesAfterRecovery int     `json:"scale_down_writes_after_recovery"`
 	LateLimitSeconds             float64 `json:"late_limit_seconds"`
 	LateScaleDownWrites          int     `json:"late_scale_down_writes"`
 	LateScaleDownShoots          int     `json:"late_scale_down_shoots"`
 	LateScaleDownMaxSeconds      float64 `json:"late_scale_down_max_seconds"`
+	LateFromRecoveryWrites       int     `json:"late_from_recovery_writes"`
+	RenewedAgainMaxSeconds       float64 `json:"renewed_again_max_seconds"`
 	// ShootsAtZero counts the melted shoots with a dependent at 0 replicas AtZeroAfterSeconds (3 probe
 	// intervals) after the recovery.
 	ShootsAtZero       int     `json:"shoots_at_zero"`
 	AtZeroAfterSeconds float64 `json:"at_zero_after_seconds"`
+	// WritesBeforeAtZero counts the scale writes (either way) the seed showed from the recovery to that
+	// count, and WriteBudgetBeforeAtZero is what the replicas' scale budgets allowed in that time (rate
+	// × time + burst, each): how far the write budget, not the decisions, kept shoots at 0.
+	WritesBeforeAtZero      int     `json:"writes_before_at_zero"`
+	WriteBudgetBeforeAtZero float64 `json:"write_budget_before_at_zero"`
 	// Restoring counts the shoots that had a dependent scaled down since the melt; for them, the time
 	// from the recovery until all dependents were back at their replicas for the last time (those not
 	// back within RestoreTimeoutSeconds count as that, NotRestored counts them).
@@ -119,13 +129,14 @@ type DetectionCase struct {
 // writeVerdicts writes the blip and detection sections.
 func (r *Result) writeVerdicts(b *strings.Builder) {
 	if len(r.Blips) > 0 {
-		b.WriteString("\n## Blip\n\nThe kubelets of the melted shoots stop renewing for the outage, then renew again (the recovery); writes as the seed's Deployment watch shows them, times from the recovery.\n\n")
-		b.WriteString("| profile | seed shoots | melted | replicas | outage s | scaled down during it | scale-down writes after recovery | late (> limit s): writes, shoots, last s | at 0 after s | restoring | restored p50 / p99 / max s | not restored | lag p99 s | missed cycles |\n")
-		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		b.WriteString("\n## Blip\n\nThe kubelets of the melted shoots stop renewing for the outage, then renew again (the recovery), each within its renew interval; writes as the seed's Deployment watch shows them, times from the recovery. A scale-down write is late when it comes more than the limit after the shoot's kubelets renewed again; the column after counts those more than the limit after the recovery itself.\n\n")
+		b.WriteString("| profile | seed shoots | melted | replicas | outage s | scaled down during it | scale-down writes after recovery | kubelets renewed again by s | late (> limit s after the renewal): writes, shoots, last s | > limit after the recovery | at 0 after s | writes / budget until then | restoring | restored p50 / p99 / max s | not restored | lag p99 s | missed cycles |\n")
+		b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, x := range r.Blips {
-			fmt.Fprintf(b, "| %s | %d | %d | %d | %.0f | %d | %d | %d, %d, %.1f (> %.0f) | %d (%.0f) | %d | %.1f / %.1f / %.1f | %d | %.3f | %.0f |\n",
+			fmt.Fprintf(b, "| %s | %d | %d | %d | %.0f | %d | %d | %.1f | %d, %d, %.1f (> %.0f) | %d | %d (%.0f) | %d / %.0f | %d | %.1f / %.1f / %.1f | %d | %.3f | %.0f |\n",
 				x.Profile.Name, x.SeedShoots, x.Melted, x.Replicas, x.OutageSeconds, x.ScaledDownDuringOutage, x.ScaleDownWritesAfterRecovery,
-				x.LateScaleDownWrites, x.LateScaleDownShoots, x.LateScaleDownMaxSeconds, x.LateLimitSeconds, x.ShootsAtZero, x.AtZeroAfterSeconds,
+				x.RenewedAgainMaxSeconds, x.LateScaleDownWrites, x.LateScaleDownShoots, x.LateScaleDownMaxSeconds, x.LateLimitSeconds,
+				x.LateFromRecoveryWrites, x.ShootsAtZero, x.AtZeroAfterSeconds, x.WritesBeforeAtZero, x.WriteBudgetBeforeAtZero,
 				x.Restoring, x.RestoredP50Seconds, x.RestoredP99Seconds, x.RestoredMaxSeconds, x.NotRestored, x.ProbeLagP99Seconds, x.MissedCycles)
 		}
 	}

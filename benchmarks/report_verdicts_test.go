@@ -16,6 +16,7 @@ func TestMarkdownShowsTheVerdictScenarios(t *testing.T) {
 		Client: ClientLimits{KubeAPIQPS: 20, KubeAPIBurst: 100}}
 	r.Blips = []Blip{{Profile: gardener, SeedShoots: 1000, Melted: 600, Replicas: 3, OutageSeconds: 70, ScaledDownDuringOutage: 598,
 		ScaleDownWritesAfterRecovery: 12, LateLimitSeconds: 35, LateScaleDownWrites: 2, LateScaleDownShoots: 1, LateScaleDownMaxSeconds: 41.25,
+		LateFromRecoveryWrites: 5, RenewedAgainMaxSeconds: 9.5, WritesBeforeAtZero: 1700, WriteBudgetBeforeAtZero: 5700,
 		AtZeroAfterSeconds: 90, Restoring: 600, RestoredP50Seconds: 50, RestoredP99Seconds: 75.5, RestoredMaxSeconds: 80, ProbeLagP99Seconds: 0.25}}
 	r.Detection = []Detection{{Profile: gardener, SeedShoots: 1000, Replicas: 3, Rounds: 2, ShootsPerRound: 50, Cases: []DetectionCase{
 		{Case: "steady", Samples: 100, TimeoutSeconds: 205, P50Seconds: 38.4, P99Seconds: 57.1, FromLastRenewalP50Seconds: 40, FromLastRenewalP99Seconds: 59,
@@ -25,7 +26,7 @@ func TestMarkdownShowsTheVerdictScenarios(t *testing.T) {
 	var b strings.Builder
 	require.NoError(t, r.WriteMarkdown(&b, nil))
 	md := b.String()
-	assert.Contains(t, md, "| gardener | 1000 | 600 | 3 | 70 | 598 | 12 | 2, 1, 41.2 (> 35) | 0 (90) | 600 | 50.0 / 75.5 / 80.0 | 0 | 0.250 | 0 |")
+	assert.Contains(t, md, "| gardener | 1000 | 600 | 3 | 70 | 598 | 12 | 9.5 | 2, 1, 41.2 (> 35) | 5 | 0 (90) | 1700 / 5700 | 600 | 50.0 / 75.5 / 80.0 | 0 | 0.250 | 0 |")
 	assert.Contains(t, md, "## Detection, gardener: interval 30 s, grace 40 s, probe timeout 30 s, MCM scale-up delay 30 s, qps 20, burst 100")
 	assert.Contains(t, md, "| steady | 100 | 38.4 / 57.1 | 41.5 / 58.8 (steady) | 40.0 / 59.0 | 0 (in 205 s) | 0.50 / 0.50 (0) |")
 	assert.Contains(t, md, "| new | 1 | 0.0 / 0.0 | – | 0.0 / 0.0 | 1 (in 205 s) | 0.00 / 0.00 (1) |")

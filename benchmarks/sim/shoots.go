@@ -352,6 +352,30 @@ func (s *ShootServer) ExpiredSince(name string, age time.Duration, fraction floa
 	return crossed[need-1], true
 }
 
+// RenewedAgain returns when the leases of a shoot whose kubelets resumed after a Meltdown stopped
+// proving one: the first moment at which fewer than fraction of its node leases still showed the
+// renewal made before they stopped (each resumed kubelet renews at its first renew instant after the
+// resume). No probe can find the shoot healthy before. The second result is false unless the last
+// scenario change resumed kubelets stopped by a Meltdown whose expired leases reached fraction.
+func (s *ShootServer) RenewedAgain(name string, fraction float64) (time.Time, bool) {
+	sh, st := s.lookup(name)
+	if sh == nil || st.Kind == Meltdown || len(sh.nodes) == 0 {
+		return time.Time{}, false
+	}
+	need := int(math.Ceil(fraction * float64(len(sh.nodes))))
+	var renewed []time.Time
+	for i, k := range st.kubelets {
+		if !k.resumed.IsZero() && k.resumed.Equal(st.since) {
+			renewed = append(renewed, k.firstRenewalAfterResume(sh.phases[i], s.opts.RenewInterval))
+		}
+	}
+	if need < 1 || len(renewed) < need {
+		return time.Time{}, false
+	}
+	slices.SortFunc(renewed, time.Time.Compare)
+	return renewed[len(renewed)-need], true
+}
+
 // Melt is when a melted shoot's kubelets stopped renewing: Stopped, the moment the Meltdown that
 // stopped them was set, and LastRenewal, the latest renewal among their leases, at most one renew
 // interval before it.

@@ -64,6 +64,16 @@ func (k kubelet) renewal(at time.Time, phase, interval time.Duration) time.Time 
 	return t
 }
 
+// firstRenewalAfterResume is the first renew instant at or after the kubelet resumed: its first
+// renewal since it stopped.
+func (k kubelet) firstRenewalAfterResume(phase, interval time.Duration) time.Time {
+	t := lastRenew(k.resumed, phase, interval)
+	if t.Before(k.resumed) {
+		t = t.Add(interval)
+	}
+	return t
+}
+
 // next is the kubelet's state after a scenario change at now that leaves it stopped or renewing.
 func (k kubelet) next(stop bool, now time.Time, phase, interval time.Duration) kubelet {
 	switch {

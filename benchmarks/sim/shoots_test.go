@@ -259,6 +259,47 @@ func TestShootServerExpiredSince(t *testing.T) {
 	assert.False(t, ok, "2 of 5 leases never reach 0.6")
 }
 
+func TestShootServerRenewedAgain(t *testing.T) {
+	t.Parallel()
+	nodes := []string{"n-0", "n-1", "n-2", "n-3", "n-4"}
+	clk := testingclock.NewFakeClock(t0)
+	s := startShootServer(t, ShootServerOptions{Clock: clk})
+	s.AddShoot("a", nodes)
+	cs := clientFor(t, restConfig(t, s, "a"))
+	_, ok := s.RenewedAgain("a", 0.6)
+	assert.False(t, ok, "never melted")
+	require.NoError(t, s.SetScenario("a", Scenario{Kind: Meltdown, ExpiredFraction: 1}))
+	clk.Step(time.Minute)
+	_, ok = s.RenewedAgain("a", 0.6)
+	assert.False(t, ok, "melted now")
+	require.NoError(t, s.SetScenario("a", Scenario{}))
+	resumed := clk.Now()
+	at, ok := s.RenewedAgain("a", 0.6)
+	require.True(t, ok)
+	stale := func() int { // leases still showing a renewal from before the resume
+		leases, err := listLeases(t.Context(), cs)
+		require.NoError(t, err)
+		n := 0
+		for _, renewed := range renewTimes(leases.Items) {
+			if renewed.Before(resumed) {
+				n++
+			}
+		}
+		return n
+	}
+	clk.SetTime(at.Add(-time.Millisecond))
+	assert.Equal(t, 3, stale(), "just before, 3 of 5 leases still prove the meltdown (0.6)")
+	clk.SetTime(at)
+	assert.Equal(t, 2, stale(), "at it, 2 of 5 do not")
+	assert.True(t, at.Before(resumed.Add(10*time.Second)), "within a renew interval of the resume, got %v", at.Sub(resumed))
+
+	require.NoError(t, s.SetScenario("a", Scenario{Kind: Meltdown, ExpiredFraction: 0.4}))
+	clk.Step(time.Minute)
+	require.NoError(t, s.SetScenario("a", Scenario{}))
+	_, ok = s.RenewedAgain("a", 0.6)
+	assert.False(t, ok, "2 of 5 leases stopped never proved a meltdown at 0.6")
+}
+
 func TestShootServerTLS(t *testing.T) {
 	t.Parallel()
 	s := startShootServer(t, ShootServerOptions{})

@@ -151,10 +151,14 @@ func (b *bench) blipOutage(ctx context.Context, names []string, outage time.Dura
 // watch window has passed and every melted shoot is restored (or the restore timeout), and measures
 // the late writes and the restores.
 func (b *bench) blipAftermath(ctx context.Context, names []string, recovery time.Time, interval time.Duration, x *benchmarks.Blip) error {
+	writes := b.scaling.writes()
 	if err := pause(ctx, time.Until(recovery.Add(seconds(x.AtZeroAfterSeconds)))); err != nil {
 		return err
 	}
 	x.ShootsAtZero = b.scaling.atZero(names)
+	x.WritesBeforeAtZero = b.scaling.writes() - writes
+	qps, burst := scaleBudget(x.Profile.Client, b.dwdHas)
+	x.WriteBudgetBeforeAtZero = float64(x.Replicas) * (qps*x.AtZeroAfterSeconds + float64(burst))
 	watch := max(blipWatchIntervals*interval, blipMinWatch)
 	if err := pause(ctx, time.Until(recovery.Add(watch))); err != nil {
 		return err
@@ -168,9 +172,11 @@ func (b *bench) blipAftermath(ctx context.Context, names []string, recovery time
 	}
 	x.WatchedSeconds = time.Since(recovery).Seconds()
 	decreases, restored := b.scaling.since()
-	late := lateScaleDowns(decreases, recovery, seconds(x.LateLimitSeconds))
+	renewed, last := b.renewedAgain(names)
+	x.RenewedAgainMaxSeconds = max(last.Sub(recovery).Seconds(), 0)
+	late := lateScaleDowns(decreases, recovery, renewed, seconds(x.LateLimitSeconds))
 	x.ScaleDownWritesAfterRecovery, x.LateScaleDownWrites, x.LateScaleDownShoots = late.afterRecovery, late.writes, late.shoots
-	x.LateScaleDownMaxSeconds = late.lastSeconds
+	x.LateScaleDownMaxSeconds, x.LateFromRecoveryWrites = late.lastSeconds, late.fromRecovery
 	restores := restoreTimes(decreases, restored, b.scaling.allUp, recovery, seconds(x.RestoreTimeoutSeconds))
 	x.Restoring, x.NotRestored = len(restores.done)+restores.missing, restores.missing
 	x.RestoredP50Seconds, x.RestoredP99Seconds, x.RestoredMaxSeconds = restores.quantiles()
@@ -191,15 +197,18 @@ func (b *bench) awaitAllUp(ctx context.Context, names []string, timeout time.Dur
 
 // lateWrites are the scale-down writes after a recovery.
 type lateWrites struct {
-	// afterRecovery counts those after it, writes those later than the limit after it, on shoots.
-	afterRecovery, writes, shoots int
-	// lastSeconds is how long after the recovery the last late one came; 0 without one.
-	lastSeconds float64
+	// afterRecovery counts those after it; writes those later than the limit after the shoot's kubelets
+	// renewed again, on shoots, the last lastSeconds after that (0 without one); and fromRecovery those
+	// later than the limit after the recovery itself, whenever the shoot's kubelets renewed.
+	afterRecovery, writes, shoots, fromRecovery int
+	lastSeconds                                 float64
 }
 
 // lateScaleDowns counts the writes that lowered a dependent's replicas after the recovery, and those
-// later than limit after it.
-func lateScaleDowns(decreases []scaleWrite, recovery time.Time, limit time.Duration) lateWrites {
+// later than limit after the shoot's kubelets renewed again (renewed; the recovery for a shoot not in
+// it): no probe can find a shoot healthy before, and a resumed kubelet renews within its renew
+// interval.
+func lateScaleDowns(decreases []scaleWrite, recovery time.Time, renewed map[string]time.Time, limit time.Duration) lateWrites {
 	var l lateWrites
 	shoots := map[string]bool{}
 	for _, w := range decreases {
@@ -207,7 +216,14 @@ func lateScaleDowns(decreases []scaleWrite, recovery time.Time, limit time.Durat
 			continue
 		}
 		l.afterRecovery++
-		if after := w.at.Sub(recovery); after > limit {
+		if w.at.Sub(recovery) > limit {
+			l.fromRecovery++
+		}
+		from := recovery
+		if at, ok := renewed[w.shoot]; ok && at.After(recovery) {
+			from = at
+		}
+		if after := w.at.Sub(from); after > limit {
 			l.writes++
 			shoots[w.shoot] = true
 			l.lastSeconds = max(l.lastSeconds, after.Seconds())
@@ -215,6 +231,22 @@ func lateScaleDowns(decreases []scaleWrite, recovery time.Time, limit time.Durat
 	}
 	l.shoots = len(shoots)
 	return l
+}
+
+// renewedAgain returns, per shoot named whose kubelets resumed at the recovery, when its leases
+// stopped proving the meltdown (sim.ShootServer.RenewedAgain), and the latest of those moments.
+func (b *bench) renewedAgain(names []string) (map[string]time.Time, time.Time) {
+	renewed := make(map[string]time.Time, len(names))
+	var last time.Time
+	for _, ns := range names {
+		if at, ok := b.seed.Shoots.RenewedAgain(ns, demoFraction); ok {
+			renewed[ns] = at
+			if at.After(last) {
+				last = at
+			}
+		}
+	}
+	return renewed, last
 }
 
 // restoreTimes are, for each shoot with a scale-down write since the mark, the seconds from the

@@ -28,9 +28,15 @@ func TestLateScaleDowns(t *testing.T) {
 		{shoot: "c", dependent: dependentCA, at: at(40)},
 		{shoot: "d", dependent: dependentKCM, at: at(65)},
 	}
-	got := lateScaleDowns(decreases, recovery, 15*time.Second)
-	assert.Equal(t, lateWrites{afterRecovery: 5, writes: 3, shoots: 2, lastSeconds: 65}, got)
-	assert.Equal(t, lateWrites{}, lateScaleDowns(decreases[:2], recovery, 15*time.Second), "nothing after the recovery")
+	got := lateScaleDowns(decreases, recovery, nil, 15*time.Second)
+	assert.Equal(t, lateWrites{afterRecovery: 5, writes: 3, shoots: 2, fromRecovery: 3, lastSeconds: 65}, got)
+	assert.Equal(t, lateWrites{}, lateScaleDowns(decreases[:2], recovery, nil, 15*time.Second), "nothing after the recovery")
+
+	// c's kubelets renewed again 8 s after the recovery: its write at 16 s is not late, that at 40 s is.
+	renewed := map[string]time.Time{"c": at(8), "d": at(-5)}
+	got = lateScaleDowns(decreases, recovery, renewed, 15*time.Second)
+	assert.Equal(t, lateWrites{afterRecovery: 5, writes: 2, shoots: 2, fromRecovery: 3, lastSeconds: 65}, got,
+		"late from the later of the recovery and the shoot's renewal")
 }
 
 func TestRestoreTimes(t *testing.T) {
@@ -182,10 +188,10 @@ func TestVerdictGoals(t *testing.T) {
 		"CPU per 1,000 healthy probes, 1000 shoots, 1 replica":                                                  true,
 		"CPU per 1,000 healthy probes, 5000 shoots, 1 replica":                                                  false,
 		"CPU of each of 3 replicas over a single replica's, 5000 shoots":                                        true, // 0.1 / 0.5
-		blip1 + ": scale-down writes later than the recovery + a probe interval + 5 s":                          true,
+		blip1 + ": scale-down writes later than the shoot's kubelets renewed again + a probe interval + 5 s":                          true,
 		blip1 + ": shoots with a dependent at 0, 3 probe intervals after the recovery":                          true,
 		blip1 + ": restored after the recovery":                                                                 true, // 10 + 30 + 30 + 85 + 5 = 160
-		blip3 + ": scale-down writes later than the recovery + a probe interval + 5 s":                          false,
+		blip3 + ": scale-down writes later than the shoot's kubelets renewed again + a probe interval + 5 s":                          false,
 		blip3 + ": shoots with a dependent at 0, 3 probe intervals after the recovery":                          false,
 		blip3 + ": restored after the recovery":                                                                 false, // ≤ 75, and one not restored
 		detection + ", steady: T0 to the first scale-down write":                                                true,

@@ -45,7 +45,7 @@ func (d *demo) meltdown(ctx context.Context, shoots []string) (string, error) {
 		return "", fmt.Errorf("not scaled down in time: %w", err)
 	}
 	took := time.Since(expired)
-	if err := checkOrder(order(), shoots, downLevels, 0); err != nil {
+	if err := d.orderSeen(ctx, order, shoots, downLevels, 0); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%d shoots scaled down %s after their leases expired (probe interval %s), level by level",
@@ -69,7 +69,7 @@ func (d *demo) recover(ctx context.Context, shoots []string) (string, error) {
 	}); err != nil {
 		return "", fmt.Errorf("not scaled up in time: %w", err)
 	}
-	if err := checkOrder(order(), shoots, upLevels, 1); err != nil {
+	if err := d.orderSeen(ctx, order, shoots, upLevels, 1); err != nil {
 		return "", err
 	}
 	return "replicas restored level by level, annotations removed", nil
@@ -193,13 +193,7 @@ func (d *demo) recordScaling(ctx context.Context, shoots []string) (func() []sca
 // least min) before any of the next level did.
 func checkOrder(changes []scaling, shoots []string, levels [][]string, min int32) error {
 	for _, ns := range shoots {
-		reached := map[string]int{}
-		for i, c := range changes {
-			hit := (min == 0 && c.replicas == 0) || (min > 0 && c.replicas >= min)
-			if _, done := reached[c.name]; c.namespace == ns && hit && !done {
-				reached[c.name] = i
-			}
-		}
+		reached := reachedAt(changes, ns, min)
 		for l := 0; l+1 < len(levels); l++ {
 			for _, a := range levels[l] {
 				for _, b := range levels[l+1] {
@@ -214,6 +208,37 @@ func checkOrder(changes []scaling, shoots []string, levels [][]string, min int32
 	}
 	return nil
 }
+
+// reachedAt returns, per dependent of the shoot, the index of the first change that brought it to the
+// target (0, or at least min).
+func reachedAt(changes []scaling, ns string, min int32) map[string]int {
+	reached := map[string]int{}
+	for i, c := range changes {
+		hit := (min == 0 && c.replicas == 0) || (min > 0 && c.replicas >= min)
+		if _, done := reached[c.name]; c.namespace == ns && hit && !done {
+			reached[c.name] = i
+		}
+	}
+	return reached
+}
+
+// orderSeen checks the order of the changes once the watch has shown every dependent of every shoot
+// at the target: the watch delivers the changes a little after a read shows their result.
+func (d *demo) orderSeen(ctx context.Context, order func() []scaling, shoots []string, levels [][]string, min int32) error {
+	_ = d.until(ctx, watchDelivery, func(context.Context) bool {
+		changes := order()
+		for _, ns := range shoots {
+			if len(reachedAt(changes, ns, min)) < len(sim.Dependents) {
+				return false
+			}
+		}
+		return true
+	})
+	return checkOrder(order(), shoots, levels, min)
+}
+
+// watchDelivery bounds how long after a read shows a change the demo waits for its watch event.
+const watchDelivery = 10 * time.Second
 
 func describe(changes []scaling, ns string) string {
 	var parts []string
