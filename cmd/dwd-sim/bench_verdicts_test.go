@@ -188,10 +188,10 @@ func TestVerdictGoals(t *testing.T) {
 		"CPU per 1,000 healthy probes, 1000 shoots, 1 replica":                                                  true,
 		"CPU per 1,000 healthy probes, 5000 shoots, 1 replica":                                                  false,
 		"CPU of each of 3 replicas over a single replica's, 5000 shoots":                                        true, // 0.1 / 0.5
-		blip1 + ": scale-down writes later than the shoot's kubelets renewed again + a probe interval + 5 s":                          true,
+		blip1 + ": scale-down writes later than the shoot's kubelets renewed again + a probe interval + 5 s":    true,
 		blip1 + ": shoots with a dependent at 0, 3 probe intervals after the recovery":                          true,
 		blip1 + ": restored after the recovery":                                                                 true, // 10 + 30 + 30 + 85 + 5 = 160
-		blip3 + ": scale-down writes later than the shoot's kubelets renewed again + a probe interval + 5 s":                          false,
+		blip3 + ": scale-down writes later than the shoot's kubelets renewed again + a probe interval + 5 s":    false,
 		blip3 + ": shoots with a dependent at 0, 3 probe intervals after the recovery":                          false,
 		blip3 + ": restored after the recovery":                                                                 false, // ≤ 75, and one not restored
 		detection + ", steady: T0 to the first scale-down write":                                                true,
