@@ -17,6 +17,7 @@ import (
 type checks struct {
 	mismatched string // members (and leases) with other settings, "" when none
 	stale      bool   // this member's cache has missed its own renewals
+	incumbents string // live senior members of other groups with a role of this member's, "" when none
 }
 
 // staleViewAfter is how long after a renewal was sent this member's cache must have shown it.

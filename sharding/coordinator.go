@@ -61,6 +61,9 @@ type Config struct {
 	Event func(eventType, reason, action, message string)
 	// Audit, when set, records the partitions whose work starts and stops here (the ownership audit).
 	Audit Audit
+	// Foreign, when set, lists the member leases of the other groups in the shard namespace: while a
+	// live one that runs a role of this member's is senior to it, it holds no partition (foreign.go).
+	Foreign Lister
 }
 
 // Coordinator runs this replica's side of the sharding protocol (DESIGN §4): it decides from the
@@ -107,7 +110,11 @@ type Coordinator struct {
 	// reconcile found (reconcile steps own both).
 	deferredTo time.Time
 	checks     checks
-	ready      atomic.Bool
+	// foreign tracks the other groups' member leases (reconcile steps own it); deferringTo names those
+	// the last reconcile deferred to.
+	foreign     foreignMembers
+	deferringTo atomic.Pointer[string]
+	ready       atomic.Bool
 	// rebalance tallies the change of the held partitions under way, for its summary line.
 	rebalance rebalance
 	// broken switches off single rules of the protocol, for the simulation to prove that each is needed.
@@ -245,6 +252,11 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	c.deleteOrphans(ctx, snap, now)
 	ring, err := c.ringAt(now)
 	if err != nil {
+		return c.cfg.RetryPeriod, err
+	}
+	if deferring, err := c.deferToIncumbents(ctx, snap, now); deferring {
+		c.ready.Store(false)
+		c.updateMetrics()
 		return c.cfg.RetryPeriod, err
 	}
 	if !c.check(snap, now) {

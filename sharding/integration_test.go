@@ -322,3 +322,31 @@ func TestAStuckStopDoesNotKeepTheMemberRenewing(t *testing.T) {
 	g.converge(t, itLeaseDuration+5*time.Second, "dwd-1")
 	t.Logf("dwd-1 held every partition %s after dwd-0's stop began", time.Since(began))
 }
+
+// Two groups in one shard namespace whose members run a role in common would put two actors on every
+// shoot of it (review sharding.md N2): the later group holds nothing while the earlier one's members
+// are live, and takes the whole share once they leave; a group of another role is not held back.
+func TestAGroupDefersToAnotherGroupOfItsRole(t *testing.T) {
+	incumbent := newGroup(t)
+	incumbent.settings.GroupName, incumbent.settings.Roles = "it-a", []string{"prober"}
+	a := incumbent.start("dwd-0")
+	incumbent.converge(t, 30*time.Second, "dwd-0")
+
+	newcomer := newGroup(t)
+	newcomer.settings.Namespace = incumbent.settings.Namespace
+	newcomer.settings.GroupName, newcomer.settings.Roles = "it-b", []string{"prober"}
+	b := newcomer.start("dwd-0")
+	other := newGroup(t)
+	other.settings.Namespace = incumbent.settings.Namespace
+	other.settings.GroupName, other.settings.Roles = "it-c", []string{"weeder"}
+	other.start("dwd-0")
+	other.converge(t, 30*time.Second, "dwd-0")
+	assert.Never(t, func() bool { return newcomer.work.count() > 0 }, 3*itRetryPeriod, 50*time.Millisecond,
+		"a group with a role of a live, earlier group acquires nothing")
+	assert.ErrorContains(t, b.runner.ReadyCheck(nil), "it-a-member-dwd-0")
+	assert.Equal(t, 1.0, metricValue(t, "dwd_sharding_foreign_members", "it-b", "dwd-0"))
+
+	a.stop()
+	newcomer.converge(t, 5*time.Second, "dwd-0")
+	assert.NoError(t, b.runner.ReadyCheck(nil))
+}

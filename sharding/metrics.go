@@ -44,6 +44,10 @@ var (
 		Name: "dwd_sharding_settings_mismatch",
 		Help: "Live members advertising other group settings than this member's, plus one when partition leases are held under another partition count; above zero this member changes nothing it holds.",
 	}, []string{"group", "member"})
+	foreignMembersLive = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_sharding_foreign_members",
+		Help: "Live members of other groups in the shard namespace that run a role of this member's and were there first; above zero this member holds no partition.",
+	}, []string{"group", "member"})
 	viewStale = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dwd_sharding_view_stale", Help: "1 while this member's Lease cache has missed its own renewals, so that it makes no ring changes.",
 	}, []string{"group", "member"})
@@ -85,7 +89,7 @@ var (
 
 // collectors are the sharding metrics, all registered by newMemberMetrics.
 var collectors = []prometheus.Collector{partitionsHeld, shootsOwned, liveMembers, rebalances, handoverSeconds,
-	partitionWrites, renewFailures, selfFencings, guardRefusals, settingsMismatch, viewStale, foreignWrites,
+	partitionWrites, renewFailures, selfFencings, guardRefusals, settingsMismatch, foreignMembersLive, viewStale, foreignWrites,
 	orphansDeleted, fenceSeconds, fenceOverruns, stepDowns, partitions, settingsInfo, partitionsUnheld, lastRenew}
 
 var registerOnce sync.Once
@@ -104,6 +108,7 @@ type memberMetrics struct {
 	handover       prometheus.ObserverVec
 	guardRefusals  *prometheus.CounterVec
 	mismatch       prometheus.Gauge
+	foreignMembers prometheus.Gauge
 	viewStale      prometheus.Gauge
 	foreignWrites  prometheus.Counter
 	orphansDeleted prometheus.Counter
@@ -136,6 +141,7 @@ func newMemberMetrics(group, member string) *memberMetrics {
 		handover:       handoverSeconds.MustCurryWith(prometheus.Labels{"group": group, "member": member}),
 		guardRefusals:  guardRefusals.MustCurryWith(prometheus.Labels{"group": group, "member": member}),
 		mismatch:       settingsMismatch.WithLabelValues(group, member),
+		foreignMembers: foreignMembersLive.WithLabelValues(group, member),
 		viewStale:      viewStale.WithLabelValues(group, member),
 		foreignWrites:  foreignWrites.WithLabelValues(group, member),
 		orphansDeleted: orphansDeleted.WithLabelValues(group, member),

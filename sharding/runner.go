@@ -121,6 +121,9 @@ func (r *Runner) ReadyCheck(_ *http.Request) error {
 		return errors.New("lease cache not synced")
 	case r.member.Fenced(r.clock.Now()):
 		return fmt.Errorf("member lease %s not held", r.member.LeaseName())
+	case r.coordinator.DeferringTo() != "":
+		return fmt.Errorf("holding no partition: live members of another group run a role of this one and were there first (%s)",
+			r.coordinator.DeferringTo())
 	case !r.coordinator.Ready():
 		return errors.New("not holding the partitions the ring gives this member yet (see the sharding log for why)")
 	}
@@ -156,11 +159,11 @@ func (r *Runner) Start(ctx context.Context) error {
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, r.settings.MemberRetryPeriod),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "sharding"})
-	lister, err := r.startCache(ctx, func() { queue.Add(r.settings.GroupName) })
+	lister, foreign, err := r.startCache(ctx, func() { queue.Add(r.settings.GroupName) })
 	if err != nil {
 		return err
 	}
-	r.coordinator.lister = lister
+	r.coordinator.lister, r.coordinator.cfg.Foreign = lister, foreign
 	memberCtx, stopMember := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -175,28 +178,43 @@ func (r *Runner) Start(ctx context.Context) error {
 	return nil
 }
 
-// startCache starts the informer on the group's Leases and waits for it to sync.
-func (r *Runner) startCache(ctx context.Context, trigger func()) (Lister, error) {
-	factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
-		informers.WithNamespace(r.settings.Namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = k8slabels.Set{leases.GroupLabel: r.settings.GroupName}.String()
-		}))
-	informer := factory.Coordination().V1().Leases()
-	_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { trigger() },
-		UpdateFunc: func(any, any) { trigger() },
-		DeleteFunc: func(any) { trigger() },
-	})
+// startCache starts the informers on the group's Leases and on the member leases of the other groups
+// in the shard namespace (few and small), and waits for both to sync.
+func (r *Runner) startCache(ctx context.Context, trigger func()) (group, foreign Lister, err error) {
+	ownGroup := k8slabels.Set{leases.GroupLabel: r.settings.GroupName}.AsSelector()
+	otherGroups, err := k8slabels.Parse(fmt.Sprintf("%s=%s,%s!=%s", leases.KindLabel, leases.KindMember, leases.GroupLabel, r.settings.GroupName))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
-		return nil, errors.New("the cache of the group's leases did not sync")
+	var synced []cache.InformerSynced
+	start := func(selector k8slabels.Selector) (Lister, error) {
+		factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
+			informers.WithNamespace(r.settings.Namespace),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector.String() }))
+		informer := factory.Coordination().V1().Leases()
+		_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(any) { trigger() },
+			UpdateFunc: func(any, any) { trigger() },
+			DeleteFunc: func(any) { trigger() },
+		})
+		if err != nil {
+			return nil, err
+		}
+		factory.Start(ctx.Done())
+		synced = append(synced, informer.Informer().HasSynced)
+		return leaseLister{informer.Lister().Leases(r.settings.Namespace)}, nil
+	}
+	if group, err = start(ownGroup); err != nil {
+		return nil, nil, err
+	}
+	if foreign, err = start(otherGroups); err != nil {
+		return nil, nil, err
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil, nil, errors.New("the cache of the shard namespace's leases did not sync")
 	}
 	r.synced.Store(true)
-	return leaseLister{informer.Lister().Leases(r.settings.Namespace)}, nil
+	return group, foreign, nil
 }
 
 // reconcileNext runs one reconcile; false when the queue has shut down.

@@ -1,0 +1,208 @@
+package sharding
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sharded-dwd/dependency-watchdog/leases"
+)
+
+// Ownership is exclusive inside a group only: the members of two groups in one shard namespace never
+// see each other's partitions, so a process of one group acting beside a live member of another that
+// runs an overlapping role would put two actors on every shoot (review sharding.md N2). A group's
+// members therefore watch the member leases of the other groups in the shard namespace and defer to
+// the incumbents: while a live member of another group with a role of theirs holds a member lease
+// created before their own, they hold no partition and are unready. Between two groups that both
+// watch, exactly one side defers; a group that does not watch (an older dwd) is deferred to by every
+// member that does. A member that defers still counts as live for the others: with groups of one role
+// each (cmd/dwd runs a process of both roles as a member of two groups), a member that defers is only
+// ever deferred to by members of its own role, which the incumbent covers.
+
+// foreignSighting is what this member saw of another group's member lease: its resourceVersion and
+// when that changed, by this member's clock.
+type foreignSighting struct {
+	resourceVersion string
+	changed         time.Time
+}
+
+// foreignMembers tracks the member leases of other groups by observation, as the observer tracks the
+// group's own: a lease counts as live until it has stayed unchanged for its advertised duration (the
+// returning grace, after a restart's leave marker). Only reconcile steps use it.
+type foreignMembers struct {
+	seen map[string]foreignSighting // by lease name
+}
+
+// observe records the leases of the other groups as of now and forgets those gone.
+func (f *foreignMembers) observe(list []*coordinationv1.Lease, now time.Time) {
+	if f.seen == nil {
+		f.seen = map[string]foreignSighting{}
+	}
+	present := make(map[string]bool, len(list))
+	for _, l := range list {
+		present[l.Name] = true
+		if s, ok := f.seen[l.Name]; ok && s.resourceVersion == l.ResourceVersion {
+			continue
+		}
+		f.seen[l.Name] = foreignSighting{resourceVersion: l.ResourceVersion, changed: firstChange(l, now, f.seen[l.Name])}
+	}
+	for name := range f.seen {
+		if !present[name] {
+			delete(f.seen, name)
+		}
+	}
+}
+
+// firstChange is when a lease seen at now with a new resourceVersion changed: now, unless this is the
+// first sighting of a lease whose renewTime is over two of its durations old by this member's clock,
+// which is dead already whatever the clocks' skew.
+func firstChange(l *coordinationv1.Lease, now time.Time, before foreignSighting) time.Time {
+	if before.resourceVersion != "" || l.Spec.RenewTime == nil {
+		return now
+	}
+	d := leaseDuration(l)
+	if d > 0 && now.Sub(l.Spec.RenewTime.Time) > 2*d {
+		return l.Spec.RenewTime.Time
+	}
+	return now
+}
+
+// leaseDuration is the duration a lease advertises; zero without one.
+func leaseDuration(l *coordinationv1.Lease) time.Duration {
+	if l.Spec.LeaseDurationSeconds == nil {
+		return 0
+	}
+	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+}
+
+// live reports whether another group's member lease l still counts as acting at now: it names its
+// member as holder, has no leave marker for good, and changed within its duration (at least
+// fallback), or within the returning grace after a restart's leave marker.
+func (f *foreignMembers) live(l *coordinationv1.Lease, fallback time.Duration, now time.Time) bool {
+	member, ok := foreignMemberOf(l)
+	if !ok {
+		return false
+	}
+	advert := leases.AdvertOf(member, l)
+	if !advert.Held || (advert.Left && advert.Returning == 0) {
+		return false
+	}
+	window := max(advert.Duration, fallback)
+	if advert.Left {
+		window = max(window, advert.Returning)
+	}
+	s, seen := f.seen[l.Name]
+	return !seen || now.Sub(s.changed) < window
+}
+
+// foreignMemberOf returns the member of another group's member lease, from its group label and name.
+func foreignMemberOf(l *coordinationv1.Lease) (string, bool) {
+	group := l.Labels[leases.GroupLabel]
+	if group == "" {
+		return "", false
+	}
+	return leases.MemberOf(group, l)
+}
+
+// rolesOf returns the roles settings advertise; nil when they name none, which overlaps every role.
+func rolesOf(settings string) []string {
+	roles := settingsFields(settings)["roles"]
+	if roles == "" {
+		return nil
+	}
+	return strings.Split(roles, "+")
+}
+
+// overlap reports whether two role lists share a role; an empty list (unknown) overlaps any.
+func overlap(a, b []string) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(a, func(r string) bool { return slices.Contains(b, r) })
+}
+
+// senior reports whether member lease a was created before b (by the API server's clock; the name
+// breaks a tie), so that two groups agree on which of them defers. A lease not created yet (nil) is
+// junior to any.
+func senior(a, b *coordinationv1.Lease) bool {
+	switch {
+	case a == nil:
+		return false
+	case b == nil:
+		return true
+	case !a.CreationTimestamp.Equal(&b.CreationTimestamp):
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
+}
+
+// incumbents lists the live members of other groups that run a role of this member's and whose
+// member leases are senior to its own, sorted; empty when there is no foreign lister.
+func (c *Coordinator) incumbents(snap snapshot, now time.Time) []string {
+	if c.cfg.Foreign == nil {
+		return nil
+	}
+	list := c.cfg.Foreign.List()
+	c.foreign.observe(list, now)
+	own := snap.members[c.cfg.Member]
+	roles := rolesOf(c.cfg.Settings)
+	var out []string
+	for _, l := range list {
+		if l.Labels[leases.GroupLabel] == c.cfg.Group || !c.foreign.live(l, c.cfg.LeaseDuration, now) {
+			continue
+		}
+		if overlap(roles, rolesOf(l.Annotations[leases.SettingsAnnotation])) && senior(l, own) {
+			out = append(out, l.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// DeferringTo names the member leases of other groups this member deferred to at its last reconcile
+// (see deferToIncumbents); "" when none.
+func (c *Coordinator) DeferringTo() string {
+	if d := c.deferringTo.Load(); d != nil {
+		return *d
+	}
+	return ""
+}
+
+// deferToIncumbents releases every held partition and reports true while live members of other
+// groups with an overlapping role are senior to this member; it logs, counts and records an Event
+// when that changes.
+func (c *Coordinator) deferToIncumbents(ctx context.Context, snap snapshot, now time.Time) (bool, error) {
+	incumbents := c.incumbents(snap, now)
+	described := strings.Join(incumbents, ", ")
+	c.metrics.foreignMembers.Set(float64(len(incumbents)))
+	c.deferringTo.Store(&described)
+	if described != c.checks.incumbents {
+		began := c.checks.incumbents == ""
+		c.checks.incumbents = described
+		switch {
+		case described == "":
+			c.log.Info("No member of another group acts on this group's roles any more; acquiring partitions again")
+			c.event(corev1.EventTypeNormal, "ForeignGroupGone", ActionRebalance,
+				"No live member of another group runs this group's roles any more; this member acquires its share again")
+		case began:
+			c.log.Info("Members of another group run this group's roles and were there first: holding no partition while they are live",
+				"leases", described)
+			c.event(corev1.EventTypeWarning, "ForeignGroupActive", ActionRebalance, fmt.Sprintf(
+				"Live members of another group run a role of this group and were there first (%s); this member holds no partition while they are live, so that no shoot has two actors", described))
+		}
+	}
+	if len(incumbents) == 0 {
+		return false, nil
+	}
+	held := c.Held()
+	sort.Ints(held)
+	errs := c.forEach(ctx, held, func(p int) error { return c.release(ctx, p, snap.parts[p], "") })
+	return true, errors.Join(errs...)
+}

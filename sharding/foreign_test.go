@@ -1,0 +1,150 @@
+package sharding
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/sharded-dwd/dependency-watchdog/leases"
+	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
+)
+
+// foreignList is a Lister of other groups' member leases that a test edits.
+type foreignList struct {
+	mu     sync.Mutex
+	leases []*coordinationv1.Lease
+}
+
+func (f *foreignList) List() []*coordinationv1.Lease {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.leases
+}
+
+func (f *foreignList) set(ls ...*coordinationv1.Lease) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.leases = ls
+}
+
+// memberLease is the member lease of member in group, held, renewed at renewed, created at created,
+// advertising roles, at resourceVersion rv.
+func memberLease(group, member, roles string, created, renewed time.Time, rv string) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: leases.MemberLeaseName(group, member), ResourceVersion: rv, CreationTimestamp: metav1.NewTime(created),
+			Labels:      map[string]string{leases.GroupLabel: group, leases.KindLabel: leases.KindMember},
+			Annotations: map[string]string{leases.SettingsAnnotation: Settings(RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, []string{roles})},
+		},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(member), LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime: ptr.To(metav1.NewMicroTime(renewed))},
+	}
+}
+
+// foreignCoordinator is a coordinator of member m in group g, running the prober, that watches the
+// other groups' member leases in foreign.
+func foreignCoordinator(t *testing.T, store *leasestest.Store, foreign Lister, clk *clocktesting.FakeClock) *Coordinator {
+	t.Helper()
+	ring := RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}
+	return NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i", Ring: ring,
+		LeaseDuration: 15 * time.Second, RetryPeriod: 2 * time.Second, WriteConcurrency: 4,
+		Settings: Settings(ring, []string{"prober"}), Foreign: foreign}, store, store, &switchLiveness{}, clk, logr.Discard())
+}
+
+func reconcile(t *testing.T, c *Coordinator) {
+	t.Helper()
+	_, err := c.Reconcile(context.Background())
+	require.NoError(t, err)
+}
+
+func TestAMemberDefersToALiveSeniorMemberOfAnotherGroup(t *testing.T) {
+	t0 := time.Now()
+	clk := clocktesting.NewFakeClock(t0)
+	store := leasestest.NewStore()
+	foreign := &foreignList{}
+	c := foreignCoordinator(t, store, foreign, clk)
+	reconcile(t, c)
+	require.Len(t, c.Held(), 7, "alone in the namespace")
+	require.True(t, c.Ready())
+
+	// A member of another group that runs the prober, there before this one (whose member lease the
+	// store does not hold: junior to any).
+	foreign.set(memberLease("other", "x", "prober", t0.Add(-time.Hour), t0, "1"))
+	reconcile(t, c)
+	assert.Empty(t, c.Held(), "every partition released while the incumbent is live")
+	assert.False(t, c.Ready())
+	for p := range 7 {
+		l, err := store.Get(context.Background(), leases.PartitionLeaseName("g", p))
+		require.NoError(t, err)
+		assert.Empty(t, leases.Holder(l), "partition %d released", p)
+	}
+
+	clk.Step(10 * time.Second)
+	foreign.set(memberLease("other", "x", "prober", t0.Add(-time.Hour), clk.Now(), "2")) // it renews
+	reconcile(t, c)
+	assert.Empty(t, c.Held(), "nothing acquired while it renews")
+
+	clk.Step(14 * time.Second)
+	reconcile(t, c)
+	assert.Empty(t, c.Held(), "unchanged for less than its duration: still live")
+	clk.Step(2 * time.Second)
+	reconcile(t, c)
+	assert.Len(t, c.Held(), 7, "unchanged for its duration: gone, and the share is taken again")
+}
+
+func TestWhichMembersOfAnotherGroupAMemberDefersTo(t *testing.T) {
+	t0 := time.Now()
+	own := memberLease("g", "m", "prober", t0.Add(-time.Hour), t0, "")
+	leftForGood := memberLease("other", "x", "prober", t0.Add(-2*time.Hour), t0, "1")
+	leftForGood.Annotations[leases.LeftAnnotation], leftForGood.Annotations[leases.IncarnationAnnotation] = "inc", "inc"
+	returning := memberLease("other", "x", "prober", t0.Add(-2*time.Hour), t0, "1")
+	returning.Annotations[leases.LeftAnnotation], returning.Annotations[leases.IncarnationAnnotation] = "inc", "inc"
+	returning.Annotations[leases.ReturningAnnotation] = "1m"
+	unheld := memberLease("other", "x", "prober", t0.Add(-2*time.Hour), t0, "1")
+	unheld.Spec.HolderIdentity = nil
+	noSettings := memberLease("other", "x", "prober", t0.Add(-2*time.Hour), t0, "1")
+	delete(noSettings.Annotations, leases.SettingsAnnotation)
+	tests := []struct {
+		name    string
+		foreign *coordinationv1.Lease
+		defers  bool
+	}{
+		{"a senior member with the same role", memberLease("other", "x", "prober", t0.Add(-2*time.Hour), t0, "1"), true},
+		{"a senior member with both roles", memberLease("other", "x", "prober+weeder", t0.Add(-2*time.Hour), t0, "1"), true},
+		{"a senior member of another role", memberLease("other", "x", "weeder", t0.Add(-2*time.Hour), t0, "1"), false},
+		{"a senior member advertising no settings: any role", noSettings, true},
+		{"a junior member", memberLease("other", "x", "prober", t0.Add(-time.Minute), t0, "1"), false},
+		{"a member created at the same moment, named before", memberLease("a", "x", "prober", t0.Add(-time.Hour), t0, "1"), true},
+		{"a member created at the same moment, named after", memberLease("z", "x", "prober", t0.Add(-time.Hour), t0, "1"), false},
+		{"a senior member renewed last long ago", memberLease("other", "x", "prober", t0.Add(-2*time.Hour), t0.Add(-time.Hour), "1"), false},
+		{"a senior member that left for good", leftForGood, false},
+		{"a senior member restarting", returning, true},
+		{"a senior member lease without a holder", unheld, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store := leasestest.NewStore()
+			_, err := store.Create(context.Background(), own)
+			require.NoError(t, err)
+			foreign := &foreignList{}
+			foreign.set(tt.foreign)
+			c := foreignCoordinator(t, store, foreign, clocktesting.NewFakeClock(t0))
+			reconcile(t, c)
+			if tt.defers {
+				assert.Empty(t, c.Held())
+				assert.False(t, c.Ready())
+			} else {
+				assert.Len(t, c.Held(), 7)
+			}
+		})
+	}
+}
