@@ -355,7 +355,7 @@ func (b *bench) settle(ctx context.Context, start time.Time, before map[string]s
 			return false, err
 		}
 		for _, r := range b.replicas {
-			held := sum(r.metrics(ctx), "dwd_sharding_partitions_held", "")
+			held := sum(r.metrics(ctx), "dwd_sharding_partitions_held", "group="+replicaGroups[0])
 			if int(held) != wantHeld[r.name] {
 				why = fmt.Sprintf("%s holds %.0f partitions, its ring share is %d", r.name, held, wantHeld[r.name])
 				return false, nil

@@ -181,14 +181,23 @@ func longestGap(stats map[string]sim.ProbeStats, now time.Time) (string, time.Du
 	return shoot, longest
 }
 
-// totals sums the partitions held and the shoots probed over the running replicas.
+// replicaGroups are the sharding groups the replicas are members of: they run both roles, and a
+// replica is a member of each role's group.
+var replicaGroups = []string{"dwd-prober", "dwd-weeder"}
+
+// totals sums the shoots probed over the running replicas, and the partitions they hold in each
+// group, and returns the smaller of those: every group holds all its partitions when it is the
+// partition count.
 func (d *demo) totals(ctx context.Context) (held, probing float64) {
+	byGroup := make([]float64, len(replicaGroups))
 	for _, r := range d.replicas {
 		m := r.metrics(ctx)
-		held += sum(m, "dwd_sharding_partitions_held", "")
+		for i, g := range replicaGroups {
+			byGroup[i] += sum(m, "dwd_sharding_partitions_held", "group="+g)
+		}
 		probing += sum(m, "dwd_probes_active", "")
 	}
-	return held, probing
+	return slices.Min(byGroup), probing
 }
 
 // shares describes how many shoots each replica probes.

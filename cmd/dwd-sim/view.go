@@ -50,7 +50,7 @@ func (d *demo) printView(ctx context.Context, probes map[string]float64, since t
 		}
 		probes[r.name] = total
 		fmt.Fprintf(&b, "  %-7s %-8s %10.0f %7.0f %9.1f %11.0f %11.0f %6.0f\n", r.name, state,
-			sum(m, "dwd_sharding_partitions_held", ""), sum(m, "dwd_probes_active", ""), rate,
+			sum(m, "dwd_sharding_partitions_held", "group="+replicaGroups[0]), sum(m, "dwd_probes_active", ""), rate,
 			sum(m, "dwd_scale_operations_total", "direction=down,result=success"),
 			sum(m, "dwd_scale_operations_total", "direction=up,result=success"),
 			sum(m, "dwd_weeder_pods_deleted_total", ""))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"strings"
 	"testing"
@@ -8,9 +9,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/leases"
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
 func TestCompleteShardingFromRoles(t *testing.T) {
@@ -21,11 +26,10 @@ func TestCompleteShardingFromRoles(t *testing.T) {
 		wantGroup      string
 		wantRoles      []string
 	}{
-		{"both roles", "", true, true, "dependency-watchdog", []string{"prober", "weeder"}},
+		{"both roles: a member of each role's group", "", true, true, "", []string{"prober", "weeder"}},
 		{"prober only", "", true, false, "dwd-prober", []string{"prober"}},
 		{"weeder only", "", false, true, "dwd-weeder", []string{"weeder"}},
 		{"explicit group, prober only", "shared", true, false, "shared", []string{"prober"}},
-		{"explicit group, both roles", "shared", true, true, "shared", []string{"prober", "weeder"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,13 +44,26 @@ func TestCompleteShardingFromRoles(t *testing.T) {
 			o.completeSharding()
 			assert.Equal(t, tt.wantGroup, o.sharding.GroupName)
 			assert.Equal(t, tt.wantRoles, o.sharding.Roles)
+			for _, r := range o.roles() {
+				s := o.shardingFor(r)
+				assert.Equal(t, cmp.Or(tt.group, groupFor(r)), s.GroupName, "the group of %s", r)
+				assert.Equal(t, []string{string(r)}, s.Roles, "a member of %s's group runs that role alone", r)
+			}
 		})
 	}
 }
 
+func TestAReplicaOfBothRolesTakesNoShardGroup(t *testing.T) {
+	code, _, stderr := run(context.Background(), "run", "--prober-config=testdata/prober.yaml",
+		"--weeder-config=testdata/weeder.yaml", "--shard-group=shared")
+	assert.NotZero(t, code)
+	assert.Contains(t, stderr, "--shard-group: Invalid value: \"shared\"")
+	assert.Contains(t, stderr, "dwd-prober")
+}
+
 func TestRoleCommandsUseTheGroupsOfRunWithOneRole(t *testing.T) {
 	for _, r := range []role{roleProber, roleWeeder} {
-		assert.Equal(t, groupFor([]role{r}), subcommand(t, string(r)).Flags().Lookup("shard-group").DefValue)
+		assert.Equal(t, groupFor(r), subcommand(t, string(r)).Flags().Lookup("shard-group").DefValue)
 	}
 	assert.Empty(t, subcommand(t, "run").Flags().Lookup("shard-group").DefValue, "run chooses its group from its roles")
 }
@@ -84,7 +101,7 @@ func TestRunHelpDescribesTheShardingFlags(t *testing.T) {
 	require.True(t, ok, stdout)
 	section, _, _ = strings.Cut(section, " flags:\n")
 	for _, want := range []string{
-		"(default: dependency-watchdog for a replica that runs both roles, dwd-prober or dwd-weeder for one)",
+		"(default: dwd-prober for the prober, dwd-weeder for the weeder; a replica that runs both roles is a member of both groups and takes no --shard-group)",
 		"--leave-mode", "--return-grace", "at least 2s and by 20% of it",
 	} {
 		assert.Contains(t, strings.Join(strings.Fields(section), " "), want)
@@ -102,7 +119,36 @@ func TestRunWithOneRoleJoinsAGroupOfThatRole(t *testing.T) {
 		require.Eventually(t, func() bool { return heldPartitions(t, ns, member.group, member.name) == config.DefaultPartitionCount },
 			30*time.Second, 100*time.Millisecond, "%s holds every partition of its own group", member.name)
 	}
-	assert.Zero(t, heldPartitions(t, ns, defaultGroup, "dwd-prober-0")+heldPartitions(t, ns, defaultGroup, "dwd-weeder-0"))
 	assert.Equal(t, 0, prober.stop(t))
 	assert.Equal(t, 0, weeder.stop(t))
+}
+
+// The story: replicas of the prober, and one restarted with the weeder added, as the first pod
+// of a rollout that adds the weeder role. It joins the prober's group, where it takes its share, and
+// forms the weeder's: no shoot is probed by two processes (review sharding.md N2).
+func TestAReplicaThatGainsARoleStaysInTheGroupOfTheOther(t *testing.T) {
+	env.Require(t)
+	ns := env.Namespace(t)
+	for _, name := range []string{"dwd-0", "dwd-1"} {
+		startReplica(t, "run", "--prober-config=testdata/prober.yaml", "--member-name="+name, "--shard-namespace="+ns)
+	}
+	startReplica(t, "run", "--prober-config=testdata/prober.yaml", "--weeder-config=testdata/weeder.yaml",
+		"--member-name=dwd-2", "--shard-namespace="+ns)
+	ring, err := sharding.NewRing([]string{"dwd-0", "dwd-1", "dwd-2"}, sharding.DefaultRingConfig())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		for _, m := range []string{"dwd-0", "dwd-1", "dwd-2"} {
+			if heldPartitions(t, ns, "dwd-prober", m) != len(ring.PartitionsOf(m)) {
+				return false
+			}
+		}
+		return heldPartitions(t, ns, "dwd-weeder", "dwd-2") == config.DefaultPartitionCount
+	}, 60*time.Second, 100*time.Millisecond, "the prober's share split three ways, the weeder's held by dwd-2")
+	list := &coordinationv1.LeaseList{}
+	require.NoError(t, env.Client.List(context.Background(), list, client.InNamespace(ns)))
+	groups := map[string]bool{}
+	for _, l := range list.Items {
+		groups[l.Labels[leases.GroupLabel]] = true
+	}
+	assert.Equal(t, map[string]bool{"dwd-prober": true, "dwd-weeder": true}, groups, "no third group")
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -234,14 +233,16 @@ func TestRunJoinsAndLeavesItsGroup(t *testing.T) {
 	require.NoError(t, env.Client.Create(context.Background(), cluster))
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), cluster) })
 
-	group := "g-" + ns[len(ns)-5:]
+	// A replica of both roles is a member of each role's group.
 	r := startReplica(t, "run", "--prober-config=testdata/prober.yaml", "--weeder-config=testdata/weeder.yaml",
-		"--member-name=dwd-0", "--shard-namespace="+ns, "--shard-group="+group)
+		"--member-name=dwd-0", "--shard-namespace="+ns)
 	require.Eventually(t, func() bool { return httpOK("http://" + r.healthAddr + "/readyz") },
-		30*time.Second, 100*time.Millisecond, "ready once the member lease is held")
-	require.Eventually(t, func() bool { return heldPartitions(t, ns, group, "dwd-0") == config.DefaultPartitionCount },
-		30*time.Second, 100*time.Millisecond)
-	owned := fmt.Sprintf("dwd_sharding_shoots_owned{group=%q,member=\"dwd-0\"} ", group)
+		30*time.Second, 100*time.Millisecond, "ready once the member leases are held")
+	for _, group := range []string{"dwd-prober", "dwd-weeder"} {
+		require.Eventually(t, func() bool { return heldPartitions(t, ns, group, "dwd-0") == config.DefaultPartitionCount },
+			30*time.Second, 100*time.Millisecond, group)
+	}
+	owned := `dwd_sharding_shoots_owned{group="dwd-prober",member="dwd-0"} `
 	require.Eventually(t, func() bool {
 		n, ok := metricValue(r.metricsAddr, owned)
 		return ok && n >= 1
@@ -252,9 +253,11 @@ func TestRunJoinsAndLeavesItsGroup(t *testing.T) {
 	}
 
 	require.Equal(t, 0, r.stop(t))
-	member := &coordinationv1.Lease{}
-	require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: group + "-member-dwd-0"}, member))
-	assert.Nil(t, member.Spec.HolderIdentity, "a graceful stop releases the member lease, so the others take over at once")
+	for _, group := range []string{"dwd-prober", "dwd-weeder"} {
+		member := &coordinationv1.Lease{}
+		require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: group + "-member-dwd-0"}, member))
+		assert.Nil(t, member.Spec.HolderIdentity, "a graceful stop releases the member lease of %s, so the others take over at once", group)
+	}
 }
 
 // runningReplica is `dwd` running in the test process against the test API server.

@@ -89,9 +89,9 @@ type options struct {
 	restConfig     *rest.Config
 	proberConfig   *config.ProberConfig
 	weederConfig   *config.WeederConfig
-	// auditLog is the ownership audit's file, opened by newManager once the process's incarnation is
-	// known; nil without --audit-log.
-	auditLog *audit.Log
+	// auditLogs write the ownership audit's file, one per group of this process, opened by newManager
+	// once the incarnations are known; none without --audit-log.
+	auditLogs []*audit.Log
 	// pod is this replica's Pod from the downward API ($POD_NAME, $POD_NAMESPACE, $POD_UID); its name
 	// is empty outside a Pod, and its namespace then the group's.
 	pod corev1.ObjectReference
@@ -226,13 +226,13 @@ func (o *options) complete() field.ErrorList {
 	return errs
 }
 
-// completeSharding fills in the sharding settings the flags left open: the group from the roles, the
-// member name and namespace from the Pod or the host, and the roles and Pod UID the members of a group
-// compare.
+// completeSharding fills in the sharding settings the flags left open: the group from the role of a
+// replica that runs one (one that runs both has a group per role, shardingFor), the member name and
+// namespace from the Pod or the host, and the roles and Pod UID the members of a group compare.
 func (o *options) completeSharding() {
 	roles := o.roles()
-	if o.sharding.GroupName == "" {
-		o.sharding.GroupName = groupFor(roles)
+	if o.sharding.GroupName == "" && len(roles) == 1 {
+		o.sharding.GroupName = groupFor(roles[0])
 	}
 	var names []string
 	for _, r := range roles {
@@ -371,7 +371,33 @@ func (o *options) validate(roles []role) field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("--concurrent-reconciles"), o.concurrentReconciles, "must be at least 1"))
 	}
 	errs = append(errs, o.leaderElection.validate()...)
-	return append(errs, o.sharding.Validate()...)
+	if len(roles) > 1 && o.sharding.GroupName != "" {
+		errs = append(errs, field.Invalid(field.NewPath("--shard-group"), o.sharding.GroupName, fmt.Sprintf(
+			"a replica that runs both roles is a member of the prober's group (%s) and of the weeder's (%s), so that adding or dropping a role never moves the other to a new group; leave --shard-group out, or run each role in a process of its own",
+			groupFor(roleProber), groupFor(roleWeeder))))
+		return errs
+	}
+	// The members of both roles share every setting but the group and the role.
+	s := o.shardingFor(append(roles, roleProber)[0])
+	return append(errs, s.Validate()...)
+}
+
+// shardingFor is the sharding settings of this replica's member of role r's group: the flags', the
+// group of the role unless --shard-group named one, and that role alone.
+func (o *options) shardingFor(r role) config.Sharding {
+	s := o.sharding
+	s.GroupName = cmp.Or(s.GroupName, groupFor(r))
+	s.Roles = []string{string(r)}
+	return s
+}
+
+// groups names the sharding group of each role this replica runs.
+func (o *options) groups() []string {
+	var groups []string
+	for _, r := range o.roles() {
+		groups = append(groups, o.shardingFor(r).GroupName)
+	}
+	return groups
 }
 
 // validateProberFlags checks the prober's own flags.

@@ -206,17 +206,17 @@ func TestPodEventIsRecordedOnThePod(t *testing.T) {
 	ns := env.Namespace(t)
 	pod := createPod(t, ns, "dwd-0", nil)
 	mgr := startManager(t)
-	o := newOptions(defaultGroup)
+	o := newOptions(groupFor(roleProber))
 	o.baseRestConfig = env.Config
 	o.sharding.Namespace, o.sharding.MemberName = ns, "dwd-0"
 
-	runner, err := o.newShardingRunner(mgr)
+	runner, err := o.newShardingRunner(mgr, o.shardingFor(roleProber), roleProber)
 	require.NoError(t, err)
 	assert.Nil(t, runner.Event, "no Events outside a Pod")
 	assert.NotNil(t, runner.Departing)
 
 	o.pod = corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID}
-	runner, err = o.newShardingRunner(mgr)
+	runner, err = o.newShardingRunner(mgr, o.shardingFor(roleProber), roleProber)
 	require.NoError(t, err)
 	require.NotNil(t, runner.Event)
 	runner.Event(corev1.EventTypeNormal, "Returning", "Leave", "stopping to restart; the others keep the shoots reserved")

@@ -22,7 +22,7 @@ import (
 // checked in TestRoleCommandsTakeEveryUpstreamFlag.)
 
 func TestPprofIsOffByDefault(t *testing.T) {
-	assert.Empty(t, newOptions(defaultGroup).pprofBindAddress)
+	assert.Empty(t, newOptions(groupFor(roleProber)).pprofBindAddress)
 	f := subcommand(t, "run").Flags().Lookup("pprof-bind-addr")
 	require.NotNil(t, f)
 	assert.Empty(t, f.DefValue)

@@ -85,7 +85,7 @@ func TestValidateProberFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := newOptions(defaultGroup)
+			o := newOptions(groupFor(roleProber))
 			tt.mutate(o)
 			assert.Equal(t, tt.want, fieldNames(o.validateProberFlags()))
 		})

@@ -27,22 +27,18 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/access"
 	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
+	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 	"github.com/sharded-dwd/dependency-watchdog/weeder"
 )
 
-// defaultGroup is the sharding group of a replica that runs both roles.
-const defaultGroup = "dependency-watchdog"
-
-// groupFor is the default sharding group of a replica that runs roles: a group per role for one, so
-// that a prober and a weeder deployed side by side never share partitions (each would leave the
-// shoots the other holds unwatched), and defaultGroup for both. `dwd prober` and `dwd weeder` use the
-// same groups as `dwd run` with one config.
-func groupFor(roles []role) string {
-	if len(roles) == 1 {
-		return "dwd-" + string(roles[0])
-	}
-	return defaultGroup
+// groupFor is the default sharding group of a role. The group of a role never depends on the other
+// roles a replica runs: a replica that runs both is a member of both groups, so that adding or dropping
+// a role in a rollout is a join or a departure of that role's group and never puts a second group on
+// the shoots (review sharding.md N2). A prober and a weeder deployed side by side never share
+// partitions either (each would leave the shoots the other holds unwatched).
+func groupFor(r role) string {
+	return "dwd-" + string(r)
 }
 
 // newRunCommand builds `dwd run`, one replica of a sharded group.
@@ -70,14 +66,14 @@ Give --prober-config, --weeder-config or both to choose the roles this replica r
 	o.addCommonFlags(cmd.Flags())
 	// The group's default depends on the roles, which only the parsed flags give.
 	group := cmd.Flags().Lookup("shard-group")
-	group.Usage += fmt.Sprintf(" (default: %s for a replica that runs both roles, %s or %s for one)",
-		defaultGroup, groupFor([]role{roleProber}), groupFor([]role{roleWeeder}))
+	group.Usage += fmt.Sprintf(" (default: %s for the prober, %s for the weeder; a replica that runs both roles is a member of both groups and takes no --shard-group)",
+		groupFor(roleProber), groupFor(roleWeeder))
 	return cmd
 }
 
 // newRoleCommand builds `dwd prober` or `dwd weeder`, which take the original's command line.
 func newRoleCommand(r role) *cobra.Command {
-	o := newOptions(groupFor([]role{r}))
+	o := newOptions(groupFor(r))
 	o.leaderElection.id = "dwd-" + string(r) + "-leader-election"
 	cmd := &cobra.Command{
 		Use:   string(r),
@@ -144,14 +140,14 @@ func (o *options) run(ctx context.Context) error {
 	synced := &cacheSync{}
 	mgr, err := o.newManager(ctx, checker, synced)
 	if err != nil {
-		_ = o.auditLog.Close()
+		o.closeAuditLogs()
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 	mode := "sharded"
 	if o.leaderOnly {
 		mode = "leader owns every shoot"
 	}
-	log.Info("Starting replica", "version", version, "roles", o.roles(), "mode", mode, "group", o.sharding.GroupName,
+	log.Info("Starting replica", "version", version, "roles", o.roles(), "mode", mode, "groups", o.groups(),
 		"member", o.sharding.MemberName, "namespace", o.sharding.Namespace, "leaderElection", o.leaderElection.enabled)
 	if le := o.leaderElection; o.leaderOnly {
 		if window := sharding.LeaderFenceWindow(le.renewDeadline, le.leaseDuration); window < le.renewDeadline {
@@ -170,7 +166,7 @@ func (o *options) run(ctx context.Context) error {
 	err = runManager(ctx, mgr, synced)
 	stopChecks()
 	<-checked
-	_ = o.auditLog.Close()
+	o.closeAuditLogs()
 	if err != nil {
 		return fmt.Errorf("running the manager: %w", err)
 	}
@@ -265,40 +261,55 @@ func (o *options) addLeader(ctx context.Context, mgr, gated manager.Manager, loc
 	// named: the identity's UUID would make every restart a new series.
 	host, uid, _ := strings.Cut(lock.Identity(), "_")
 	var err error
-	if o.auditLog, err = o.openAuditLog(host, uid, sharding.LeaderPartitions, le.renewDeadline, le.leaseDuration); err != nil {
+	auditLog, err := o.openAuditLog(o.sharding.GroupName, host, uid, sharding.LeaderPartitions, le.renewDeadline, le.leaseDuration)
+	if err != nil {
 		return err
 	}
-	if o.auditLog != nil {
-		lock.Audit = o.auditLog
+	if auditLog != nil {
+		o.auditLogs = append(o.auditLogs, auditLog)
+		lock.Audit = auditLog
 	}
 	leader := sharding.NewLeader(o.sharding.GroupName, host, lock, ctrl.Log.WithName("leader"))
 	if err := mgr.Add(leader); err != nil {
 		return err
 	}
-	return o.setupRoles(ctx, gated, leader, sharding.LeaderPartitions)
+	return o.setupRoles(ctx, gated, leader, sharding.LeaderPartitions, auditLog)
 }
 
-// addShardingRunner adds this replica's member of the sharding group, the roles under its
-// coordinator, and its health and readiness checks.
+// addShardingRunner adds this replica's member of the sharding group of each role it runs, the role
+// under its group's coordinator, and the members' health and readiness checks.
 func (o *options) addShardingRunner(ctx context.Context, mgr, gated manager.Manager) error {
-	runner, err := o.newShardingRunner(gated)
+	for _, r := range o.roles() {
+		if err := o.addRoleMember(ctx, mgr, gated, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// addRoleMember adds the member of role r's group, the role under its coordinator, and its checks.
+func (o *options) addRoleMember(ctx context.Context, mgr, gated manager.Manager, r role) error {
+	s := o.shardingFor(r)
+	runner, err := o.newShardingRunner(gated, s, r)
 	if err != nil {
 		return err
 	}
-	s := o.sharding
-	if o.auditLog, err = o.openAuditLog(s.MemberName, runner.Incarnation(), s.PartitionCount, s.MemberRenewDeadline, s.MemberLeaseDuration); err != nil {
+	auditLog, err := o.openAuditLog(s.GroupName, s.MemberName, runner.Incarnation(), s.PartitionCount, s.MemberRenewDeadline, s.MemberLeaseDuration)
+	if err != nil {
 		return err
 	}
-	if o.auditLog != nil {
-		runner.Audit = o.auditLog
+	if auditLog != nil {
+		o.auditLogs = append(o.auditLogs, auditLog)
+		runner.Audit = auditLog
 	}
 	if err := mgr.Add(runner); err != nil {
 		return err
 	}
-	if err := o.setupRoles(ctx, gated, runner.Coordinator(), s.PartitionCount); err != nil {
+	if err := o.setupRole(ctx, gated, r, runner.Coordinator(), s.PartitionCount, auditLog); err != nil {
 		return err
 	}
-	if err := mgr.AddHealthzCheck("sharding", runner.HealthCheck); err != nil {
+	check := "sharding-" + string(r)
+	if err := mgr.AddHealthzCheck(check, runner.HealthCheck); err != nil {
 		return err
 	}
 	// A standby waiting for the original's leader lease stays ready, or a surge rollout would wait on
@@ -306,15 +317,24 @@ func (o *options) addShardingRunner(ctx context.Context, mgr, gated manager.Mana
 	if o.leaderElection.enabled {
 		return nil
 	}
-	return mgr.AddReadyzCheck("sharding", runner.ReadyCheck)
+	return mgr.AddReadyzCheck(check, runner.ReadyCheck)
 }
 
-// openAuditLog opens the file of --audit-log for this process, if the flag was given; nil otherwise.
-func (o *options) openAuditLog(member, incarnation string, partitions int, renewDeadline, leaseDuration time.Duration) (*audit.Log, error) {
+// closeAuditLogs closes the audit logs opened.
+func (o *options) closeAuditLogs() {
+	for _, l := range o.auditLogs {
+		_ = l.Close()
+	}
+}
+
+// openAuditLog opens the file of --audit-log for this process's member of group, if the flag was
+// given; nil otherwise. The members of a replica that runs both roles append to the one file, each
+// line whole and naming its group and incarnation.
+func (o *options) openAuditLog(group, member, incarnation string, partitions int, renewDeadline, leaseDuration time.Duration) (*audit.Log, error) {
 	if o.auditLogPath == "" {
 		return nil, nil
 	}
-	return audit.Open(o.auditLogPath, audit.Process{Group: o.sharding.GroupName, Member: member, Incarnation: incarnation,
+	return audit.Open(o.auditLogPath, audit.Process{Group: group, Member: member, Incarnation: incarnation,
 		Partitions: partitions, RenewDeadline: renewDeadline, LeaseDuration: leaseDuration})
 }
 
@@ -334,20 +354,29 @@ func (o *options) cacheOptions() (cache.Options, error) {
 	return cache.Options{ByObject: byObject}, nil
 }
 
-// setupRoles adds the prober and the weeder this replica runs; owner starts and stops their work as
-// its partitions (partitions of them) come and go.
-func (o *options) setupRoles(ctx context.Context, mgr manager.Manager, owner sharding.Owner, partitions int) error {
-	if o.proberConfig != nil {
+// setupRoles adds the prober and the weeder this replica runs, both under owner (the leader mode).
+func (o *options) setupRoles(ctx context.Context, mgr manager.Manager, owner sharding.Owner, partitions int, auditLog *audit.Log) error {
+	for _, r := range o.roles() {
+		if err := o.setupRole(ctx, mgr, r, owner, partitions, auditLog); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setupRole adds role r; owner starts and stops its work as its partitions (partitions of them) come
+// and go.
+func (o *options) setupRole(ctx context.Context, mgr manager.Manager, r role, owner sharding.Owner, partitions int, auditLog *audit.Log) error {
+	if r == roleProber {
 		opts := o.proberOptions()
-		opts.PartitionCount, opts.Audit = partitions, o.auditLog
+		opts.PartitionCount, opts.Audit = partitions, auditLog
 		if _, err := prober.Setup(ctx, mgr, o.proberConfig, owner, opts); err != nil {
 			return fmt.Errorf("setting up the prober: %w", err)
 		}
+		return nil
 	}
-	if o.weederConfig != nil {
-		if _, err := weeder.Setup(ctx, mgr, o.weederConfig, owner, o.maxWeedingWindows, partitions, o.auditLog); err != nil {
-			return fmt.Errorf("setting up the weeder: %w", err)
-		}
+	if _, err := weeder.Setup(ctx, mgr, o.weederConfig, owner, o.maxWeedingWindows, partitions, auditLog); err != nil {
+		return fmt.Errorf("setting up the weeder: %w", err)
 	}
 	return nil
 }
@@ -364,17 +393,17 @@ func (o *options) proberOptions() prober.Options {
 	}
 }
 
-// newShardingRunner builds this replica's member of the sharding group, with a Lease client whose
-// rate limits cannot slow a handover down.
-func (o *options) newShardingRunner(mgr manager.Manager) (*sharding.Runner, error) {
-	leaseConfig := sharding.LeaseClientConfig(o.baseRestConfig, o.sharding.PartitionCount)
+// newShardingRunner builds this replica's member of role r's sharding group (settings s), with a Lease
+// client whose rate limits cannot slow a handover down.
+func (o *options) newShardingRunner(mgr manager.Manager, s config.Sharding, r role) (*sharding.Runner, error) {
+	leaseConfig := sharding.LeaseClientConfig(o.baseRestConfig, s.PartitionCount)
 	leaseConfig.Wrap(prober.CountRequests("seed", "sharding"))
 	client, err := kubernetes.NewForConfig(leaseConfig)
 	if err != nil {
 		return nil, fmt.Errorf("creating the lease client: %w", err)
 	}
-	runner := sharding.NewRunner(o.sharding, client, ctrl.Log.WithName("sharding"))
-	runner.Coordinator().SetNamespaces(shootNamespaces(mgr.GetCache(), o.proberConfig != nil))
+	runner := sharding.NewRunner(s, client, ctrl.Log.WithName("sharding").WithValues("group", s.GroupName))
+	runner.Coordinator().SetNamespaces(shootNamespaces(mgr.GetCache(), r == roleProber))
 	// Outside a Pod (no $POD_NAME) the member name stands for the pod's; reading it fails if there is
 	// no such Pod, and a graceful stop then hands the share over.
 	runner.Departing = departing(client, types.NamespacedName{Namespace: o.pod.Namespace, Name: cmp.Or(o.pod.Name, o.sharding.MemberName)})

@@ -107,7 +107,7 @@ type partitionLeaseMismatch struct {
 
 // newShardsCommand builds `dwd shards`, a read-only view of a sharding group.
 func newShardsCommand() *cobra.Command {
-	o := newOptions(defaultGroup)
+	o := newOptions(groupFor(roleProber))
 	output := "table"
 	cmd := &cobra.Command{
 		Use:   "shards",
@@ -141,7 +141,7 @@ settings objects: raw, partitions, replicationFactor, loadBound, partitionFuncti
 	}
 	s := &o.sharding
 	addSection(cmd.Flags(), sectionSharding, func(fs *pflag.FlagSet) {
-		fs.StringVar(&s.GroupName, "shard-group", s.GroupName, "Name of the group to show, as dwd run's --shard-group.")
+		fs.StringVar(&s.GroupName, "shard-group", s.GroupName, "Name of the group to show, as dwd run's --shard-group: dwd-prober (the default) or dwd-weeder for the groups a replica of that role joins.")
 		fs.StringVar(&s.Namespace, "shard-namespace", s.Namespace, "Namespace of the group's Leases (default: $POD_NAMESPACE, else the in-cluster service account's namespace, else garden).")
 	})
 	addSection(cmd.Flags(), sectionClient, func(fs *pflag.FlagSet) {

@@ -14,7 +14,7 @@ import (
 
 func TestUnknownKeysAreWarningsWhenRunning(t *testing.T) {
 	proberBefore, weederBefore := unknownFieldsCount(t, "prober"), unknownFieldsCount(t, "weeder")
-	o := newOptions(defaultGroup)
+	o := newOptions(groupFor(roleProber))
 	o.proberConfigPath, o.weederConfigPath = "testdata/prober-unknown-key.yaml", "testdata/weeder-unknown-key.yaml"
 
 	require.Empty(t, o.loadConfigs(false), "the run commands load a config with unknown keys")
@@ -50,7 +50,7 @@ func TestUnknownKeysAreErrorsWhenValidating(t *testing.T) {
 }
 
 func TestUnknownKeysDoNotHideOtherErrors(t *testing.T) {
-	o := newOptions(defaultGroup)
+	o := newOptions(groupFor(roleProber))
 	o.proberConfigPath = "testdata/prober-unknown-key-and-invalid.yaml"
 	errs := o.loadConfigs(false)
 	var got []string

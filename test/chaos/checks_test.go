@@ -73,9 +73,9 @@ func (c *cluster) watchUnheld(ctx context.Context) *unheldWatch {
 			switch {
 			case !answered:
 				// a running replica that is not stopped did not answer in time: no sample
-			case held < partitions && since.IsZero():
+			case held < allPartitions && since.IsZero():
 				since = now
-			case held >= partitions:
+			case held >= allPartitions:
 				since = time.Time{}
 			}
 			if !since.IsZero() {

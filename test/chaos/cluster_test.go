@@ -30,8 +30,11 @@ const (
 	renewDeadline = 4 * time.Second
 	retryPeriod   = time.Second
 	probeInterval = 2 * time.Second
-	// partitions is the group's partition count: the product's default.
+	// partitions is a group's partition count: the product's default.
 	partitions = 887
+	// allPartitions are the partitions of the prober's group and of the weeder's: each replica runs
+	// both roles, a member of both groups.
+	allPartitions = 2 * partitions
 	// replicaCount is how many replicas the group runs.
 	replicaCount = 3
 	// nodesPerShoot is each simulated shoot's nodes.
@@ -271,11 +274,11 @@ func (c *cluster) converge(ctx context.Context, since time.Time, timeout time.Du
 		}
 		held, probing = c.totals(ctx)
 		unprobed = c.unprobedSince(since)
-		return held == partitions && probing == float64(len(c.shoots)) && len(unprobed) == 0, nil
+		return held == allPartitions && probing == float64(len(c.shoots)) && len(unprobed) == 0, nil
 	})
 	if err != nil {
 		return fmt.Errorf("not converged within %s (%.0f of %d partitions held, %.0f of %d shoots with a probe, not probed since: %v): %w",
-			timeout, held, partitions, probing, len(c.shoots), unprobed, err)
+			timeout, held, allPartitions, probing, len(c.shoots), unprobed, err)
 	}
 	return nil
 }

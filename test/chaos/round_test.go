@@ -130,9 +130,9 @@ func held(ctx context.Context, r *replica) (float64, bool) {
 // awaitTakeover waits until the replicas hold every partition, and returns how long it took.
 func awaitTakeover(ctx context.Context, replicas []*replica, timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
-	err := until(ctx, timeout, func(ctx context.Context) bool { return heldBy(ctx, replicas) == partitions })
+	err := until(ctx, timeout, func(ctx context.Context) bool { return heldBy(ctx, replicas) == allPartitions })
 	if err != nil {
-		return 0, fmt.Errorf("the others held %.0f of %d partitions after %s: %w", heldBy(ctx, replicas), partitions, timeout, err)
+		return 0, fmt.Errorf("the others held %.0f of %d partitions after %s: %w", heldBy(ctx, replicas), allPartitions, timeout, err)
 	}
 	return time.Since(start), nil
 }
