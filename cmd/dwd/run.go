@@ -26,8 +26,8 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/access"
 	"github.com/sharded-dwd/dependency-watchdog/audit"
-	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 	"github.com/sharded-dwd/dependency-watchdog/weeder"
 )
