@@ -58,3 +58,32 @@ func TestTokenBucketNeverAsksForMoreThanItHolds(t *testing.T) {
 		require.Zero(t, wait)
 	}
 }
+
+// A recovery ends the pending Down flows in any order, the oldest first as often as not: every
+// cancelled reservation gives its tokens back, not only the newest one.
+func TestTokenBucketCancelledReservationsFreeTheirTokensInAnyOrder(t *testing.T) {
+	now := time.Now()
+	b := scaler.NewTokenBucket(1, 1)
+	wait, _ := b.Reserve(now, scaler.Down, 1)
+	require.Zero(t, wait)
+	var cancels []func(time.Time)
+	for i := range 10 {
+		wait, cancel := b.Reserve(now, scaler.Down, 1)
+		require.Equal(t, time.Duration(i+1)*time.Second, wait)
+		cancels = append(cancels, cancel)
+	}
+	for _, cancel := range cancels { // oldest first
+		cancel(now.Add(100 * time.Millisecond))
+	}
+	wait, _ = b.Reserve(now.Add(time.Second), scaler.Up, 1)
+	assert.Zero(t, wait, "no debt is left once every Down flow that made it is gone")
+
+	// A reservation due already was used: its cancel gives nothing back.
+	wait, cancel := b.Reserve(now.Add(time.Second), scaler.Down, 1)
+	require.Equal(t, time.Second, wait)
+	cancel(now.Add(3 * time.Second))
+	wait, _ = b.Reserve(now.Add(3*time.Second), scaler.Up, 1)
+	assert.Zero(t, wait, "one token gained since, the reservation's own spent")
+	wait, _ = b.Reserve(now.Add(3*time.Second), scaler.Up, 1)
+	assert.Equal(t, time.Second, wait, "the used reservation's token is not given back twice")
+}
