@@ -38,6 +38,12 @@ type NonHolderWrite struct {
 	Reason string
 }
 
+// CrossGroupWrite is a write of one kind to a namespace that another group's process sent within a
+// fence interval of a write of that kind there: two groups acting on one shoot in one role.
+type CrossGroupWrite struct {
+	Write, Before Record
+}
+
 // Unheld is a time a partition had no valid holder, between the end of one valid hold and the start
 // of the next.
 type Unheld struct {
@@ -59,6 +65,9 @@ type Report struct {
 	Writes          map[string]int
 	Overlaps        []Overlap
 	NonHolderWrites []NonHolderWrite
+	// CrossGroupWrites are the writes another group's process made to the same namespace, of the same
+	// kind, within a fence interval before (the longer renew deadline of the two processes).
+	CrossGroupWrites []CrossGroupWrite
 	// LongestUnheld is the longest of Gaps; zero when there is none.
 	LongestUnheld Unheld
 	// Gaps are every time a partition had no valid holder between two holds, by start.
@@ -74,6 +83,9 @@ func (r *Report) OK() error {
 	}
 	if n := len(r.NonHolderWrites); n > 0 {
 		errs = append(errs, fmt.Errorf("%d writes sent without a valid hold of their partition", n))
+	}
+	if n := len(r.CrossGroupWrites); n > 0 {
+		errs = append(errs, fmt.Errorf("%d writes to a namespace that another group wrote within a fence interval", n))
 	}
 	return errors.Join(errs...)
 }
@@ -97,6 +109,11 @@ func (r *Report) String() string {
 	for _, o := range r.Overlaps {
 		fmt.Fprintf(&b, "  group %s partition %d: %s and %s from %s to %s (%s)\n", o.Group, o.Partition, o.A, o.B,
 			o.From.Format(time.RFC3339Nano), o.To.Format(time.RFC3339Nano), o.To.Sub(o.From))
+	}
+	fmt.Fprintf(&b, "writes across groups: %d\n", len(r.CrossGroupWrites))
+	for _, w := range r.CrossGroupWrites {
+		fmt.Fprintf(&b, "  %s %s/%s sent %s by group %s (%s), %s after group %s (%s)\n", w.Write.Kind, w.Write.Namespace, w.Write.Object,
+			w.Write.Sent.Format(time.RFC3339Nano), w.Write.Group, w.Write.holder(), w.Write.Sent.Sub(w.Before.Sent), w.Before.Group, w.Before.holder())
 	}
 	fmt.Fprintf(&b, "writes by a non-holder: %d\n", len(r.NonHolderWrites))
 	for _, w := range r.NonHolderWrites {
@@ -176,13 +193,37 @@ func Check(records []Record) *Report {
 			report.LongestUnheld = g
 		}
 	}
-	for _, w := range writes(records) {
+	sent := writes(records)
+	for _, w := range sent {
 		report.Writes[w.Kind+"/"+w.Result]++
 		if reason := procs[w.holder()].judge(w); reason != "" {
 			report.NonHolderWrites = append(report.NonHolderWrites, NonHolderWrite{Write: w, Reason: reason})
 		}
 	}
+	report.CrossGroupWrites = crossGroupWrites(sent, procs)
 	return report
+}
+
+// crossGroupWrites finds, per namespace and kind of write, the writes sent within a fence interval of
+// the previous one there by a process of another group: whatever each group's holds say, two groups
+// acted on one shoot in one role. sent is in the order of sending.
+func crossGroupWrites(sent []Record, procs map[Holder]*process) []CrossGroupWrite {
+	type target struct{ namespace, kind string }
+	last := map[target]Record{}
+	var out []CrossGroupWrite
+	for _, w := range sent {
+		t := target{w.Namespace, w.Kind}
+		before, ok := last[t]
+		last[t] = w
+		if !ok || before.Group == w.Group {
+			continue
+		}
+		interval := max(procs[w.holder()].deadline(), procs[before.holder()].deadline())
+		if w.Sent.Sub(before.Sent) < interval {
+			out = append(out, CrossGroupWrite{Write: w, Before: before})
+		}
+	}
+	return out
 }
 
 // inProcessOrder sorts records by process, and the records of a process by its monotonic clock

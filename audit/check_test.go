@@ -200,3 +200,45 @@ func TestAProcessLinesAreOrderedByItsMonotonicClock(t *testing.T) {
 		b.start(0, 1), b.renew(5), b.acquire(5, 0, "handover")})
 	assert.Len(t, r.Overlaps, 1, r)
 }
+
+// inGroup is the records of p as a process of group g.
+func inGroup(g string, records ...Record) []Record {
+	for i := range records {
+		records[i].Group = g
+	}
+	return records
+}
+
+// Each group's holds can be valid on their own while two groups act on one shoot (review
+// sharding.md N2): writes of one kind to one namespace from two groups within a fence interval fail.
+func TestCheckWritesAcrossGroups(t *testing.T) {
+	ns := "shoot--p--s"
+	p := sharding.PartitionOf(ns, 1)
+	prober := inGroup("dwd-prober", a.start(0, 1), a.renew(0), a.acquire(1, p, "fresh"), a.renew(8), a.write(2, ns, p))
+	tests := []struct {
+		name  string
+		other []Record
+		cross int
+	}{
+		{"another group writes the shoot soon after", inGroup("dependency-watchdog", b.start(0, 1), b.renew(0), b.acquire(1, p, "fresh"), b.write(5, ns, p)), 1},
+		{"another group writes it after a fence interval", inGroup("dependency-watchdog", b.start(0, 1), b.renew(8), b.acquire(9, p, "fresh"), b.write(12.5, ns, p)), 0},
+		{"the same group's next holder", inGroup("dwd-prober", b.start(0, 1), b.renew(3), b.acquire(3.5, p, "handover"), b.write(4, ns, p)), 0},
+		{"another group writes another shoot", inGroup("dependency-watchdog", b.start(0, 1), b.renew(0), b.acquire(1, p, "fresh"), b.write(5, "shoot--p--t", sharding.PartitionOf("shoot--p--t", 1))), 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Check(append(append([]Record{}, prober...), tt.other...))
+			assert.Len(t, r.CrossGroupWrites, tt.cross)
+			if tt.cross > 0 {
+				assert.ErrorContains(t, r.OK(), "another group wrote within a fence interval")
+				assert.Contains(t, r.String(), "writes across groups: 1")
+			} else {
+				assert.Empty(t, r.CrossGroupWrites)
+			}
+		})
+	}
+	// Writes of the weeder and of the prober to one shoot are no conflict.
+	weeder := inGroup("dwd-weeder", b.start(0, 1), b.renew(0), b.acquire(1, p, "fresh"), b.write(3, ns, p))
+	weeder[len(weeder)-1].Kind = KindDelete
+	assert.Empty(t, Check(append(append([]Record{}, prober...), weeder...)).CrossGroupWrites)
+}

@@ -36,6 +36,8 @@ type process struct {
 	holder     Holder
 	group      string
 	partitions int // 0 when it wrote no start record
+	// renewDeadline is how long after a renewal the process may act (its start record's).
+	renewDeadline time.Duration
 	renewals   []renewal
 	spans      map[slot][]span
 	acquires   int
@@ -64,7 +66,7 @@ func (p *process) add(r Record) {
 	s := slot{group: r.Group, partition: r.Partition}
 	switch r.Event {
 	case EventStart:
-		p.partitions = r.Partitions
+		p.partitions, p.renewDeadline = r.Partitions, r.RenewDeadline
 	case EventRenew:
 		p.renewals = append(p.renewals, renewal{at: r.Wall, fence: r.Fence})
 	case EventAcquire:
@@ -159,6 +161,14 @@ func (p *process) judge(w Record) string {
 		return fmt.Sprintf("sent at or after the fence %s of the sender's last renewal", p.fenceAt(w.Sent).Format(time.RFC3339Nano))
 	}
 	return fmt.Sprintf("the sender did not hold partition %d", want)
+}
+
+// deadline is the process's renew deadline; 0 for a process without a start record.
+func (p *process) deadline() time.Duration {
+	if p == nil {
+		return 0
+	}
+	return p.renewDeadline
 }
 
 // fenceAt returns the fence of the latest renewal at or before t; zero when none.
