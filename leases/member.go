@@ -40,6 +40,11 @@ type Member struct {
 	Settings string
 	// PodUID, when set, is recorded in the lease: a later process in the same Pod may take it at once.
 	PodUID string
+	// MayJoin, when set, is asked before the lease is taken (not before a renewal of a lease held): an
+	// error keeps the member out of the group, fenced, and Renew fails with ErrNotJoining. The group's
+	// incumbents win a disagreement on the settings this way: a newcomer with other settings never
+	// appears in their view, so they go on, and take its predecessor's share when it expires.
+	MayJoin func(now time.Time) error
 	// Audit, when set, records every successful write of the lease with its fence, before the member
 	// may act on it (the ownership audit; *audit.Log implements it).
 	Audit Audit
@@ -100,6 +105,8 @@ var (
 	// no proof of having stopped: this process waits until the lease has been unchanged for the lease
 	// duration before it takes it.
 	ErrWaitingForPredecessor = errors.New("waiting out the lease of an earlier process under this name")
+	// ErrNotJoining says that MayJoin kept the member from taking its lease.
+	ErrNotJoining = errors.New("not joining the group")
 )
 
 // LeaseName is the name of the member lease.
@@ -114,6 +121,11 @@ func (m *Member) Renew(ctx context.Context, now time.Time) error {
 	m.mu.Unlock()
 	var lease *coordinationv1.Lease
 	var err error
+	if cached == nil && m.MayJoin != nil {
+		if why := m.MayJoin(now); why != nil {
+			return fmt.Errorf("%w: %w", ErrNotJoining, why)
+		}
+	}
 	if cached == nil {
 		lease, err = m.take(ctx, now)
 	} else if lease, err = m.Store.Update(ctx, m.renewed(cached, now)); isLostRace(err) {

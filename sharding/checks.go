@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -215,4 +216,70 @@ func (c *Coordinator) liveByRenewTime(now time.Time) func(string) bool {
 		l := members[m]
 		return l != nil && l.Spec.RenewTime != nil && now.Before(l.Spec.RenewTime.Add(c.cfg.LeaseDuration))
 	}
+}
+
+// MayJoin is the member's leases.Member.MayJoin: it refuses to take the member lease while a live
+// member of the group advertises other settings, so that the incumbents win a disagreement (review
+// sharding.md L2): they never see this member, go on, and take its predecessor's share once the
+// returning grace ends; this member waits, unready, until they are gone (the scale-to-0 procedure of
+// a settings change). Live means held, not left for good, and renewed within its advertised duration
+// (its return grace after a restart's leave marker) by this process's clock: a reading whose error
+// only keeps this member out longer. It logs, counts and records an Event when the refusal begins and
+// ends.
+func (c *Coordinator) MayJoin(now time.Time) error {
+	if c.lister == nil {
+		return errors.New("the group's leases are not cached yet")
+	}
+	var others []string
+	for _, l := range c.lister.List() {
+		m, ok := leases.MemberOf(c.cfg.Group, l)
+		if !ok || m == c.cfg.Member {
+			continue
+		}
+		advert := leases.AdvertOf(m, l)
+		if !advert.Held || advert.Settings == c.cfg.Settings || (advert.Left && advert.Returning == 0) || l.Spec.RenewTime == nil {
+			continue
+		}
+		window := max(advert.Duration, c.cfg.LeaseDuration, advert.Returning)
+		if now.Before(l.Spec.RenewTime.Add(window)) {
+			others = append(others, fmt.Sprintf("%s advertises %q;", m, advert.Settings))
+		}
+	}
+	sort.Strings(others)
+	refused := strings.Join(others, " ")
+	c.noteJoinRefusal(refused, len(others))
+	if refused != "" {
+		return fmt.Errorf("live members advertise other settings than this member's %q: %s", c.cfg.Settings, refused)
+	}
+	return nil
+}
+
+// noteJoinRefusal logs, counts and records an Event when the members that keep this one out change
+// from none to some, or back.
+func (c *Coordinator) noteJoinRefusal(refused string, count int) {
+	c.joinMu.Lock()
+	defer c.joinMu.Unlock()
+	if refused == c.joinRefused {
+		return
+	}
+	began := c.joinRefused == ""
+	c.joinRefused = refused
+	c.metrics.mismatch.Set(float64(count))
+	switch {
+	case refused == "":
+		c.log.Info("No live member disagrees on the settings any more: joining the group")
+		c.event(corev1.EventTypeNormal, "SettingsAgree", ActionRebalance,
+			"No live member of the group advertises other settings any more; this member joins it")
+	case began:
+		c.log.Info("Live members of the group advertise other settings: not joining while they are live", "own", c.cfg.Settings, "others", refused)
+		c.event(corev1.EventTypeWarning, "SettingsMismatch", ActionRebalance,
+			"Live members of the group advertise other settings; this member does not join while they are live (the incumbents keep the shoots): "+refused)
+	}
+}
+
+// JoinRefused says why the last MayJoin kept this member out of the group; "" when it did not.
+func (c *Coordinator) JoinRefused() string {
+	c.joinMu.Lock()
+	defer c.joinMu.Unlock()
+	return c.joinRefused
 }

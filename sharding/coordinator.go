@@ -114,6 +114,9 @@ type Coordinator struct {
 	// the last reconcile deferred to.
 	foreign     foreignMembers
 	deferringTo atomic.Pointer[string]
+	// joinRefused says why MayJoin last kept this member out of the group, "" when it did not.
+	joinMu      sync.Mutex
+	joinRefused string
 	ready       atomic.Bool
 	// rebalance tallies the change of the held partitions under way, for its summary line.
 	rebalance rebalance

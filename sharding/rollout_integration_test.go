@@ -354,3 +354,32 @@ func TestDepartingMemberLeavesNoLease(t *testing.T) {
 		assert.Eventually(t, func() bool { return deleted() == 1 }, time.Second, 10*time.Millisecond, "deleted by one of the others")
 	})
 }
+
+// A rolling update that changes a setting: the first restarted member comes back with other settings.
+// The incumbents win (review sharding.md L2): the newcomer takes no member lease, is unready and says
+// why, and the two others take its reserved share once the return grace ends; before, every member
+// stopped changing anything and the share stayed unheld until a person stepped in.
+func TestASettingsChangeRolledOutLeavesNoShareUnheld(t *testing.T) {
+	g := newGroup(t)
+	g.settings.GroupName = "settings-rollout"
+	g.settings.LeaveMode = config.LeaveReturn
+	g.settings.ReturnGrace = 3 * time.Second
+	g.settings.PartitionCount = 97
+	members := []string{"dwd-0", "dwd-1", "dwd-2"}
+	replicas := map[string]*replica{}
+	for _, m := range members {
+		replicas[m] = g.startWith(m, runnerOptions{})
+	}
+	g.converge(t, 30*time.Second, members...)
+
+	replicas["dwd-2"].stop()
+	stopped := time.Now()
+	changed := g.startWith("dwd-2", runnerOptions{settings: func(s *config.Sharding) { s.RingLoadBound = 1.10 }})
+	g.converge(t, g.settings.ReturnGrace+itLeaseDuration+5*time.Second, "dwd-0", "dwd-1")
+	t.Logf("the incumbents held dwd-2's share %s after it stopped", time.Since(stopped).Round(time.Millisecond))
+	assert.ErrorContains(t, changed.runner.ReadyCheck(nil), "advertise other settings")
+	for _, m := range []string{"dwd-0", "dwd-1"} {
+		assert.NoError(t, replicas[m].runner.ReadyCheck(nil), "%s stays ready", m)
+	}
+	assert.Empty(t, g.work.heldBy()["dwd-2"])
+}

@@ -119,6 +119,9 @@ func (r *Runner) ReadyCheck(_ *http.Request) error {
 	switch {
 	case !r.synced.Load():
 		return errors.New("lease cache not synced")
+	case r.coordinator.JoinRefused() != "" && r.member.Fenced(r.clock.Now()):
+		return fmt.Errorf("member lease %s not taken: live members of the group advertise other settings (%s); scale the group to 0 and back to change a setting",
+			r.member.LeaseName(), r.coordinator.JoinRefused())
 	case r.member.Fenced(r.clock.Now()):
 		return fmt.Errorf("member lease %s not held", r.member.LeaseName())
 	case r.coordinator.DeferringTo() != "":
@@ -164,6 +167,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		return err
 	}
 	r.coordinator.lister, r.coordinator.cfg.Foreign = lister, foreign
+	r.member.MayJoin = r.coordinator.MayJoin
 	memberCtx, stopMember := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -376,6 +380,8 @@ func (r *Runner) exit(code int) {
 
 func (r *Runner) onRenewFailure(err error) {
 	switch {
+	case errors.Is(err, leases.ErrNotJoining):
+		return // MayJoin logged it
 	case errors.Is(err, leases.ErrWaitingForPredecessor):
 		if !r.waiting.Swap(true) {
 			r.log.Info("Member lease names an earlier process that left no proof of having stopped: waiting until it has been unchanged for the lease duration",

@@ -364,6 +364,7 @@ func (g *safetyGroup) start(name string, opts safetyOptions) *safetyProc {
 		p.coord = NewCoordinator(ctx, Config{Group: g.name, Member: name, Incarnation: inc, Ring: ring,
 			LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 1, Settings: settings, Event: p.event},
 			p.conn, lister, p.member, g.clk, log, handlers...)
+		p.member.MayJoin = p.coord.MayJoin
 	}
 	g.running = append(g.running, p)
 	return p
@@ -508,18 +509,17 @@ func TestMembersWithDifferentPartitionCountsNeverOwnTheSameNamespace(t *testing.
 			if !tc.together {
 				assert.Len(t, old.coord.Held(), 887, "the first member keeps what it holds")
 			}
-			assert.Equal(t, 1.0, readMetric(t, settingsMismatch.WithLabelValues(g.name, "dwd-0")),
-				"dwd-0 sees one live member with other settings")
-			wantBumped := 1.0
-			if !tc.together {
-				wantBumped = 2 // dwd-0's settings, and its partition leases written under 887
-			}
-			assert.Equal(t, wantBumped, readMetric(t, settingsMismatch.WithLabelValues(g.name, "dwd-1")))
+			assert.Zero(t, readMetric(t, settingsMismatch.WithLabelValues(g.name, "dwd-0")),
+				"dwd-0 never sees the newcomer, which does not join while it disagrees")
+			assert.Equal(t, 1.0, readMetric(t, settingsMismatch.WithLabelValues(g.name, "dwd-1")), "dwd-1 sees dwd-0 live with other settings")
 		})
 	}
 }
 
-func TestMemberSeeingOtherSettingsChangesNothing(t *testing.T) {
+// Incumbents win a disagreement on the settings (review sharding.md L2): a newcomer with other
+// settings does not take its member lease, so the group goes on, takes the share of a member that
+// leaves, and the newcomer joins only once no live member disagrees.
+func TestANewcomerWithOtherSettingsDoesNotJoin(t *testing.T) {
 	g := newSafetyGroup(t, "skew-ring", 61)
 	a := g.start("dwd-0", safetyOptions{})
 	c := g.start("dwd-2", safetyOptions{})
@@ -527,33 +527,59 @@ func TestMemberSeeingOtherSettingsChangesNothing(t *testing.T) {
 	before := g.work.heldBy()
 	writes := g.writesSoFar()
 
-	// A member with another ring load bound joins: the two rings would disagree on owners.
+	// A member with another ring load bound comes: the two rings would disagree on owners.
 	skewed := g.ring
 	skewed.LoadBound = 1.10
 	b := g.start("dwd-1", safetyOptions{ring: &skewed})
 	g.runFor(2 * safetyLease)
 	assert.Equal(t, before, g.work.heldBy(), "nobody releases or acquires anything")
 	assert.Zero(t, g.partitionWrites(writes), "no partition lease is written")
+	_, err := g.store.Get(context.Background(), leases.MemberLeaseName(g.name, "dwd-1"))
+	assert.True(t, apierrors.IsNotFound(err), "the newcomer takes no member lease: %v", err)
 	for _, m := range []struct {
 		p    *safetyProc
 		want float64
-	}{{a, 1}, {c, 1}, {b, 2}} {
+	}{{a, 0}, {c, 0}, {b, 2}} {
 		assert.Equal(t, m.want, readMetric(t, settingsMismatch.WithLabelValues(g.name, m.p.name)), m.p.name)
 	}
-	assert.Equal(t, []string{corev1.EventTypeWarning + "/SettingsMismatch"}, a.eventsRecorded(), "one Event when the mismatch begins")
-	assert.Contains(t, a.eventNotes()[0], "/Rebalance: Members with other settings are live", "with its action")
+	assert.Empty(t, a.eventsRecorded(), "the incumbents never see the newcomer")
+	assert.Equal(t, []string{corev1.EventTypeWarning + "/SettingsMismatch"}, b.eventsRecorded(), "one Event when the refusal begins")
+	assert.Contains(t, b.eventNotes()[0], "/Rebalance: Live members of the group advertise other settings", "with its action")
+	assert.Contains(t, b.coord.JoinRefused(), "dwd-0 advertises")
 
-	// dwd-2 leaves: dwd-0 keeps what it holds and acquires nothing new while dwd-1 disagrees.
+	// dwd-2 leaves: the incumbent takes its share, as without the newcomer.
 	g.leave(c, 0)
-	g.runFor(2 * safetyLease)
-	assert.Equal(t, before["dwd-0"], a.held(), "no new partition while a live member disagrees")
+	g.runUntil(10*time.Second, g.converged("dwd-0"), "the incumbent takes the share of the member that left")
 
-	// dwd-1 leaves too: the group agrees again and dwd-0 takes everything.
+	// dwd-0 leaves too: the newcomer joins and takes everything.
+	g.leave(a, 0)
+	g.runUntil(time.Minute, g.converged("dwd-1"), "the newcomer takes every partition once no live member disagrees")
+	assert.Zero(t, readMetric(t, settingsMismatch.WithLabelValues(g.name, "dwd-1")))
+	assert.Equal(t, []string{corev1.EventTypeWarning + "/SettingsMismatch", corev1.EventTypeNormal + "/SettingsAgree"}, b.eventsRecorded(),
+		"one Event when the refusal begins, none while it lasts, and a Normal one when it ends")
+}
+
+// Members that joined with other settings (processes without the join rule, or started at once)
+// still change nothing while they disagree.
+func TestMembersSeeingOtherSettingsChangeNothing(t *testing.T) {
+	g := newSafetyGroup(t, "skew-joined", 61)
+	a := g.start("dwd-0", safetyOptions{})
+	g.runUntil(time.Minute, g.converged("dwd-0"), "one member converges")
+	before := g.work.heldBy()
+	writes := g.writesSoFar()
+	skewed := g.ring
+	skewed.LoadBound = 1.10
+	b := g.start("dwd-1", safetyOptions{ring: &skewed})
+	b.member.MayJoin = nil // an older dwd
+	g.runFor(2 * safetyLease)
+	assert.Equal(t, before, g.work.heldBy(), "nobody releases or acquires anything")
+	assert.Zero(t, g.partitionWrites(writes), "no partition lease is written")
+	assert.Equal(t, 1.0, readMetric(t, settingsMismatch.WithLabelValues(g.name, "dwd-0")))
+	assert.Equal(t, []string{corev1.EventTypeWarning + "/SettingsMismatch"}, a.eventsRecorded())
+	assert.Contains(t, a.eventNotes()[0], "/Rebalance: Members with other settings are live", "with its action")
 	g.leave(b, 0)
-	g.runUntil(10*time.Second, g.converged("dwd-0"), "the remaining member takes every partition once the group agrees")
-	assert.Zero(t, readMetric(t, settingsMismatch.WithLabelValues(g.name, "dwd-0")))
-	assert.Equal(t, []string{corev1.EventTypeWarning + "/SettingsMismatch", corev1.EventTypeNormal + "/SettingsAgree"}, a.eventsRecorded(),
-		"one Event when the mismatch begins, none while it lasts, and a Normal one when it clears")
+	g.runFor(safetyLease)
+	assert.Equal(t, []string{corev1.EventTypeWarning + "/SettingsMismatch", corev1.EventTypeNormal + "/SettingsAgree"}, a.eventsRecorded())
 }
 
 func TestMembersWithDisjointRolesNeverShareARing(t *testing.T) {
@@ -568,6 +594,7 @@ func TestMembersWithDisjointRolesNeverShareARing(t *testing.T) {
 	assert.Len(t, prober.coord.Held(), 61, "the prober keeps every partition")
 	assert.Zero(t, g.partitionWrites(writes), "no partition lease is written")
 	assert.Equal(t, 1.0, readMetric(t, settingsMismatch.WithLabelValues(g.name, "dwd-weeder-0")))
+	assert.Empty(t, prober.eventsRecorded(), "the weeder never joined")
 	assert.Contains(t, weeder.eventsRecorded(), corev1.EventTypeWarning+"/SettingsMismatch")
 }
 
