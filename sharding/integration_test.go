@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
@@ -349,4 +350,26 @@ func TestAGroupDefersToAnotherGroupOfItsRole(t *testing.T) {
 	a.stop()
 	newcomer.converge(t, 5*time.Second, "dwd-0")
 	assert.NoError(t, b.runner.ReadyCheck(nil))
+}
+
+// A member renews through a client of its own (review sharding.md P2): with the connection of its
+// partition writes and its cache cut, its renewals still go through.
+func TestRenewalsHaveAConnectionOfTheirOwn(t *testing.T) {
+	g := newGroup(t)
+	renewalsConfig, _ := test.ConfigThrough(t, env.Config)
+	renewals, err := kubernetes.NewForConfig(sharding.RenewalClientConfig(renewalsConfig))
+	require.NoError(t, err)
+	r := g.startWith("dwd-0", runnerOptions{runner: func(r *sharding.Runner) { r.Renewals = renewals }})
+	g.converge(t, 30*time.Second, "dwd-0")
+
+	r.proxy.Cut()
+	lease := leases.MemberLeaseName(g.settings.GroupName, "dwd-0")
+	renewed := func() time.Time {
+		l, err := g.admin(t).CoordinationV1().Leases(g.settings.Namespace).Get(context.Background(), lease, metav1.GetOptions{})
+		require.NoError(t, err)
+		return l.Spec.RenewTime.Time
+	}
+	cutAt := renewed()
+	require.Eventually(t, func() bool { return renewed().After(cutAt.Add(itRenewDeadline)) }, itRenewDeadline+3*time.Second, 100*time.Millisecond,
+		"renewals go on past the renew deadline with the partition client cut off")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -61,6 +62,11 @@ type Runner struct {
 	// Audit, when set before Start, records the member lease's renewals and the partitions whose work
 	// starts and stops here (the ownership audit, under the incarnation Incarnation returns).
 	Audit Audit
+	// Renewals, when set before Start, is the client the member lease is taken, renewed and released
+	// through (RenewalClientConfig): a connection and a rate limiter of its own, so that a renewal never
+	// queues behind a rebalance's burst of partition lease writes (review sharding.md P2). Defaults to
+	// the client NewRunner was given.
+	Renewals kubernetes.Interface
 }
 
 // NewRunner prepares the sharding of one replica; handlers run the work of the partitions it holds.
@@ -92,6 +98,17 @@ func LeaseClientConfig(cfg *rest.Config, partitionCount int) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS = max(cfg.QPS, float32(partitionCount)/2, 50)
 	cfg.Burst = max(cfg.Burst, 2*partitionCount)
+	return cfg
+}
+
+// RenewalClientConfig returns a copy of cfg for the client of the member lease's renewals (Runner.
+// Renewals): a connection of its own, since client-go shares one between the clients of a config
+// unless it dials itself, and a limiter that a member's one write per retry period never waits on.
+func RenewalClientConfig(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 5, 10
+	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	cfg.Dial = dialer.DialContext
 	return cfg
 }
 
@@ -158,6 +175,9 @@ func (r *Runner) Start(ctx context.Context) error {
 	if r.Audit != nil {
 		// Nothing renews or reconciles before this point.
 		r.member.Audit, r.coordinator.cfg.Audit = r.Audit, r.Audit
+	}
+	if r.Renewals != nil {
+		r.member.Store = leases.APIStore{Leases: r.Renewals.CoordinationV1().Leases(r.settings.Namespace)}
 	}
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, r.settings.MemberRetryPeriod),

@@ -403,6 +403,11 @@ func (o *options) newShardingRunner(mgr manager.Manager, s config.Sharding, r ro
 		return nil, fmt.Errorf("creating the lease client: %w", err)
 	}
 	runner := sharding.NewRunner(s, client, ctrl.Log.WithName("sharding").WithValues("group", s.GroupName))
+	renewalConfig := sharding.RenewalClientConfig(o.baseRestConfig)
+	renewalConfig.Wrap(prober.CountRequests("seed", "sharding"))
+	if runner.Renewals, err = kubernetes.NewForConfig(renewalConfig); err != nil {
+		return nil, fmt.Errorf("creating the member lease client: %w", err)
+	}
 	runner.Coordinator().SetNamespaces(shootNamespaces(mgr.GetCache(), r == roleProber))
 	// Outside a Pod (no $POD_NAME) the member name stands for the pod's; reading it fails if there is
 	// no such Pod, and a graceful stop then hands the share over.
