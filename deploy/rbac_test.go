@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -193,4 +195,39 @@ func rulePermissions(r rbacv1.PolicyRule, namespace string) []permission {
 		}
 	}
 	return out
+}
+
+// Every workload's Lease traffic in its shard namespace has a priority level of its own (API Priority
+// and Fairness), not the service-accounts schema every other workload of the seed shares: a renewal
+// queued past the renew deadline fences the member (review sharding.md P2).
+func TestLeaseTrafficHasAPriorityLevelOfItsOwn(t *testing.T) {
+	for build, objs := range testBuilds(t) {
+		t.Run(build, func(t *testing.T) {
+			shards := buildNamespaces(build).shards
+			levels := map[string]bool{}
+			for _, l := range typed[flowcontrolv1.PriorityLevelConfiguration](t, objs, "PriorityLevelConfiguration") {
+				levels[l.Name] = l.Spec.Type == flowcontrolv1.PriorityLevelEnablementLimited
+			}
+			schemas := typed[flowcontrolv1.FlowSchema](t, objs, "FlowSchema")
+			for _, w := range workloads(t, objs) {
+				account := flowcontrolv1.Subject{Kind: flowcontrolv1.SubjectKindServiceAccount,
+					ServiceAccount: &flowcontrolv1.ServiceAccountSubject{Name: w.template.Spec.ServiceAccountName, Namespace: w.meta.Namespace}}
+				found := false
+				for _, fs := range schemas {
+					for _, rule := range fs.Spec.Rules {
+						if slices.ContainsFunc(rule.Subjects, func(s flowcontrolv1.Subject) bool { return reflect.DeepEqual(s, account) }) &&
+							slices.ContainsFunc(rule.ResourceRules, func(r flowcontrolv1.ResourcePolicyRule) bool {
+								return slices.Contains(r.APIGroups, "coordination.k8s.io") && slices.Contains(r.Resources, "leases") &&
+									slices.Contains(r.Namespaces, shards) && slices.Contains(r.Verbs, "update")
+							}) {
+							found = true
+							assert.True(t, levels[fs.Spec.PriorityLevelConfiguration.Name], "FlowSchema %s names a limited priority level of the build", fs.Name)
+							assert.Less(t, fs.Spec.MatchingPrecedence, int32(9000), "FlowSchema %s comes before service-accounts", fs.Name)
+						}
+					}
+				}
+				assert.True(t, found, "%s/%s: no FlowSchema for its Lease updates in %s", w.meta.Namespace, w.template.Spec.ServiceAccountName, shards)
+			}
+		})
+	}
 }
