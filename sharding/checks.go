@@ -31,21 +31,17 @@ func (c *Coordinator) staleViewAfter() time.Duration {
 // It logs, counts and reports an Event when that changes.
 func (c *Coordinator) check(snap snapshot, now time.Time) bool {
 	mismatched, disagreeing := c.mismatched(snap, now)
-	if mismatched != c.checks.mismatched {
-		began := c.checks.mismatched == ""
-		c.checks.mismatched = mismatched
-		switch {
-		case mismatched == "":
-			c.log.Info("Group settings agree again")
-			c.event(corev1.EventTypeNormal, "SettingsAgree", ActionRebalance,
-				"The live members agree on the settings again; this member acquires and releases partitions again")
-		case began:
-			msg := "Members with other settings are live; this member keeps what it holds and acquires nothing until they agree: " + mismatched
-			c.log.Info("Group settings disagree", "own", c.cfg.Settings, "others", mismatched)
-			c.event(corev1.EventTypeWarning, "SettingsMismatch", ActionRebalance, msg)
-		default:
-			c.log.Info("Group settings disagree", "own", c.cfg.Settings, "others", mismatched)
-		}
+	changed := transition(&c.checks.mismatched, mismatched, func() {
+		c.log.Info("Group settings disagree", "own", c.cfg.Settings, "others", mismatched)
+		c.event(corev1.EventTypeWarning, "SettingsMismatch", ActionRebalance,
+			"Members with other settings are live; this member keeps what it holds and acquires nothing until they agree: "+mismatched)
+	}, func() {
+		c.log.Info("Group settings agree again")
+		c.event(corev1.EventTypeNormal, "SettingsAgree", ActionRebalance,
+			"The live members agree on the settings again; this member acquires and releases partitions again")
+	})
+	if changed == changedBetween {
+		c.log.Info("Group settings disagree", "own", c.cfg.Settings, "others", mismatched)
 	}
 	c.metrics.mismatch.Set(float64(disagreeing))
 	cachedOwn := ""
@@ -259,22 +255,44 @@ func (c *Coordinator) MayJoin(now time.Time) error {
 func (c *Coordinator) noteJoinRefusal(refused string, count int) {
 	c.joinMu.Lock()
 	defer c.joinMu.Unlock()
-	if refused == c.joinRefused {
-		return
-	}
-	began := c.joinRefused == ""
-	c.joinRefused = refused
 	c.metrics.mismatch.Set(float64(count))
-	switch {
-	case refused == "":
-		c.log.Info("No live member disagrees on the settings any more: joining the group")
-		c.event(corev1.EventTypeNormal, "SettingsAgree", ActionRebalance,
-			"No live member of the group advertises other settings any more; this member joins it")
-	case began:
+	transition(&c.joinRefused, refused, func() {
 		c.log.Info("Live members of the group advertise other settings: not joining while they are live", "own", c.cfg.Settings, "others", refused)
 		c.event(corev1.EventTypeWarning, "SettingsMismatch", ActionRebalance,
 			"Live members of the group advertise other settings; this member does not join while they are live (the incumbents keep the shoots): "+refused)
+	}, func() {
+		c.log.Info("No live member disagrees on the settings any more: joining the group")
+		c.event(corev1.EventTypeNormal, "SettingsAgree", ActionRebalance,
+			"No live member of the group advertises other settings any more; this member joins it")
+	})
+}
+
+// How a condition's description changed (transition).
+const (
+	unchanged      = iota
+	changedBegan   // from none to some
+	changedEnded   // from some to none
+	changedBetween // from some to other
+)
+
+// transition stores now, the description of a condition ("" while it does not hold), in *last, and
+// calls began when the condition begins and ended when it ends (nothing for a change between two
+// descriptions), so that a condition logs and records one Event each way; it returns which change
+// it was.
+func transition(last *string, now string, began, ended func()) int {
+	before := *last
+	*last = now
+	switch {
+	case now == before:
+		return unchanged
+	case before == "":
+		began()
+		return changedBegan
+	case now == "":
+		ended()
+		return changedEnded
 	}
+	return changedBetween
 }
 
 // JoinRefused says why the last MayJoin kept this member out of the group; "" when it did not.

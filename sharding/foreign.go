@@ -183,21 +183,16 @@ func (c *Coordinator) deferToIncumbents(ctx context.Context, snap snapshot, now 
 	described := strings.Join(incumbents, ", ")
 	c.metrics.foreignMembers.Set(float64(len(incumbents)))
 	c.deferringTo.Store(&described)
-	if described != c.checks.incumbents {
-		began := c.checks.incumbents == ""
-		c.checks.incumbents = described
-		switch {
-		case described == "":
-			c.log.Info("No member of another group acts on this group's roles any more; acquiring partitions again")
-			c.event(corev1.EventTypeNormal, "ForeignGroupGone", ActionRebalance,
-				"No live member of another group runs this group's roles any more; this member acquires its share again")
-		case began:
-			c.log.Info("Members of another group run this group's roles and were there first: holding no partition while they are live",
-				"leases", described)
-			c.event(corev1.EventTypeWarning, "ForeignGroupActive", ActionRebalance, fmt.Sprintf(
-				"Live members of another group run a role of this group and were there first (%s); this member holds no partition while they are live, so that no shoot has two actors", described))
-		}
-	}
+	transition(&c.checks.incumbents, described, func() {
+		c.log.Info("Members of another group run this group's roles and were there first: holding no partition while they are live",
+			"leases", described)
+		c.event(corev1.EventTypeWarning, "ForeignGroupActive", ActionRebalance, fmt.Sprintf(
+			"Live members of another group run a role of this group and were there first (%s); this member holds no partition while they are live, so that no shoot has two actors", described))
+	}, func() {
+		c.log.Info("No member of another group acts on this group's roles any more; acquiring partitions again")
+		c.event(corev1.EventTypeNormal, "ForeignGroupGone", ActionRebalance,
+			"No live member of another group runs this group's roles any more; this member acquires its share again")
+	})
 	if len(incumbents) == 0 {
 		return false, nil
 	}
