@@ -79,7 +79,8 @@ func (e *partitionEvents) moved() int {
 }
 
 // leaseTracker keeps partitionEvents up to date from an informer on the partition leases of the
-// replicas' namespace. It is safe for concurrent use.
+// prober's group in the replicas' namespace (the weeder's group moves the same way beside it). It is
+// safe for concurrent use.
 type leaseTracker struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
@@ -96,7 +97,7 @@ func startLeaseTracker(ctx context.Context, cfg *rest.Config) (*leaseTracker, er
 	t := &leaseTracker{cancel: cancel, events: newPartitionEvents()}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(demoNamespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = k8slabels.Set{leases.KindLabel: leases.KindPartition}.String()
+			o.LabelSelector = k8slabels.Set{leases.KindLabel: leases.KindPartition, leases.GroupLabel: replicaGroups[0]}.String()
 		}))
 	informer := factory.Coordination().V1().Leases().Informer()
 	observe := func(obj any, created bool) {
