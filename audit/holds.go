@@ -38,10 +38,10 @@ type process struct {
 	partitions int // 0 when it wrote no start record
 	// renewDeadline is how long after a renewal the process may act (its start record's).
 	renewDeadline time.Duration
-	renewals   []renewal
-	spans      map[slot][]span
-	acquires   int
-	releases   int
+	renewals      []renewal
+	spans         map[slot][]span
+	acquires      int
+	releases      int
 	// last is the process's last record: holds still open end there at the latest.
 	last time.Time
 }
