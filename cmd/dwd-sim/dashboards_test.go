@@ -98,7 +98,7 @@ func TestDashboards(t *testing.T) {
 			name := fmt.Sprintf("%s panel %d %q %s", q.Dashboard, q.PanelID, q.Panel, q.RefID)
 			// A fallback (or on() vector(0)) returns data whatever the rest does: the rest must too.
 			for _, e := range []string{expr, withoutFallback(expr)} {
-				series, err := prom.query(ctx, e)
+				series, err := queryWithData(ctx, prom, e)
 				if assert.NoError(t, err, "%s: %s", name, e) {
 					assert.NotEmpty(t, series, "%s returns no data: %s", name, e)
 				}
@@ -114,7 +114,7 @@ func TestDashboards(t *testing.T) {
 			sels := selectors(r.expr)
 			assert.NotEmpty(t, sels, r.name)
 			for _, sel := range sels {
-				series, err := prom.query(ctx, sel)
+				series, err := queryWithData(ctx, prom, sel)
 				if assert.NoError(t, err, sel) {
 					assert.NotEmpty(t, series, "%s reads %s, which selects no series", r.name, sel)
 				}

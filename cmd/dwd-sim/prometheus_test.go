@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"net/http"
 	"net/url"
 	"os"
@@ -199,4 +200,17 @@ func readRules(path string, forDuration time.Duration) ([]alertRule, []byte, err
 	}
 	short, err := yaml.Marshal(f)
 	return rules, short, err
+}
+
+// queryWithData runs expr until it returns data or a few scrape intervals have passed, and returns the
+// last answer: a scrape that timed out (a replica busy on 2 cores under the race detector) leaves its
+// series stale until the next one.
+func queryWithData(ctx context.Context, p *prometheusServer, expr string) ([]sample, error) {
+	var series []sample
+	var err error
+	_ = wait.PollUntilContextTimeout(ctx, scrapeInterval/2, 5*scrapeInterval, true, func(ctx context.Context) (bool, error) {
+		series, err = p.query(ctx, expr)
+		return err != nil || len(series) > 0, nil
+	})
+	return series, err
 }
