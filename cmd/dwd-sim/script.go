@@ -123,8 +123,10 @@ func (d *demo) startReplicasWithin(ctx context.Context, timeout time.Duration) (
 }
 
 // handoverLimit is how soon after a graceful stop the others must hold the leaver's share: a leave
-// releases its partitions at once, so this is seconds, not a member lease duration.
-const handoverLimit = 5 * time.Second
+// releases its partitions at once, so this is seconds, not a member lease duration. A replica of both
+// roles leaves two groups, whose about 600 partition leases the others take over under the race
+// detector in `make test`, beside other test packages on 2 cores: 5 s was missed now and then.
+const handoverLimit = 10 * time.Second
 
 // handOver stops a replica gracefully and checks that the others hold its whole share within
 // handoverLimit, that every shoot is probed again after it stopped, and that no shoot waited longer
