@@ -67,19 +67,11 @@ func firstChange(l *coordinationv1.Lease, now time.Time, before foreignSighting)
 	if before.resourceVersion != "" || l.Spec.RenewTime == nil {
 		return now
 	}
-	d := leaseDuration(l)
+	d := leases.AdvertOf("", l).Duration
 	if d > 0 && now.Sub(l.Spec.RenewTime.Time) > 2*d {
 		return l.Spec.RenewTime.Time
 	}
 	return now
-}
-
-// leaseDuration is the duration a lease advertises; zero without one.
-func leaseDuration(l *coordinationv1.Lease) time.Duration {
-	if l.Spec.LeaseDurationSeconds == nil {
-		return 0
-	}
-	return time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 }
 
 // live reports whether another group's member lease l still counts as acting at now: it names its
