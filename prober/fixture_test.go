@@ -257,6 +257,23 @@ func (s *shootNS) addNode(name string) {
 	s.nodes = append(s.nodes, name)
 }
 
+// setMachinePhase sets the phase of the Machine backing the shoot's i-th node.
+func (s *shootNS) setMachinePhase(i int, phase string) {
+	s.t.Helper()
+	ctx := context.Background()
+	require.NoError(s.t, retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		machine := &unstructured.Unstructured{}
+		machine.SetGroupVersionKind(prober.MachineGVK)
+		if err := seed.Client.Get(ctx, client.ObjectKey{Namespace: s.name, Name: "machine-" + s.nodes[i]}, machine); err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedField(machine.Object, phase, "status", "currentStatus", "phase"); err != nil {
+			return err
+		}
+		return seed.Client.Status().Update(ctx, machine)
+	}))
+}
+
 // renewLeases sets the renewTime of the first n node leases to at. A recent time lets their kubelets
 // renew again. A time in the past stops them (a meltdown); so that the test need not wait for the
 // leases to age, each is created anew with that renewTime, as a kubelet that registered its node

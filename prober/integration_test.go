@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
 
@@ -86,6 +87,26 @@ func TestMeltdownScalesDownThenUpInLevelOrder(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond)
 	levelOrder(t, events(), 2, []string{"kube-controller-manager"}, []string{"machine-controller-manager"})
 	levelOrder(t, events(), 2, []string{"machine-controller-manager"}, []string{"cluster-autoscaler"})
+}
+
+// A probe decides on the Machines it listed before only until one of them changes (MachineChanges):
+// two nodes whose Machines are Terminating are no candidates, so their stopped leases decide nothing;
+// once their Machines run again, the next cycles find the meltdown.
+func TestAProbeSeesAChangedMachine(t *testing.T) {
+	seed.Require(t)
+	s := newShoot(t, 3)
+	s.setMachinePhase(0, prober.MachinePhaseTerminating)
+	s.setMachinePhase(1, prober.MachinePhaseTerminating)
+	r := startReplica(t, seed.Namespace(t), "dwd-0")
+	require.Eventually(t, func() bool { return r.prober.Probing(s.name) }, 20*time.Second, 50*time.Millisecond)
+	s.awaitSeenRenewing()
+	s.renewLeases(2, time.Now().Add(-expired))
+	s.awaitSeenRenewing()
+	require.Equal(t, int32(2), s.replicas("kube-controller-manager"), "no meltdown among the candidates yet")
+
+	s.setMachinePhase(0, "Running")
+	s.setMachinePhase(1, "Running")
+	require.Eventually(t, func() bool { return s.replicas("kube-controller-manager") == 0 }, 20*time.Second, 50*time.Millisecond)
 }
 
 func TestScalingRespectsIgnoreAndOptionalResources(t *testing.T) {

@@ -55,10 +55,13 @@ type Manager struct {
 	// that every scale write is checked right before it is sent.
 	Ownership sharding.Ownership
 	// Reader reads the seed from the caches: Clusters, kubeconfig Secrets, Machines.
-	Reader    client.Reader
-	Scaler    *scaler.Scaler
-	Clients   *ShootClients
-	Scheduler *Scheduler
+	Reader client.Reader
+	// MachineChanges, when set, lets a probe keep the Machines it listed until one of them changes;
+	// nil lists them on every cycle.
+	MachineChanges *MachineChanges
+	Scaler         *scaler.Scaler
+	Clients        *ShootClients
+	Scheduler      *Scheduler
 	// Flows runs the scale flows, on workers of their own.
 	Flows *Scheduler
 	// Recorder records events.k8s.io Events, with action EventAction: on broken kubeconfig Secrets and

@@ -78,6 +78,11 @@ type probeState struct {
 	nodesRead time.Time
 	// onKept is set when the last decision was made on the Nodes kept.
 	onKept bool
+	// machines are what the last list of the shoot's Machines showed (read only: a cycle may decide on
+	// them again), at the generation machinesGen of MachineChanges; kept only when machinesKept.
+	machines     []MachineInfo
+	machinesGen  uint64
+	machinesKept bool
 }
 
 // nodesMaxAge is, in probe intervals, how long a probe decides on the Nodes it read before: a change
@@ -489,8 +494,13 @@ func keepLag(kept time.Duration, since time.Time, lag time.Duration, now time.Ti
 	return kept, since
 }
 
-// machines reads the shoot's Machines from the seed cache.
+// machines reads the shoot's Machines from the seed cache, or returns those the probe read before
+// when none of them has changed since (MachineChanges).
 func (p *shootProbe) machines(ctx context.Context) ([]MachineInfo, error) {
+	gen, known := p.m.MachineChanges.Generation(p.namespace)
+	if known && p.st.machinesKept && p.st.machinesGen == gen {
+		return p.st.machines, nil
+	}
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(MachineGVK.GroupVersion().WithKind("MachineList"))
 	// Read only, into MachineInfo: the cache's own objects, not copies.
@@ -501,6 +511,7 @@ func (p *shootProbe) machines(ctx context.Context) ([]MachineInfo, error) {
 	for i := range list.Items {
 		machines = append(machines, machineInfo(&list.Items[i]))
 	}
+	p.st.machines, p.st.machinesGen, p.st.machinesKept = machines, gen, known
 	return machines, nil
 }
 

@@ -105,7 +105,8 @@ func (o Options) defaulted() Options {
 func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, coordinator sharding.Owner, opts Options) (*Manager, error) {
 	registerMetrics()
 	opts = opts.defaulted()
-	if err := registerInformers(ctx, mgr, opts.PartitionCount); err != nil {
+	machines, err := registerInformers(ctx, mgr, opts.PartitionCount)
+	if err != nil {
 		return nil, err
 	}
 	dependents, err := NewDependentCache(mgr.GetConfig(), mgr.GetScheme(), cfg.DependentResourceInfos)
@@ -116,6 +117,7 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 	if err != nil {
 		return nil, err
 	}
+	m.MachineChanges = machines
 	if err := addRunnables(mgr, m, dependents, coordinator); err != nil {
 		return nil, err
 	}
@@ -133,17 +135,24 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, c
 }
 
 // registerInformers indexes the Clusters by partition and registers the informers of the kubeconfig
-// Secrets and the Machines, so that the manager's cache syncs them before anything reads them.
-func registerInformers(ctx context.Context, mgr manager.Manager, partitionCount int) error {
+// Secrets and the Machines, so that the manager's cache syncs them before anything reads them, and
+// follows the Machines' changes.
+func registerInformers(ctx context.Context, mgr manager.Manager, partitionCount int) (*MachineChanges, error) {
 	if err := IndexClusters(ctx, mgr.GetFieldIndexer(), partitionCount); err != nil {
-		return fmt.Errorf("indexing clusters: %w", err)
+		return nil, fmt.Errorf("indexing clusters: %w", err)
 	}
-	for _, obj := range []client.Object{&corev1.Secret{}, newMachine()} {
-		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
-			return fmt.Errorf("registering the %T informer: %w", obj, err)
-		}
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {
+		return nil, fmt.Errorf("registering the Secret informer: %w", err)
 	}
-	return nil
+	machines, err := mgr.GetCache().GetInformer(ctx, newMachine())
+	if err != nil {
+		return nil, fmt.Errorf("registering the Machine informer: %w", err)
+	}
+	changes, err := FollowMachines(machines)
+	if err != nil {
+		return nil, fmt.Errorf("following the Machines: %w", err)
+	}
+	return changes, nil
 }
 
 // newManager builds the prober's Manager: its schedulers, shoot clients and scaler.

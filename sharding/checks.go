@@ -88,20 +88,16 @@ func (c *Coordinator) stopForeignWrites(snap snapshot) {
 	if own := snap.members[c.cfg.Member]; own != nil {
 		ownSentAt, _ = c.liveness.SentAt(own.ResourceVersion)
 	}
-	var stopped []int
-	for _, p := range c.Held() {
-		if c.foreignWrite(p, parts[p], ownSentAt) {
-			c.stop(p, ReleaseLost)
-			c.metrics.foreignWrites.Inc()
-			c.log.V(1).Info("Partition lease written by someone else: stopped its work", "partition", p,
-				"holder", leases.Holder(parts[p]), "deleted", parts[p] == nil)
-			stopped = append(stopped, p)
-		}
+	stopped := c.foreignWrites(parts, ownSentAt)
+	for _, p := range stopped {
+		c.stop(p, ReleaseLost)
+		c.metrics.foreignWrites.Inc()
+		c.log.V(1).Info("Partition lease written by someone else: stopped its work", "partition", p,
+			"holder", leases.Holder(parts[p]), "deleted", parts[p] == nil)
 	}
 	if len(stopped) == 0 {
 		return
 	}
-	sort.Ints(stopped)
 	c.rebalance.lostSome(len(stopped))
 	c.log.Info("Partition leases written by someone else: stopped their work", "partitions", stopped)
 	c.event(corev1.EventTypeWarning, "PartitionLeaseTaken", ActionFence,
@@ -122,17 +118,13 @@ func partitionLeaseNames(group string, partitions []int) string {
 	return strings.Join(names, ", ")
 }
 
-// foreignWrite reports whether cached, the cache's copy of held partition p's lease, shows a write
+// foreignWrite reports whether cached, the cache's copy of the held partition's lease, shows a write
 // that is neither this process's own nor the one it replaced (a cache not caught up yet). A lease
 // this process created and the cache does not show is gone once the cache shows a renewal of the
-// member lease sent after the create's answer (ownSentAt): the cache delivers writes in order.
-func (c *Coordinator) foreignWrite(p int, cached *coordinationv1.Lease, ownSentAt time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	hp, ok := c.held[p]
+// member lease sent after the create's answer (ownSentAt): the cache delivers writes in order. The
+// coordinator's lock is held.
+func (hp *heldPartition) foreignWrite(cached *coordinationv1.Lease, ownSentAt time.Time) bool {
 	switch {
-	case !ok:
-		return false
 	case cached == nil:
 		return hp.shown || hp.base != nil || ownSentAt.After(hp.wroteAt)
 	case cached.ResourceVersion == hp.lease.ResourceVersion:
@@ -142,6 +134,21 @@ func (c *Coordinator) foreignWrite(p int, cached *coordinationv1.Lease, ownSentA
 		return false
 	}
 	return true
+}
+
+// foreignWrites returns, sorted, the held partitions whose lease shows a foreign write (foreignWrite),
+// under one hold of the lock.
+func (c *Coordinator) foreignWrites(parts []*coordinationv1.Lease, ownSentAt time.Time) []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var found []int
+	for p, hp := range c.held {
+		if hp.foreignWrite(parts[p], ownSentAt) {
+			found = append(found, p)
+		}
+	}
+	sort.Ints(found)
+	return found
 }
 
 // deleteOrphans deletes member leases whose member left for good or that have been unchanged for

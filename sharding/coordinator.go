@@ -17,7 +17,8 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 )
 
-// Lister returns the group's Leases as this replica's cache has them; it may lag behind the store.
+// Lister returns the group's Leases as this replica's cache has them; it may lag behind the store. A
+// changed Lease is a new object, as in an informer's cache: the ones it returned are never altered.
 type Lister interface {
 	List() []*coordinationv1.Lease
 }
@@ -130,6 +131,10 @@ type Coordinator struct {
 	// lastHolders is, by partition, the holder the cache last showed (zero after a release); reconcile
 	// steps own it.
 	lastHolders []holderID
+	// read is what snapshot read from each cached Lease, by the cache's object: the informer replaces
+	// an object on every change and never alters one, so a steady reconcile parses nothing twice.
+	// Reconcile steps own it.
+	read map[*coordinationv1.Lease]leaseRead
 
 	mu   sync.RWMutex
 	held map[int]*heldPartition
@@ -230,6 +235,17 @@ func (c *Coordinator) Held() []int {
 	return held
 }
 
+// heldMask returns, by partition, whether its work runs here.
+func (c *Coordinator) heldMask() []bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	mask := make([]bool, c.cfg.Ring.PartitionCount)
+	for p := range c.held {
+		mask[p] = true
+	}
+	return mask
+}
+
 // Reconcile runs one step of the protocol and returns how long to wait at most before the next.
 // Whatever else it finds, it first stops the work of held partitions whose leases someone else
 // wrote. While the replica is fenced, sees a live member with other settings, or has a cache that
@@ -315,8 +331,10 @@ func (c *Coordinator) Ready() bool {
 
 // holdsShare reports whether every partition the ring gives this member runs here.
 func (c *Coordinator) holdsShare(ring *Ring) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	for _, p := range ring.PartitionsOf(c.cfg.Member) {
-		if !c.Holds(p) {
+		if _, ok := c.held[p]; !ok {
 			return false
 		}
 	}
@@ -339,24 +357,70 @@ type holderID struct{ name, incarnation string }
 
 func (c *Coordinator) snapshot() snapshot {
 	snap := snapshot{members: map[string]*coordinationv1.Lease{}, parts: make([]*coordinationv1.Lease, c.cfg.Ring.PartitionCount)}
-	for _, l := range c.lister.List() {
-		if m, ok := leases.MemberOf(c.cfg.Group, l); ok {
-			snap.members[m] = l
-			continue
+	list := c.lister.List()
+	if c.read == nil {
+		c.read = make(map[*coordinationv1.Lease]leaseRead, len(list))
+	}
+	for _, l := range list {
+		r, ok := c.read[l]
+		if !ok {
+			r = c.readLease(l)
+			c.read[l] = r
 		}
-		if l.Labels[leases.KindLabel] != leases.KindPartition || l.Labels[leases.GroupLabel] != c.cfg.Group {
-			continue
-		}
-		if count, ok := leases.PartitionCount(l); (!ok || count != c.cfg.Ring.PartitionCount) && leases.Holder(l) != "" {
+		switch {
+		case r.member != "":
+			snap.members[r.member] = l
+		case r.otherCount:
 			snap.otherCount++
-			continue
+		case r.partition >= 0:
+			snap.parts[r.partition] = l
 		}
-		if p, ok := leases.PartitionOf(c.cfg.Group, c.cfg.Ring.PartitionCount, l); ok {
-			snap.parts[p] = l
+	}
+	if len(c.read) > len(list) {
+		// Some objects are gone from the cache (an object replaced by its update is one).
+		read := make(map[*coordinationv1.Lease]leaseRead, len(list))
+		for _, l := range list {
+			read[l] = c.read[l]
 		}
+		c.read = read
 	}
 	c.findVanished(&snap)
 	return snap
+}
+
+// leaseRead is what a snapshot reads from one Lease of the cache.
+type leaseRead struct {
+	// member is the member a member lease of this group stands for; "" for any other Lease.
+	member string
+	// partition is the partition a partition lease of this group stands for; -1 for any other Lease.
+	partition int
+	// otherCount marks a held partition lease of this group written for another partition count.
+	otherCount bool
+	// released is set when the lease carries a release time.
+	released bool
+	// incarnation is the one the holder's last write recorded.
+	incarnation string
+}
+
+func (c *Coordinator) readLease(l *coordinationv1.Lease) leaseRead {
+	r := leaseRead{partition: -1}
+	if m, ok := leases.MemberOf(c.cfg.Group, l); ok {
+		r.member = m
+		return r
+	}
+	if l.Labels[leases.KindLabel] != leases.KindPartition || l.Labels[leases.GroupLabel] != c.cfg.Group {
+		return r
+	}
+	if count, ok := leases.PartitionCount(l); (!ok || count != c.cfg.Ring.PartitionCount) && leases.Holder(l) != "" {
+		r.otherCount = true
+		return r
+	}
+	if p, ok := leases.PartitionOf(c.cfg.Group, c.cfg.Ring.PartitionCount, l); ok {
+		r.partition = p
+	}
+	_, r.released = leases.ReleasedAt(l)
+	r.incarnation = leases.Incarnation(l)
+	return r
 }
 
 // findVanished records the holder of each partition lease the cache shows held, and puts into
@@ -371,14 +435,11 @@ func (c *Coordinator) findVanished(snap *snapshot) {
 		c.lastHolders = make([]holderID, len(snap.parts))
 	}
 	for p, l := range snap.parts {
-		released := false
-		if l != nil {
-			_, released = leases.ReleasedAt(l)
-		}
+		read := c.read[l]
 		switch h := leases.Holder(l); {
 		case h != "":
-			c.lastHolders[p] = holderID{name: h, incarnation: leases.Incarnation(l)}
-		case released || c.broken.ignoreVanished:
+			c.lastHolders[p] = holderID{name: h, incarnation: read.incarnation}
+		case read.released || c.broken.ignoreVanished:
 			c.lastHolders[p] = holderID{}
 		case c.lastHolders[p].name != "":
 			if snap.vanished == nil {
@@ -466,8 +527,9 @@ func (c *Coordinator) plan(ring *Ring, snap snapshot, now time.Time) (release, a
 		_, advert, ok := c.observer.Seen(m)
 		return ok && advert.Left && advert.Returning > 0 && c.observer.Live(m, now)
 	}
+	held := c.heldMask()
 	for p := range parts {
-		state := PartitionState{Holder: leases.Holder(parts[p]), Active: c.Holds(p), Desired: ring.Owner(p),
+		state := PartitionState{Holder: leases.Holder(parts[p]), Active: held[p], Desired: ring.Owner(p),
 			ReservedFor: leases.ReservedFor(parts[p])}
 		if v, ok := snap.vanished[p]; ok {
 			// Still that holder's: this member's own is acquired again or marked released.

@@ -1,0 +1,52 @@
+package sharding
+
+import (
+	"context"
+	"testing"
+
+	"github.com/go-logr/logr"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/sharded-dwd/dependency-watchdog/leases"
+	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
+)
+
+// BenchmarkSteadyReconcile is one reconcile of a member alone in its group, holding all 887
+// partitions, while no Lease changes: what a steady replica pays on every renewal of its lease.
+func BenchmarkSteadyReconcile(b *testing.B) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(safetyT0)
+	store := leasestest.NewStore()
+	store.Now = clk.Now
+	view := newCacheView(store)
+	ring := safetyRing(887)
+	settings := Settings(ring, nil)
+	member := &leases.Member{Store: store, Group: "bench", Name: "m-0", Incarnation: "i-0",
+		LeaseDuration: safetyLease, RenewDeadline: safetyRenew, RetryPeriod: safetyRetry, Clock: clk, Settings: settings}
+	coord := NewCoordinator(ctx, Config{Group: "bench", Member: "m-0", Incarnation: "i-0", Ring: ring,
+		LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 4, Settings: settings},
+		store, view, member, clk, logr.Discard())
+	member.MayJoin = coord.MayJoin
+	hooks := leases.Hooks{OnFence: coord.Fence, OnRenewFailure: func(error) {}}
+	for range 10 {
+		member.Step(ctx, hooks)
+		view.catchUp(clk.Now())
+		if _, err := coord.Reconcile(ctx); err != nil {
+			b.Fatal(err)
+		}
+		view.catchUp(clk.Now())
+		clk.Step(safetyRetry)
+	}
+	member.Step(ctx, hooks)
+	view.catchUp(clk.Now())
+	if held := len(coord.Held()); held != ring.PartitionCount {
+		b.Fatalf("the member holds %d partitions, want %d", held, ring.PartitionCount)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := coord.Reconcile(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
