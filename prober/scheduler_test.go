@@ -243,3 +243,59 @@ func TestSchedulerRunsTheNextTaskOnTheGoroutineOfTheLast(t *testing.T) {
 	stepWhenWaiting(t, clk, time.Second)
 	assert.Equal(t, first, <-ids)
 }
+
+// With Batch set, tasks due between two multiples of it start together at the later one, never
+// before their time.
+func TestSchedulerStartsTasksAtMultiplesOfItsBatch(t *testing.T) {
+	const batch = 50 * time.Millisecond
+	clk := clocktesting.NewFakeClock(t0) // t0 is a multiple of batch
+	s := NewScheduler(clk, 0, nil)
+	s.Batch = batch
+	s.idle = time.Hour
+	var mu sync.Mutex
+	started := map[string]time.Time{}
+	ran := make(chan struct{}, 3)
+	for i, key := range []string{"a", "b", "c"} {
+		s.Schedule(key, t0.Add(time.Duration(i+1)*10*time.Millisecond), func(context.Context) time.Duration {
+			mu.Lock()
+			started[key] = clk.Now()
+			mu.Unlock()
+			ran <- struct{}{}
+			return Done
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Start(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	for range 5 {
+		stepWhenWaiting(t, clk, 10*time.Millisecond)
+	}
+	for range 3 {
+		select {
+		case <-ran:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a task did not start")
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for key, at := range started {
+		assert.Equal(t, t0.Add(batch), at, "%s started at the first multiple of the batch after its time", key)
+	}
+}
+
+func TestBatchedWaitEndsAtAMultipleOfTheBatch(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0.Add(20 * time.Millisecond))
+	s := NewScheduler(clk, 0, nil)
+	s.Batch = 50 * time.Millisecond
+	for _, c := range []struct{ wait, want time.Duration }{
+		{0, 0}, {10 * time.Millisecond, 30 * time.Millisecond}, {30 * time.Millisecond, 30 * time.Millisecond},
+		{31 * time.Millisecond, 80 * time.Millisecond}, {10 * time.Second, 10*time.Second + 30*time.Millisecond},
+	} {
+		assert.Equal(t, c.want, s.batched(c.wait), "wait %s", c.wait)
+	}
+	s.Batch = 0
+	assert.Equal(t, 10*time.Millisecond, s.batched(10*time.Millisecond), "no batch: no change")
+}
