@@ -166,6 +166,18 @@ func TestRequiredSaysWhatEachModeNeeds(t *testing.T) {
 	assert.Contains(t, sharded, "get apps/statefulsets in dwd")
 	assert.NotContains(t, sharded, "patch apps/deployments in all namespaces", "a weeder scales nothing")
 
+	watching := names(Needs{Prober: true, ShardNamespace: "dwd-shards", WatchedLeaderNamespace: "garden", WatchedLeaders: []string{"dwd-prober-leader-election"}})
+	for _, verb := range []string{"get", "list", "watch"} {
+		assert.Contains(t, watching, verb+" coordination.k8s.io/leases dwd-prober-leader-election in garden", "the original's leader lease is read")
+	}
+	for _, p := range watching {
+		assert.False(t, strings.HasSuffix(p, "coordination.k8s.io/leases in garden"), "no other Lease of garden: %s", p)
+	}
+	inShards := names(Needs{Prober: true, ShardNamespace: "dwd", WatchedLeaderNamespace: "dwd", WatchedLeaders: []string{"dwd-prober-leader-election"}})
+	for _, p := range inShards {
+		assert.NotContains(t, p, "leader-election", "the group's own permissions in its namespace cover the leader lease")
+	}
+
 	kinds := names(Needs{Prober: true, ScaledKinds: []string{"Deployment", "StatefulSet"}})
 	assert.Contains(t, kinds, "list apps/statefulsets in all namespaces", "every kind the prober scales")
 	assert.Contains(t, kinds, "patch apps/statefulsets in all namespaces")

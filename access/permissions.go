@@ -48,6 +48,10 @@ type Needs struct {
 	PodNamespace string
 	// LeaderNamespace and LeaderLease name the original's leader lease; empty without leader election.
 	LeaderNamespace, LeaderLease string
+	// WatchedLeaders name the leader leases of the original's mode, in WatchedLeaderNamespace, that a
+	// sharded replica watches to hold no shoot while another process leads (sharding.Runner).
+	WatchedLeaderNamespace string
+	WatchedLeaders         []string
 	// MetricsAuth: the metrics endpoint authenticates and authorizes its callers.
 	MetricsAuth bool
 }
@@ -88,6 +92,15 @@ func Required(n Needs) []Permission {
 	if n.ShardNamespace != "" {
 		add("coordination.k8s.io", "leases", n.ShardNamespace, "", "the sharding group's member and partition Leases (sharding.Runner, leases.Store)", required,
 			"get", "list", "watch", "create", "update", "delete")
+	}
+	// In the shard namespace, the group's own permissions on Leases cover them.
+	for _, name := range n.WatchedLeaders {
+		if n.WatchedLeaderNamespace == n.ShardNamespace {
+			break
+		}
+		add("coordination.k8s.io", "leases", n.WatchedLeaderNamespace, name,
+			"the leader lease of the original's mode: while another process holds it, this group holds no shoot (sharding.Runner)", required,
+			"get", "list", "watch")
 	}
 	if n.PodNamespace != "" {
 		add("", "pods", n.PodNamespace, "", "--leave-mode=auto: whether a graceful stop restarts (cmd/dwd/pod.go)",

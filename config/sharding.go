@@ -76,6 +76,11 @@ type Sharding struct {
 	PodUID string
 	// Roles are the roles this replica runs ("prober", "weeder"); members of one group must agree.
 	Roles []string
+	// LeaderLeases name the leader leases, in LeaderNamespace, of the original's mode for Roles (the
+	// original dependency-watchdog's, which dwd prober|weeder --enable-leader-election also takes):
+	// while one is held and renewed, the member holds no partition. None: nothing is watched.
+	LeaderLeases    []string
+	LeaderNamespace string
 }
 
 // Values of Sharding.LeaveMode.

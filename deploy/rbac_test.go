@@ -40,7 +40,7 @@ func TestEachAccountHasExactlyThePermissionsDwdChecks(t *testing.T) {
 	}
 }
 
-func TestLeasesAreGrantedOnlyInTheShardNamespace(t *testing.T) {
+func TestLeasesAreWrittenOnlyInTheShardNamespace(t *testing.T) {
 	for build, objs := range testBuilds(t) {
 		t.Run(build, func(t *testing.T) {
 			shards := buildNamespaces(build).shards
@@ -56,12 +56,33 @@ func TestLeasesAreGrantedOnlyInTheShardNamespace(t *testing.T) {
 			for _, r := range typed[rbacv1.ClusterRole](t, objs, "ClusterRole") {
 				assert.False(t, grantsOnLeases(r.Rules), "ClusterRole %s grants on leases", r.Name)
 			}
+			// Outside it, a Role may only let a group read the leader leases of the original's mode.
 			for _, r := range typed[rbacv1.Role](t, objs, "Role") {
-				assert.False(t, grantsOnLeases(r.Rules) && r.Namespace != shards,
-					"Role %s/%s grants on leases outside the shard namespace %s", r.Namespace, r.Name, shards)
+				for _, rule := range r.Rules {
+					assert.False(t, grantsOnLeases([]rbacv1.PolicyRule{rule}) && r.Namespace != shards && !readsLeaderLeases(rule),
+						"Role %s/%s grants on leases outside the shard namespace %s more than reading a leader lease", r.Namespace, r.Name, shards)
+				}
 			}
 		})
 	}
+}
+
+// readsLeaderLeases reports whether rule grants no more than reading named leader leases.
+func readsLeaderLeases(rule rbacv1.PolicyRule) bool {
+	if len(rule.ResourceNames) == 0 {
+		return false
+	}
+	for _, name := range rule.ResourceNames {
+		if !strings.HasSuffix(name, "-leader-election") {
+			return false
+		}
+	}
+	for _, v := range rule.Verbs {
+		if v != "get" && v != "list" && v != "watch" {
+			return false
+		}
+	}
+	return true
 }
 
 // grantsOnLeases reports whether a rule of rules allows any verb on coordination.k8s.io leases.
@@ -120,6 +141,18 @@ func needs(t *testing.T, c corev1.Container, ns string) access.Needs {
 	if v := flagValues(args, "shard-namespace"); len(v) > 0 && v[len(v)-1] != "$(POD_NAMESPACE)" {
 		n.ShardNamespace = v[len(v)-1]
 	}
+	// A sharded replica watches the leader lease of each of its roles (cmd/dwd leaderLeaseName), in
+	// --leader-election-namespace, garden by default.
+	n.WatchedLeaderNamespace = "garden"
+	if v := flagValues(args, "leader-election-namespace"); len(v) > 0 {
+		n.WatchedLeaderNamespace = strings.ReplaceAll(v[len(v)-1], "$(POD_NAMESPACE)", ns)
+	}
+	for role, runs := range map[string]bool{"prober": n.Prober, "weeder": n.Weeder} {
+		if runs {
+			n.WatchedLeaders = append(n.WatchedLeaders, "dwd-"+role+"-leader-election")
+		}
+	}
+	slices.Sort(n.WatchedLeaders)
 	leave := config.LeaveAuto
 	if v := flagValues(args, "leave-mode"); len(v) > 0 {
 		leave = v[len(v)-1]

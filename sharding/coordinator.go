@@ -65,6 +65,10 @@ type Config struct {
 	// Foreign, when set, lists the member leases of the other groups in the shard namespace: while a
 	// live one that runs a role of this member's is senior to it, it holds no partition (foreign.go).
 	Foreign Lister
+	// Leaders, when set, lists the leader leases of the original's mode for this member's roles (the
+	// original dependency-watchdog, or dwd with --enable-leader-election): while one is held and
+	// renewed, this member holds no partition, whoever came first (foreign.go).
+	Leaders Lister
 }
 
 // Coordinator runs this replica's side of the sharding protocol (DESIGN §4): it decides from the

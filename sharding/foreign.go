@@ -26,6 +26,11 @@ import (
 // each (cmd/dwd runs a process of both roles as a member of two groups), a member that defers is only
 // ever deferred to by members of its own role, which the incumbent covers.
 
+// The original's mode is another actor the same way: a leader-elected process (the original, or dwd
+// prober|weeder --enable-leader-election) acts on every shoot while it holds its leader lease, and
+// cannot defer to anyone. So a member also watches the leader leases of its roles and holds nothing
+// while one is held and renewed, by observation as above, however old its own lease is.
+
 // foreignSighting is what this member saw of another group's member lease: its resourceVersion and
 // when that changed, by this member's clock.
 type foreignSighting struct {
@@ -37,8 +42,10 @@ type foreignSighting struct {
 // group's own: a lease counts as live until it has stayed unchanged for its advertised duration (the
 // returning grace, after a restart's leave marker). Only reconcile steps use it.
 type foreignMembers struct {
-	seen map[string]foreignSighting // by lease name
+	seen map[string]foreignSighting // by namespace/name
 }
+
+func sightingKey(l *coordinationv1.Lease) string { return l.Namespace + "/" + l.Name }
 
 // observe records the leases of the other groups as of now and forgets those gone.
 func (f *foreignMembers) observe(list []*coordinationv1.Lease, now time.Time) {
@@ -47,11 +54,12 @@ func (f *foreignMembers) observe(list []*coordinationv1.Lease, now time.Time) {
 	}
 	present := make(map[string]bool, len(list))
 	for _, l := range list {
-		present[l.Name] = true
-		if s, ok := f.seen[l.Name]; ok && s.resourceVersion == l.ResourceVersion {
+		key := sightingKey(l)
+		present[key] = true
+		if s, ok := f.seen[key]; ok && s.resourceVersion == l.ResourceVersion {
 			continue
 		}
-		f.seen[l.Name] = foreignSighting{resourceVersion: l.ResourceVersion, changed: firstChange(l, now, f.seen[l.Name])}
+		f.seen[key] = foreignSighting{resourceVersion: l.ResourceVersion, changed: firstChange(l, now, f.seen[key])}
 	}
 	for name := range f.seen {
 		if !present[name] {
@@ -90,7 +98,23 @@ func (f *foreignMembers) live(l *coordinationv1.Lease, fallback time.Duration, n
 	if advert.Left {
 		window = max(window, advert.Returning)
 	}
-	s, seen := f.seen[l.Name]
+	return f.changedWithin(l, window, now)
+}
+
+// leaderLive reports whether a leader lease l of the original's mode still counts as acting at now:
+// it names a holder (a leader that stops clears it) and changed within its duration (at least
+// fallback).
+func (f *foreignMembers) leaderLive(l *coordinationv1.Lease, fallback time.Duration, now time.Time) bool {
+	if leases.Holder(l) == "" {
+		return false
+	}
+	return f.changedWithin(l, max(leases.AdvertOf("", l).Duration, fallback), now)
+}
+
+// changedWithin reports whether l was seen to change within window before now; a lease not observed
+// yet counts as changed now.
+func (f *foreignMembers) changedWithin(l *coordinationv1.Lease, window time.Duration, now time.Time) bool {
+	s, seen := f.seen[sightingKey(l)]
 	return !seen || now.Sub(s.changed) < window
 }
 
@@ -135,23 +159,32 @@ func senior(a, b *coordinationv1.Lease) bool {
 	return a.Name < b.Name
 }
 
-// incumbents lists the live members of other groups that run a role of this member's and whose
-// member leases are senior to its own, sorted; empty when there is no foreign lister.
+// incumbents lists, sorted, the live members of other groups that run a role of this member's and
+// whose member leases are senior to its own (by name), and the live leader leases of its roles (by
+// namespace/name); empty when there are no such listers.
 func (c *Coordinator) incumbents(snap snapshot, now time.Time) []string {
-	if c.cfg.Foreign == nil {
-		return nil
+	var members, leaders []*coordinationv1.Lease
+	if c.cfg.Foreign != nil {
+		members = c.cfg.Foreign.List()
 	}
-	list := c.cfg.Foreign.List()
-	c.foreign.observe(list, now)
+	if c.cfg.Leaders != nil {
+		leaders = c.cfg.Leaders.List()
+	}
+	c.foreign.observe(append(slices.Clip(members), leaders...), now)
 	own := snap.members[c.cfg.Member]
 	roles := rolesOf(c.cfg.Settings)
 	var out []string
-	for _, l := range list {
+	for _, l := range members {
 		if l.Labels[leases.GroupLabel] == c.cfg.Group || !c.foreign.live(l, c.cfg.LeaseDuration, now) {
 			continue
 		}
 		if overlap(roles, rolesOf(l.Annotations[leases.SettingsAnnotation])) && senior(l, own) {
 			out = append(out, l.Name)
+		}
+	}
+	for _, l := range leaders {
+		if c.foreign.leaderLive(l, c.cfg.LeaseDuration, now) {
+			out = append(out, sightingKey(l))
 		}
 	}
 	sort.Strings(out)
@@ -176,14 +209,14 @@ func (c *Coordinator) deferToIncumbents(ctx context.Context, snap snapshot, now 
 	c.metrics.foreignMembers.Set(float64(len(incumbents)))
 	c.deferringTo.Store(&described)
 	transition(&c.checks.incumbents, described, func() {
-		c.log.Info("Members of another group run this group's roles and were there first: holding no partition while they are live",
+		c.log.Info("Another group's members that were there first, or a leader of the original's mode, run this group's roles: holding no partition while they are live",
 			"leases", described)
 		c.event(corev1.EventTypeWarning, "ForeignGroupActive", ActionRebalance, fmt.Sprintf(
-			"Live members of another group run a role of this group and were there first (%s); this member holds no partition while they are live, so that no shoot has two actors", described))
+			"Live members of another group that were there first, or a leader of the original's mode, run a role of this group (%s); this member holds no partition while they are live, so that no shoot has two actors", described))
 	}, func() {
-		c.log.Info("No member of another group acts on this group's roles any more; acquiring partitions again")
+		c.log.Info("No other group or leader acts on this group's roles any more; acquiring partitions again")
 		c.event(corev1.EventTypeNormal, "ForeignGroupGone", ActionRebalance,
-			"No live member of another group runs this group's roles any more; this member acquires its share again")
+			"No live member of another group or leader of the original's mode runs this group's roles any more; this member acquires its share again")
 	})
 	if len(incumbents) == 0 {
 		return false, nil

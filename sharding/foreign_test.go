@@ -148,3 +148,56 @@ func TestWhichMembersOfAnotherGroupAMemberDefersTo(t *testing.T) {
 		})
 	}
 }
+
+// leaderLease is a leader lease of the original's mode in garden, held by holder ("" for none) and
+// renewed at renewed, at resourceVersion rv.
+func leaderLease(holder string, renewed time.Time, rv string) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "dwd-prober-leader-election", Namespace: "garden", ResourceVersion: rv},
+		Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime: ptr.To(metav1.NewMicroTime(renewed))},
+	}
+	if holder != "" {
+		l.Spec.HolderIdentity = ptr.To(holder)
+	}
+	return l
+}
+
+// The original's mode cannot defer: a member holds nothing while the leader lease of its role is held
+// and renewed, however much older its own member lease is, and takes its share once the leader has
+// released it or stopped renewing it for its duration.
+func TestAMemberDefersToALeaderOfTheOriginalsMode(t *testing.T) {
+	t0 := time.Now()
+	clk := clocktesting.NewFakeClock(t0)
+	store := leasestest.NewStore()
+	_, err := store.Create(context.Background(), memberLease("g", "m", "prober", t0.Add(-24*time.Hour), t0, ""))
+	require.NoError(t, err)
+	leaders := &foreignList{}
+	c := foreignCoordinator(t, store, nil, clk)
+	c.cfg.Leaders = leaders
+	reconcile(t, c)
+	require.Len(t, c.Held(), 7, "no leader")
+
+	leaders.set(leaderLease("original-6d4f", t0, "1"))
+	reconcile(t, c)
+	assert.Empty(t, c.Held(), "every partition released while the leader is live")
+	assert.False(t, c.Ready())
+	assert.Equal(t, "garden/dwd-prober-leader-election", c.DeferringTo())
+
+	clk.Step(10 * time.Second)
+	leaders.set(leaderLease("original-6d4f", clk.Now(), "2"))
+	reconcile(t, c)
+	clk.Step(14 * time.Second)
+	reconcile(t, c)
+	assert.Empty(t, c.Held(), "unchanged for less than its duration: still live")
+	clk.Step(2 * time.Second)
+	reconcile(t, c)
+	assert.Len(t, c.Held(), 7, "unchanged for its duration: gone")
+
+	leaders.set(leaderLease("dwd-0_1b2c", clk.Now(), "3"))
+	reconcile(t, c)
+	assert.Empty(t, c.Held(), "a new leader")
+	leaders.set(leaderLease("", clk.Now(), "4"))
+	reconcile(t, c)
+	assert.Len(t, c.Held(), 7, "released by the leader: gone at once")
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
@@ -349,7 +352,50 @@ func TestAGroupDefersToAnotherGroupOfItsRole(t *testing.T) {
 
 	a.stop()
 	newcomer.converge(t, 5*time.Second, "dwd-0")
-	assert.NoError(t, b.runner.ReadyCheck(nil))
+	// Ready at the end of the reconcile that acquired, a moment after the work started.
+	require.Eventually(t, func() bool { return b.runner.ReadyCheck(nil) == nil }, 5*time.Second, 20*time.Millisecond)
+}
+
+// A group defers to the leader of the original's mode, which cannot defer: while a leader elector
+// (client-go's, as the original's and dwd's --enable-leader-election use) holds the leader lease of
+// the group's role in another namespace, the group holds nothing and is unready; once the leader
+// releases it on its way out, the group takes the shoots.
+func TestAGroupDefersToTheLeaderOfTheOriginalsMode(t *testing.T) {
+	g := newGroup(t)
+	g.settings.Roles = []string{"prober"}
+	g.settings.LeaderNamespace, g.settings.LeaderLeases = env.Namespace(t), []string{"dwd-prober-leader-election"}
+	client := g.admin(t)
+	lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: g.settings.LeaderNamespace, Name: "dwd-prober-leader-election"},
+		Client: client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: "original-0"}}
+	leading := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{Lock: lock, ReleaseOnCancel: true,
+			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond,
+			Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: func(context.Context) { close(leading) }, OnStoppedLeading: func() {}}})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-leading:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the original did not lead")
+	}
+
+	r := g.start("dwd-0")
+	require.Eventually(t, func() bool {
+		return r.runner.ReadyCheck(nil) != nil && strings.Contains(r.runner.ReadyCheck(nil).Error(), "leader-election")
+	},
+		30*time.Second, 50*time.Millisecond, "unready, naming the leader lease")
+	assert.Never(t, func() bool { return g.work.count() > 0 }, 3*itRetryPeriod+4*time.Second, 50*time.Millisecond,
+		"nothing acquired while the leader renews its lease")
+	assert.Equal(t, 1.0, metricValue(t, "dwd_sharding_foreign_members", g.settings.GroupName, "dwd-0"))
+
+	cancel() // the leader releases its lease
+	<-done
+	g.converge(t, 5*time.Second, "dwd-0")
+	require.Eventually(t, func() bool { return r.runner.ReadyCheck(nil) == nil }, 5*time.Second, 20*time.Millisecond)
 }
 
 // A member renews through a client of its own (review sharding.md P2): with the connection of its

@@ -46,7 +46,7 @@ var (
 	}, []string{"group", "member"})
 	foreignMembersLive = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dwd_sharding_foreign_members",
-		Help: "Live members of other groups in the shard namespace that run a role of this member's and were there first; above zero this member holds no partition.",
+		Help: "Live members of other groups in the shard namespace that run a role of this member's and were there first, plus live leader leases of the original's mode for its roles; above zero this member holds no partition.",
 	}, []string{"group", "member"})
 	viewStale = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dwd_sharding_view_stale", Help: "1 while this member's Lease cache has missed its own renewals, so that it makes no ring changes.",

@@ -17,6 +17,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -182,11 +183,14 @@ func (r *Runner) Start(ctx context.Context) error {
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, r.settings.MemberRetryPeriod),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "sharding"})
-	lister, foreign, err := r.startCache(ctx, func() { queue.Add(r.settings.GroupName) })
+	caches, err := r.startCache(ctx, func() { queue.Add(r.settings.GroupName) })
 	if err != nil {
 		return err
 	}
-	r.coordinator.lister, r.coordinator.cfg.Foreign = lister, foreign
+	r.coordinator.lister, r.coordinator.cfg.Foreign = caches.group, caches.foreign
+	if caches.leaders != nil {
+		r.coordinator.cfg.Leaders = caches.leaders
+	}
 	r.member.MayJoin = r.coordinator.MayJoin
 	memberCtx, stopMember := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -202,19 +206,24 @@ func (r *Runner) Start(ctx context.Context) error {
 	return nil
 }
 
-// startCache starts the informers on the group's Leases and on the member leases of the other groups
-// in the shard namespace (few and small), and waits for both to sync.
-func (r *Runner) startCache(ctx context.Context, trigger func()) (group, foreign Lister, err error) {
-	ownGroup := k8slabels.Set{leases.GroupLabel: r.settings.GroupName}.AsSelector()
+// leaseCaches are the Lease caches of a member: its group's, the other groups' member leases, and the
+// leader leases of its roles (nil when it watches none).
+type leaseCaches struct{ group, foreign, leaders Lister }
+
+// startCache starts the informers on the group's Leases, on the member leases of the other groups in
+// the shard namespace (few and small), and on each leader lease of Sharding.LeaderLeases (one object
+// each, by name), and waits for them to sync. A leader lease this member may not read keeps it from
+// syncing: it acts on nothing until it can tell whether the original's mode runs.
+func (r *Runner) startCache(ctx context.Context, trigger func()) (leaseCaches, error) {
+	ownGroup := k8slabels.Set{leases.GroupLabel: r.settings.GroupName}.AsSelector().String()
 	otherGroups, err := k8slabels.Parse(fmt.Sprintf("%s=%s,%s!=%s", leases.KindLabel, leases.KindMember, leases.GroupLabel, r.settings.GroupName))
 	if err != nil {
-		return nil, nil, err
+		return leaseCaches{}, err
 	}
 	var synced []cache.InformerSynced
-	start := func(selector k8slabels.Selector) (Lister, error) {
+	start := func(namespace string, tweak func(*metav1.ListOptions)) (leaseLister, error) {
 		factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
-			informers.WithNamespace(r.settings.Namespace),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = selector.String() }))
+			informers.WithNamespace(namespace), informers.WithTweakListOptions(tweak))
 		informer := factory.Coordination().V1().Leases()
 		_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { trigger() },
@@ -222,23 +231,49 @@ func (r *Runner) startCache(ctx context.Context, trigger func()) (group, foreign
 			DeleteFunc: func(any) { trigger() },
 		})
 		if err != nil {
-			return nil, err
+			return leaseLister{}, err
 		}
 		factory.Start(ctx.Done())
 		synced = append(synced, informer.Informer().HasSynced)
-		return leaseLister{informer.Lister().Leases(r.settings.Namespace)}, nil
+		return leaseLister{informer.Lister().Leases(namespace)}, nil
 	}
-	if group, err = start(ownGroup); err != nil {
-		return nil, nil, err
+	var caches leaseCaches
+	var group, foreign leaseLister
+	if group, err = start(r.settings.Namespace, func(o *metav1.ListOptions) { o.LabelSelector = ownGroup }); err != nil {
+		return leaseCaches{}, err
 	}
-	if foreign, err = start(otherGroups); err != nil {
-		return nil, nil, err
+	if foreign, err = start(r.settings.Namespace, func(o *metav1.ListOptions) { o.LabelSelector = otherGroups.String() }); err != nil {
+		return leaseCaches{}, err
+	}
+	caches.group, caches.foreign = group, foreign
+	var leaders multiLister
+	for _, name := range r.settings.LeaderLeases {
+		byName := fields.OneTermEqualSelector("metadata.name", name).String()
+		l, err := start(r.settings.LeaderNamespace, func(o *metav1.ListOptions) { o.FieldSelector = byName })
+		if err != nil {
+			return leaseCaches{}, err
+		}
+		leaders = append(leaders, l)
+	}
+	if len(leaders) > 0 {
+		caches.leaders = leaders
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return nil, nil, errors.New("the cache of the shard namespace's leases did not sync")
+		return leaseCaches{}, errors.New("the caches of the group's leases, the other groups' member leases and the leader leases did not sync")
 	}
 	r.synced.Store(true)
-	return group, foreign, nil
+	return caches, nil
+}
+
+// multiLister lists what each of its listers lists.
+type multiLister []leaseLister
+
+func (m multiLister) List() []*coordinationv1.Lease {
+	var out []*coordinationv1.Lease
+	for _, l := range m {
+		out = append(out, l.List()...)
+	}
+	return out
 }
 
 // reconcileNext runs one reconcile; false when the queue has shut down.

@@ -54,6 +54,12 @@ func (o *options) needs() access.Needs {
 	}
 	if !o.leaderOnly {
 		n.ShardNamespace = o.sharding.Namespace
+		if !o.leaderElection.enabled {
+			n.WatchedLeaderNamespace = o.leaderElection.namespace
+			for _, r := range o.roles() {
+				n.WatchedLeaders = append(n.WatchedLeaders, leaderLeaseName(r))
+			}
+		}
 		if o.sharding.LeaveMode == config.LeaveAuto {
 			n.PodNamespace = o.pod.Namespace
 		}

@@ -203,7 +203,7 @@ func (o *options) addRoleFlags(fs *pflag.FlagSet, r role) {
 	le := &o.leaderElection
 	addSection(fs, sectionLeaderElection, func(fs *pflag.FlagSet) {
 		fs.BoolVar(&le.enabled, "enable-leader-election", le.enabled, "Wait for the "+string(r)+"'s leader lease before doing any work (the original's single-active-replica mode).")
-		fs.StringVar(&le.namespace, "leader-election-namespace", le.namespace, "Namespace of the leader lease.")
+		fs.StringVar(&le.namespace, "leader-election-namespace", le.namespace, "Namespace of the leader lease. A sharded replica not behind --enable-leader-election holds no shoot while another process holds its role's leader lease there (the original, or dwd in the original's mode).")
 		fs.DurationVar(&le.leaseDuration, "leader-elect-lease-duration", le.leaseDuration, "How long a non-leader waits after the last observed renewal before taking the leader lease.")
 		fs.DurationVar(&le.renewDeadline, "leader-elect-renew-deadline", le.renewDeadline, "How long the leader keeps trying to renew before it gives up leadership.")
 		fs.DurationVar(&le.retryPeriod, "leader-elect-retry-period", le.retryPeriod, "Interval between attempts to take or renew the leader lease.")
@@ -388,6 +388,11 @@ func (o *options) shardingFor(r role) config.Sharding {
 	s := o.sharding
 	s.GroupName = cmp.Or(s.GroupName, groupFor(r))
 	s.Roles = []string{string(r)}
+	// A group that does not run behind the leader lease itself defers to whoever holds it: the
+	// original, or dwd in the original's mode, in --leader-election-namespace.
+	if !o.leaderElection.enabled {
+		s.LeaderNamespace, s.LeaderLeases = o.leaderElection.namespace, []string{leaderLeaseName(r)}
+	}
 	return s
 }
 

@@ -64,6 +64,11 @@ Give --prober-config, --weeder-config or both to choose the roles this replica r
 		o.addWeederFlags(fs)
 	})
 	o.addCommonFlags(cmd.Flags())
+	addSection(cmd.Flags(), sectionSharding, func(fs *pflag.FlagSet) {
+		fs.StringVar(&o.leaderElection.namespace, "leader-election-namespace", o.leaderElection.namespace,
+			"Namespace of the leader leases of the original's mode ("+leaderLeaseName(roleProber)+", "+leaderLeaseName(roleWeeder)+
+				"): while another process holds the one of a role there (the original, or dwd prober|weeder --enable-leader-election), this replica holds no shoot of that role.")
+	})
 	// The group's default depends on the roles, which only the parsed flags give.
 	group := cmd.Flags().Lookup("shard-group")
 	group.Usage += fmt.Sprintf(" (default: %s for the prober, %s for the weeder; a replica that runs both roles is a member of both groups and takes no --shard-group)",
@@ -71,10 +76,13 @@ Give --prober-config, --weeder-config or both to choose the roles this replica r
 	return cmd
 }
 
+// leaderLeaseName is the leader lease of role r in the original's mode, the original's name for it.
+func leaderLeaseName(r role) string { return "dwd-" + string(r) + "-leader-election" }
+
 // newRoleCommand builds `dwd prober` or `dwd weeder`, which take the original's command line.
 func newRoleCommand(r role) *cobra.Command {
 	o := newOptions(groupFor(r))
-	o.leaderElection.id = "dwd-" + string(r) + "-leader-election"
+	o.leaderElection.id = leaderLeaseName(r)
 	cmd := &cobra.Command{
 		Use:   string(r),
 		Short: roleShort[r],
