@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sharded-dwd/dependency-watchdog/audit"
 )
 
 // TestGardenerProberCommandLineLeadsAlone runs the original's command line as Gardener passes it: the
@@ -149,8 +151,9 @@ func TestProberMissingItsScaleTargetsIsNotReady(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, binding))
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, binding); _ = env.Client.Delete(ctx, role) })
 
+	auditFile := filepath.Join(t.TempDir(), "audit")
 	r := startReplica(t, "prober", "--config-file=testdata/prober-statefulset.yaml", "--enable-leader-election",
-		"--leader-election-namespace="+ns, "--kubeconfig="+impersonatingKubeconfig(t, user))
+		"--leader-election-namespace="+ns, "--kubeconfig="+impersonatingKubeconfig(t, user), "--audit-log="+auditFile)
 	require.Eventually(t, func() bool {
 		n, ok := metricValue(r.metricsAddr, "dwd_access_missing_permissions ")
 		return ok && n == 4
@@ -168,6 +171,12 @@ func TestProberMissingItsScaleTargetsIsNotReady(t *testing.T) {
 	assert.Contains(t, string(body), "[+]caches", "the manager's caches synced")
 	assert.Equal(t, 0, r.stop(t))
 	assert.Contains(t, r.stderr, `"msg":"Missing permission","verbs":["list","watch"],"group":"apps","resource":"statefulsets"`)
+	// The original's mode writes its audit under the leader lease's name, not the sharded group's, so
+	// that writes of both to one namespace count as two groups'.
+	records, err := audit.ReadFile(auditFile)
+	require.NoError(t, err)
+	require.NotEmpty(t, records)
+	assert.Equal(t, "dwd-prober-leader-election", records[0].Group)
 }
 
 // impersonatingKubeconfig writes the test API server's kubeconfig, acting as user.

@@ -269,7 +269,10 @@ func (o *options) addLeader(ctx context.Context, mgr, gated manager.Manager, loc
 	// named: the identity's UUID would make every restart a new series.
 	host, uid, _ := strings.Cut(lock.Identity(), "_")
 	var err error
-	auditLog, err := o.openAuditLog(o.sharding.GroupName, host, uid, sharding.LeaderPartitions, le.renewDeadline, le.leaseDuration)
+	// The audit names the leader lease as the group, so that the checker tells the original's mode
+	// from the sharded group of the same role and fails writes of both to one namespace
+	// (audit.Report.CrossGroupWrites).
+	auditLog, err := o.openAuditLog(le.id, host, uid, sharding.LeaderPartitions, le.renewDeadline, le.leaseDuration)
 	if err != nil {
 		return err
 	}
