@@ -246,7 +246,12 @@ var absentLease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{ResourceVe
 
 // waitedOut reports whether stored has been seen unchanged for the longer of this member's and the
 // advertised lease duration, counted from when this process first saw its version. Before this
-// process saw any version, a deleted lease needs no waiting: nobody ran under the name.
+// process saw any version, a deleted lease needs no waiting: nobody ran under the name. A deletion
+// after that goes on counting from the version seen last: it is someone else's write, not a renewal
+// of the predecessor, whose last renewal came before that version was first seen: it fences on
+// finding its lease deleted, and a lease it creates again later is a new version, which starts the
+// count anew. So the deletion of an orphaned lease (Observer.Orphaned) during the wait does not make
+// it start over.
 func (m *Member) waitedOut(stored *coordinationv1.Lease, now time.Time) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -254,7 +259,11 @@ func (m *Member) waitedOut(stored *coordinationv1.Lease, now time.Time) bool {
 		return true
 	}
 	if m.waiting.version != stored.ResourceVersion {
-		m.waiting = observedVersion{version: stored.ResourceVersion, since: now}
+		since := now
+		if stored == absentLease {
+			since = m.waiting.since
+		}
+		m.waiting = observedVersion{version: stored.ResourceVersion, since: since}
 	}
 	return now.Sub(m.waiting.since) >= max(m.LeaseDuration, AdvertOf(m.Name, stored).Duration)
 }

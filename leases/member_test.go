@@ -201,6 +201,28 @@ func TestAProvenTakeHasNoPredecessorToWaitFor(t *testing.T) {
 		require.NoError(t, replacement.Renew(ctx, t0.Add(17*time.Second)))
 		assert.True(t, replacement.PredecessorFencedBy().IsZero())
 	})
+	// A deletion is no renewal of the predecessor: the wait goes on from the version seen last, so the
+	// deletion of an orphaned lease during it costs no second lease duration.
+	t.Run("a deletion during the wait does not restart it", func(t *testing.T) {
+		store := leasestest.NewStore()
+		require.NoError(t, newMember(store, clocktesting.NewFakeClock(t0)).Renew(ctx, t0))
+		replacement := newMember(store, clocktesting.NewFakeClock(t0))
+		replacement.Incarnation = "inc-2"
+		require.ErrorIs(t, replacement.Renew(ctx, t0.Add(time.Second)), leases.ErrWaitingForPredecessor, "it saw the lease")
+		require.NoError(t, store.Delete(ctx, "dwd-member-dwd-0", ""))
+		require.ErrorIs(t, replacement.Renew(ctx, t0.Add(10*time.Second)), leases.ErrWaitingForPredecessor)
+		require.NoError(t, replacement.Renew(ctx, t0.Add(16*time.Second)), "a duration after the version was first seen")
+		assert.True(t, replacement.PredecessorFencedBy().IsZero())
+	})
+	t.Run("a predecessor finds its deleted lease no renewal", func(t *testing.T) {
+		store := leasestest.NewStore()
+		old := newMember(store, clocktesting.NewFakeClock(t0))
+		require.NoError(t, old.Renew(ctx, t0))
+		require.NoError(t, store.Delete(ctx, "dwd-member-dwd-0", ""))
+		require.Error(t, old.Renew(ctx, t0.Add(2*time.Second)), "its renewal fails (and it fences): no renewal the wait would miss")
+		_, err := store.Get(ctx, "dwd-member-dwd-0")
+		require.Error(t, err, "not created by the failed renewal")
+	})
 }
 
 // A member lease deleted or cleared by someone proves nothing about the process that held it (review

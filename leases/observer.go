@@ -32,8 +32,12 @@ type observation struct {
 }
 
 // OrphanedAfter is how many of its durations a member lease must stay unchanged before it counts as
-// orphaned and may be deleted.
-const OrphanedAfter = 10
+// orphaned and may be deleted (once no partition lease names its member). Two: its member fenced
+// itself a renew deadline after its last renewal and the others took its share a duration after, so
+// by then the lease only stands for a ghost that a process starting later would count live for a
+// duration from first sight, waiting on the share the ghost has in its ring (review sharding.md L6).
+// The delete carries the observed resourceVersion, so a member that renews meanwhile keeps its lease.
+const OrphanedAfter = 2
 
 // NewObserver returns an Observer whose own lease duration is duration.
 func NewObserver(duration time.Duration) *Observer {
