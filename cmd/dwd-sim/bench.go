@@ -313,7 +313,8 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	if err != nil {
 		return err
 	}
-	has, err := dwdFlags(ctx, dwd, flagScaleWorkers, flagScaleQPS, flagScaleBurst, flagMaxResponseBytes, flagMaxResponseItems, flagLeaveMode)
+	has, err := dwdFlags(ctx, dwd, flagScaleWorkers, flagScaleQPS, flagScaleBurst, flagMaxResponseBytes, flagMaxResponseItems, flagLeaveMode,
+		flagLeaderElectionNamespace)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,8 @@ const (
 	flagScaleBurst       = "--scale-burst"
 	flagMaxResponseBytes = "--shoot-max-response-bytes"
 	flagMaxResponseItems = "--shoot-max-response-items"
+	// flagLeaderElectionNamespace is where dwd run looks for a leader of the original's mode.
+	flagLeaderElectionNamespace = "--leader-election-namespace"
 	// flagLeaveMode is what a graceful stop does with a replica's share; the rolling scenario passes it.
 	flagLeaveMode = "--leave-mode"
 
@@ -175,6 +177,9 @@ func (b *bench) replicaSet(p replicaProfile) (*replicaSet, error) {
 	if limits.ScaleQPS > 0 {
 		args = append(args, flagScaleWorkers+"="+strconv.Itoa(limits.ScaleWorkers),
 			flagScaleQPS+"="+strconv.FormatFloat(limits.ScaleQPS, 'f', -1, 64), flagScaleBurst+"="+strconv.Itoa(limits.ScaleBurst))
+	}
+	if b.dwdHas[flagLeaderElectionNamespace] { // as the base StatefulSet's replicas, whose RBAC it has
+		args = append(args, flagLeaderElectionNamespace+"="+demoNamespace)
 	}
 	if p.responseBounds && b.dwdHas[flagMaxResponseBytes] && b.dwdHas[flagMaxResponseItems] {
 		args = append(args, flagMaxResponseBytes+"="+strconv.Itoa(defaultMaxResponseBytes), flagMaxResponseItems+"="+strconv.Itoa(defaultMaxResponseItems))

@@ -163,10 +163,11 @@ func (d *demo) replicaSet(dwd string) (*replicaSet, error) {
 		return nil, err
 	}
 	// The replicas are no Pods of a StatefulSet, so a graceful stop is a leave for good: it hands the
-	// share over at once.
+	// share over at once. They look for a leader of the original's mode in their own namespace, as the
+	// base StatefulSet's do (its RBAC reads no Lease elsewhere).
 	return &replicaSet{dwd: dwd, dir: d.opts.dir, baseArgs: []string{
 		"--kubeconfig=" + d.kubeconfig, "--prober-config=" + prober, "--weeder-config=" + weeder,
-		"--shard-namespace=" + d.namespace, "--kube-api-qps=50", "--kube-api-burst=100",
+		"--shard-namespace=" + d.namespace, "--leader-election-namespace=" + d.namespace, "--kube-api-qps=50", "--kube-api-burst=100",
 		"--member-lease-duration=" + demoLeaseDuration.String(), "--member-renew-deadline=" + demoRenewDeadline.String(),
 		"--member-retry-period=" + demoRetryPeriod.String(), "--leave-mode=handover",
 		"--zap-log-level=" + cmp.Or(d.opts.logLevel, "info"),

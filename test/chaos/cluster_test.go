@@ -173,6 +173,9 @@ func (c *cluster) writeConfigs(ctx context.Context) error {
 		"--member-lease-duration=" + leaseDuration.String(), "--member-renew-deadline=" + renewDeadline.String(),
 		"--member-retry-period=" + retryPeriod.String(), "--leave-mode=handover",
 		"--zap-log-level=info", "--zap-time-encoding=rfc3339nano"}
+	if bytes.Contains(help, []byte("--leader-election-namespace")) {
+		c.common = append(c.common, "--leader-election-namespace="+shardNamespace)
+	}
 	return nil
 }
 
