@@ -157,6 +157,10 @@ func (s *Sharding) Validate() field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("--ring-replication-factor"), s.ReplicationFactor,
 			fmt.Sprintf("must be between 1 and %d", MaxReplicationFactor)))
 	}
+	if len(s.LeaderLeases) > 0 {
+		// Empty would watch every namespace, which the group's RBAC does not allow.
+		errs = append(errs, requireValidName(s.LeaderNamespace, validation.IsDNS1123Label, field.NewPath("--leader-election-namespace"))...)
+	}
 	return append(errs, s.validateLeave()...)
 }
 

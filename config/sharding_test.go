@@ -63,6 +63,12 @@ func TestShardingValidation(t *testing.T) {
 		{"zero return grace", func(s *Sharding) { s.ReturnGrace = 0 }, []string{"--return-grace"}, field.ErrorTypeInvalid},
 		{"negative return grace", func(s *Sharding) { s.ReturnGrace = -time.Second }, []string{"--return-grace"}, field.ErrorTypeInvalid},
 		{"return grace over the bound", func(s *Sharding) { s.ReturnGrace = MaxReturnGrace + time.Nanosecond }, []string{"--return-grace"}, field.ErrorTypeInvalid},
+		{"leader leases in no namespace", func(s *Sharding) { s.LeaderLeases, s.LeaderNamespace = []string{"dwd-prober-leader-election"}, "" },
+			[]string{"--leader-election-namespace"}, field.ErrorTypeRequired},
+		{"leader leases in a bad namespace", func(s *Sharding) {
+			s.LeaderLeases, s.LeaderNamespace = []string{"dwd-prober-leader-election"}, "Garden"
+		},
+			[]string{"--leader-election-namespace"}, field.ErrorTypeInvalid},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
