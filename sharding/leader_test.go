@@ -190,11 +190,13 @@ func TestALeaderReleaseEndsItsGuardedWritesFirst(t *testing.T) {
 
 	guarded, cancel, err := leader.Guard(context.Background(), "shoot--a")
 	require.NoError(t, err)
-	// The write: it hangs in its request until its context ends, then returns (and cancels).
+	// The write: it hangs in its request until its context ends, then returns, and then its guard is
+	// released (cancel), as a caller's deferred cancel runs after the write. Closing writeEnded after
+	// cancel let the release, which waits for cancel, go out before the close: a flake of the test.
 	go func() {
 		<-guarded.Done()
-		cancel()
 		close(writeEnded)
+		cancel()
 	}()
 	require.NoError(t, lock.Update(context.Background(), resourcelock.LeaderElectionRecord{}))
 	assert.True(t, <-inner.endedAtRelease, "the release went out only after the write that passed the guard had ended")
