@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -106,7 +107,7 @@ type Coordinator struct {
 
 	workCtx    context.Context
 	observer   *leases.Observer
-	ring       *Ring
+	rings      rings
 	partitions []sync.Mutex
 	// fenceMu orders starts against fences: a start holds it shared while it checks the fence epoch
 	// and records the partition, a fence exclusively while it moves the epoch and lists what to stop.
@@ -273,7 +274,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 		return c.cfg.RetryPeriod, nil
 	}
 	c.deleteOrphans(ctx, snap, now)
-	ring, err := c.ringAt(now)
+	rings, err := c.ringsAt(now)
 	if err != nil {
 		return c.cfg.RetryPeriod, err
 	}
@@ -287,7 +288,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 		c.updateMetrics()
 		return c.requeueAfter(now), nil
 	}
-	release, acquire := c.plan(ring, snap, now)
+	release, acquire := c.plan(rings.owners, snap, now)
 	errs := c.forEach(ctx, release, func(p int) error {
 		if v, ok := snap.vanished[p]; ok {
 			return c.releaseVanished(ctx, p, snap.parts[p], v)
@@ -298,10 +299,10 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	errs = append(errs, c.forEach(ctx, acquire, func(p int) error {
 		return c.acquire(ctx, p, snap.parts[p], snap.vanished[p], now, confirm, epoch)
 	})...)
-	c.ready.Store(c.holdsShare(ring))
+	c.ready.Store(c.holdsShare(rings.owners))
 	c.updateMetrics()
 	c.updateShootsOwned(ctx, now)
-	c.finishRebalance(ring, now, heldBefore, c.ready.Load() && len(errs) == 0)
+	c.finishRebalance(rings.all, now, heldBefore, c.ready.Load() && len(errs) == 0)
 	return c.requeueAfter(now), errors.Join(errs...)
 }
 
@@ -327,18 +328,18 @@ func (c *Coordinator) MayStepDown() bool {
 	return c.othersRenew.Load()
 }
 
-// Ready reports whether the last reconcile left this replica holding every partition the ring gives
+// Ready reports whether the last reconcile left this replica holding every partition the plan gives
 // it, unfenced and in agreement with the group.
 func (c *Coordinator) Ready() bool {
 	return c.ready.Load()
 }
 
-// holdsShare reports whether every partition the ring gives this member runs here.
-func (c *Coordinator) holdsShare(ring *Ring) bool {
+// holdsShare reports whether every partition whose desired owner is this member runs here.
+func (c *Coordinator) holdsShare(owners []string) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for _, p := range ring.PartitionsOf(c.cfg.Member) {
-		if _, ok := c.held[p]; !ok {
+	for p, owner := range owners {
+		if _, ok := c.held[p]; owner == c.cfg.Member && !ok {
 			return false
 		}
 	}
@@ -496,44 +497,90 @@ func (c *Coordinator) observe(snap snapshot, now time.Time) {
 	}
 }
 
-// ringAt returns the ring over the members live at now (this one included: it is not fenced), rebuilt
-// only when the live set changed.
-func (c *Coordinator) ringAt(now time.Time) (*Ring, error) {
+// rings are what a reconcile plans on: the ring over every live member (this one included: it is
+// not fenced), the ring over those of them not away on a returning leave (nil while none is), and
+// the desired owner of every partition. A partition goes by the first ring unless it gives the
+// partition to a member that is away; then by the second: a member restarting gets back what is
+// reserved for it (Plan keeps that free) and attracts nothing new while it is away, such as a share
+// of a member that crashed meanwhile, or partitions a join moves (review sharding.md L4). Partitions
+// of the members present stay where the first ring puts them, so a rolling restart moves none.
+type rings struct {
+	all, present *Ring
+	owners       []string
+}
+
+// ringsAt returns the rings at now, rebuilt only when the live or the present members changed.
+func (c *Coordinator) ringsAt(now time.Time) (rings, error) {
 	live := c.observer.LiveMembers(now)
 	if !containsString(live, c.cfg.Member) {
 		live = append(live, c.cfg.Member)
 	}
-	if c.ring != nil && sameMembers(c.ring.Members(), live) {
-		return c.ring, nil
-	}
-	ring, err := NewRing(live, c.cfg.Ring)
+	all, err := c.ringOver(c.rings.all, live)
 	if err != nil {
-		return nil, fmt.Errorf("building the ring over %s: %w", strings.Join(live, ","), err)
+		return rings{}, err
 	}
-	if c.ring != nil {
+	if all != c.rings.all {
+		c.membersChanged(all, c.rings.all != nil)
+	}
+	var present *Ring
+	if others := slices.DeleteFunc(slices.Clone(live), func(m string) bool { return c.away(m, now) }); len(others) < len(live) {
+		if present, err = c.ringOver(c.rings.present, others); err != nil {
+			return rings{}, err
+		}
+	}
+	if all == c.rings.all && present == c.rings.present {
+		return c.rings, nil
+	}
+	owners := all.Assignment()
+	for p, owner := range owners {
+		if present != nil && c.away(owner, now) {
+			owners[p] = present.Owner(p)
+		}
+	}
+	c.rings = rings{all: all, present: present, owners: owners}
+	return c.rings, nil
+}
+
+// ringOver returns ring if it is over members, else a new ring over them.
+func (c *Coordinator) ringOver(ring *Ring, members []string) (*Ring, error) {
+	if ring != nil && sameMembers(ring.Members(), members) {
+		return ring, nil
+	}
+	ring, err := NewRing(members, c.cfg.Ring)
+	if err != nil {
+		return nil, fmt.Errorf("building the ring over %s: %w", strings.Join(members, ","), err)
+	}
+	return ring, nil
+}
+
+// membersChanged records a new ring over the live members.
+func (c *Coordinator) membersChanged(ring *Ring, rebalanced bool) {
+	if rebalanced {
 		c.metrics.rebalances.Inc()
 	}
 	c.rebalance.membersChanged()
 	c.log.V(1).Info("Live members changed", "members", ring.Members())
 	c.metrics.liveMembers.Set(float64(len(ring.Members())))
-	c.ring = ring
-	return ring, nil
 }
 
-// plan decides every partition with Plan.
-func (c *Coordinator) plan(ring *Ring, snap snapshot, now time.Time) (release, acquire []int) {
+// away reports whether a live member is away on a returning leave: it stopped to restart and is
+// within its grace.
+func (c *Coordinator) away(m string, now time.Time) bool {
+	_, advert, ok := c.observer.Seen(m)
+	return ok && advert.Left && advert.Returning > 0 && c.observer.Live(m, now)
+}
+
+// plan decides every partition with Plan, against the desired owners.
+func (c *Coordinator) plan(owners []string, snap snapshot, now time.Time) (release, acquire []int) {
 	parts := snap.parts
 	live := func(m string) bool { return c.observer.Live(m, now) }
 	if c.broken.expiryByRenewTime {
 		live = c.liveByRenewTime(now)
 	}
-	returning := func(m string) bool {
-		_, advert, ok := c.observer.Seen(m)
-		return ok && advert.Left && advert.Returning > 0 && c.observer.Live(m, now)
-	}
+	returning := func(m string) bool { return c.away(m, now) }
 	held := c.heldMask()
 	for p := range parts {
-		state := PartitionState{Holder: leases.Holder(parts[p]), Active: held[p], Desired: ring.Owner(p),
+		state := PartitionState{Holder: leases.Holder(parts[p]), Active: held[p], Desired: owners[p],
 			ReservedFor: leases.ReservedFor(parts[p])}
 		if v, ok := snap.vanished[p]; ok {
 			// Still that holder's: this member's own is acquired again or marked released.

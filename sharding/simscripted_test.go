@@ -430,3 +430,44 @@ func (s *simulation) firstRenewalAfterFailures() {
 		s.failLiveness("%s counts %s live, which crashed before it started", joiner.incarnation, procs[2].incarnation)
 	}
 }
+
+// A member away on a returning leave attracts nothing new: a crash of another member right after the
+// leave hands the crashed member's share to the members present, not to the one away, and the share
+// reserved for it waits for it alone (review sharding.md L4).
+func TestSimulatedAReturningMemberAttractsNothingWhileAway(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		s := newSimulation(t, seed, correctProtocol)
+		s.crashWhileAnotherIsAway()
+		require.NoError(t, s.failure, "seed %d", seed)
+	}
+}
+
+// crashWhileAnotherIsAway stops a member of a settled group of three to restart, crashes another a
+// second later, and checks a lease duration and a few seconds after the crash, while the first is
+// still away, that the third acts on every partition not reserved for it; then again once it came
+// back (the successor counts the crashed member live for a lease duration from first sight, by
+// design, so it settles only then).
+func (s *simulation) crashWhileAnotherIsAway() {
+	procs := s.settledGroup(3)
+	away, crashed, present := procs[0], procs[1], procs[2]
+	owners := make([]string, simPartitions)
+	for part := range owners {
+		owners[part] = present.name
+	}
+	for _, part := range away.coordinator.Held() {
+		owners[part] = ""
+	}
+	s.lastFault = s.now
+	s.startLeave(away, simReturnGrace, false)
+	s.returnAfter(away, simReturnGrace-500*time.Millisecond)
+	s.advance(time.Second, false)
+	s.crash(crashed)
+	s.advance(simLeaseDuration+simGracefulWindow, false)
+	if s.actedOnBy(owners, "while "+away.incarnation+" is away and "+crashed.incarnation+" crashed") {
+		s.advance(simReturnGrace-500*time.Millisecond-s.now.Sub(s.lastFault)+simGracefulWindow, false)
+		s.waitOutRevivals()
+		if !s.checkLiveness("after the return") && s.failure == nil {
+			s.failLiveness("liveness after the return was not checked")
+		}
+	}
+}
