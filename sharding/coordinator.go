@@ -70,6 +70,10 @@ type Config struct {
 	// original dependency-watchdog, or dwd with --enable-leader-election): while one is held and
 	// renewed, this member holds no partition, whoever came first (foreign.go).
 	Leaders Lister
+	// WontReturn, when set, tells whether a member away on a returning leave will not be back within
+	// its grace (StatefulSetPod.WontReturn); if so, the partitions reserved for it are taken over at
+	// once instead of at the end of the grace (returns.go).
+	WontReturn func(ctx context.Context, member string) (bool, error)
 }
 
 // Coordinator runs this replica's side of the sharding protocol (DESIGN §4): it decides from the
@@ -126,6 +130,8 @@ type Coordinator struct {
 	ready       atomic.Bool
 	// rebalance tallies the change of the held partitions under way, for its summary line.
 	rebalance rebalance
+	// returns is what WontReturn last said of each member away (reconcile steps own it).
+	returns map[string]returnCheck
 	// broken switches off single rules of the protocol, for the simulation to prove that each is needed.
 	broken breakage
 	// predecessorLogged is set once the wait for a predecessor under this name was logged.
@@ -177,6 +183,7 @@ func NewCoordinator(workCtx context.Context, cfg Config, store leases.Store, lis
 		held:         map[int]*heldPartition{},
 		pending:      map[int]map[string]string{},
 		releasedFrom: map[int]string{},
+		returns:      map[string]returnCheck{},
 	}
 }
 
@@ -288,6 +295,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 		c.updateMetrics()
 		return c.requeueAfter(now), nil
 	}
+	c.checkReturns(ctx, rings, now)
 	release, acquire := c.plan(rings.owners, snap, now)
 	errs := c.forEach(ctx, release, func(p int) error {
 		if v, ok := snap.vanished[p]; ok {
@@ -577,7 +585,7 @@ func (c *Coordinator) plan(owners []string, snap snapshot, now time.Time) (relea
 	if c.broken.expiryByRenewTime {
 		live = c.liveByRenewTime(now)
 	}
-	returning := func(m string) bool { return c.away(m, now) }
+	returning := func(m string) bool { return c.away(m, now) && !c.returns[m].wont }
 	held := c.heldMask()
 	for p := range parts {
 		state := PartitionState{Holder: leases.Holder(parts[p]), Active: held[p], Desired: owners[p],

@@ -51,8 +51,12 @@ type Runner struct {
 
 	// Departing, when set, tells a graceful stop with leave mode auto whether this member leaves the
 	// group for good (a StatefulSet scale-down: true) or restarts (a rolling update: false). Without
-	// it, or when it fails, the stop hands the share over.
+	// it, or when it fails, the stop hands the share over (StatefulSetPod.Departing).
 	Departing func(ctx context.Context) (bool, error)
+	// WontReturn, when set before Start, tells whether a member away on a returning leave will not be
+	// back within its grace, so that its share is taken over at once (StatefulSetPod.WontReturn,
+	// Config.WontReturn). Without it, a reservation lasts its grace.
+	WontReturn func(ctx context.Context, member string) (bool, error)
 	// Event, when set, records a Kubernetes Event about this member (normally on its Pod); eventType
 	// is corev1.EventTypeNormal or corev1.EventTypeWarning, action one of the Action constants (what
 	// the member did, as events.k8s.io/v1 asks for).
@@ -177,6 +181,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		// Nothing renews or reconciles before this point.
 		r.member.Audit, r.coordinator.cfg.Audit = r.Audit, r.Audit
 	}
+	r.coordinator.cfg.WontReturn = r.WontReturn
 	if r.Renewals != nil {
 		r.member.Store = leases.APIStore{Leases: r.Renewals.CoordinationV1().Leases(r.settings.Namespace)}
 	}

@@ -165,6 +165,7 @@ func (s *simulation) boot(name string, cfg simConfig, podUID string) *simProc {
 		Ring: cfg.ring, LeaseDuration: cfg.observed, RetryPeriod: cfg.retryPeriod, WriteConcurrency: 1,
 		Settings: cfg.settings}, conn, p.view, liveness, p.clock, s.logger(p), simHandler{sim: s, proc: p})
 	p.coordinator.broken = s.variant.broken
+	p.coordinator.cfg.WontReturn = func(context.Context, string) (bool, error) { return false, nil }
 	p.member.MayJoin = p.coordinator.MayJoin
 	s.procs = append(s.procs, p)
 	s.trace("boot %s in %s (offset %s, settings %s)", p.incarnation, podUID, p.offset, cfg.skew)

@@ -471,3 +471,29 @@ func (s *simulation) crashWhileAnotherIsAway() {
 		}
 	}
 }
+
+// A member that stopped to restart and will not be back (a scale-down decided after its stop, or a new
+// Pod that cannot start) has its reserved share taken over at once, not at the end of its grace
+// (review sharding.md L5).
+func TestSimulatedAMemberThatWillNotReturnIsNotWaitedFor(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		s := newSimulation(t, seed, correctProtocol)
+		s.awayForGood()
+		require.NoError(t, s.failure, "seed %d", seed)
+	}
+}
+
+// awayForGood stops a member of a settled group of three to restart, with a return grace far longer
+// than a lease duration, and never boots its successor; the others learn that it will not return and
+// must act on every partition a few seconds later.
+func (s *simulation) awayForGood() {
+	procs := s.settledGroup(3)
+	away := procs[0]
+	for _, p := range procs[1:] {
+		p.coordinator.cfg.WontReturn = func(_ context.Context, m string) (bool, error) { return m == away.name, nil }
+	}
+	s.lastFault = s.now
+	s.startLeave(away, 10*simLeaseDuration, false)
+	s.advance(simGracefulWindow+returnCheckEvery, false)
+	s.actedOnBy(procs[1].coordinator.rings.owners, "while "+away.incarnation+" is away for good")
+}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // AwaitGranted waits until cfg (impersonating a user or ServiceAccount just bound to rules) may do
@@ -34,6 +35,28 @@ func AwaitGranted(t testing.TB, cfg *rest.Config, ns string, rules []rbacv1.Poli
 			t.Fatalf("%s %s.%s in %q not granted within 10s of binding it: %v", attrs.Verb, attrs.Resource, attrs.Group, ns, err)
 		}
 	}
+}
+
+// UserWithRole binds user in ns to a Role with rules, waits until the API server grants them, and
+// returns a config that impersonates user.
+func (e *Environment) UserWithRole(t testing.TB, ns, user string, rules []rbacv1.PolicyRule) *rest.Config {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user}, Rules: rules}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	for _, obj := range []client.Object{role, binding} {
+		if err := e.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %T %s/%s: %v", obj, ns, user, err)
+		}
+	}
+	cfg := rest.CopyConfig(e.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	AwaitGranted(t, cfg, ns, rules)
+	return cfg
 }
 
 // resourceAttributes lists every group, resource and verb the rules name, in ns.

@@ -20,7 +20,7 @@ import (
 func TestReplicaRecordsShardingEventsOnItsPod(t *testing.T) {
 	env.Require(t)
 	ns := env.Namespace(t)
-	pod := createPod(t, ns, "dwd-0", nil)
+	pod := env.CreatePod(t, ns, "dwd-0", nil)
 	t.Setenv("POD_NAME", pod.Name)
 	t.Setenv("POD_NAMESPACE", ns)
 	t.Setenv("POD_UID", string(pod.UID))

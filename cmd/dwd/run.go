@@ -422,7 +422,12 @@ func (o *options) newShardingRunner(mgr manager.Manager, s config.Sharding, r ro
 	runner.Coordinator().SetNamespaces(shootNamespaces(mgr.GetCache(), r == roleProber))
 	// Outside a Pod (no $POD_NAME) the member name stands for the pod's; reading it fails if there is
 	// no such Pod, and a graceful stop then hands the share over.
-	runner.Departing = departing(client, types.NamespacedName{Namespace: o.pod.Namespace, Name: cmp.Or(o.pod.Name, o.sharding.MemberName)})
+	pod := sharding.StatefulSetPod{Client: client, Pod: types.NamespacedName{Namespace: o.pod.Namespace, Name: cmp.Or(o.pod.Name, o.sharding.MemberName)}}
+	runner.Departing = pod.Departing
+	if o.sharding.LeaveMode == config.LeaveAuto {
+		// The permissions StatefulSetPod needs are those of leave mode auto (options.needs).
+		runner.WontReturn = pod.WontReturn
+	}
 	if o.pod.Name != "" {
 		runner.Event = podEvent(mgr.GetEventRecorder("dependency-watchdog-sharding"), &o.pod)
 	}

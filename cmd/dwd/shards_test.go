@@ -541,7 +541,7 @@ func TestShardsSaysWhichListIsForbidden(t *testing.T) {
 	assert.Empty(t, stdout)
 	assert.Contains(t, stderr, `listing the Leases of group "g" in namespace "`+ns+`": forbidden; dwd shards needs list on leases.coordination.k8s.io in `+ns)
 
-	userWithRole(t, ns, user, []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list"}}})
+	env.UserWithRole(t, ns, user, []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"list"}}})
 	code, _, stderr = run(context.Background(), args...)
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, `no Leases of group "g" in namespace "`+ns+`"`, "without get on namespaces it cannot say more")
