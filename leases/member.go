@@ -52,6 +52,7 @@ type Member struct {
 	mu          sync.Mutex
 	lease       *coordinationv1.Lease // as last written by this process; nil before a take
 	held        bool                  // this process has held the lease since it started
+	takenAt     time.Time             // when this process first took the lease
 	renewedAt   time.Time             // when the last successful write was sent; zero: never, lost or released
 	unfencedAt  time.Time             // when a renewal last succeeded after failures had fenced the member
 	outageFrom  time.Time             // when the last successful renewal before those failures was sent
@@ -108,6 +109,28 @@ var (
 	// ErrNotJoining says that MayJoin kept the member from taking its lease.
 	ErrNotJoining = errors.New("not joining the group")
 )
+
+// A crash loop: a member whose processes keep ending without a leave, each soon after it took the
+// lease, moves its share to the others at every crash (a lease duration unheld) and back at every
+// restart. From the CrashLoopAfter-th such end in a row, the next process waits before it joins, a
+// lease duration doubled at each further crash, up to MaxCrashBackoff, so that the others keep the
+// share meanwhile (review sharding.md L5). A process that holds the lease for CrashResetDurations
+// lease durations ends the count.
+const (
+	CrashLoopAfter      = 3
+	CrashResetDurations = 10
+	MaxCrashBackoff     = 5 * time.Minute
+)
+
+// crashBackoff is how long a process waits before it takes a member lease after crashes ends of
+// its predecessors in a row.
+func crashBackoff(crashes int, duration time.Duration) time.Duration {
+	if crashes < CrashLoopAfter {
+		return 0
+	}
+	backoff := duration << min(crashes-CrashLoopAfter, 16)
+	return min(backoff, MaxCrashBackoff)
+}
 
 // LeaseName is the name of the member lease.
 func (m *Member) LeaseName() string {
@@ -209,11 +232,41 @@ func (m *Member) take(ctx context.Context, now time.Time) (*coordinationv1.Lease
 	case !m.waitedOut(stored, now):
 		return nil, fmt.Errorf("%w: incarnation %s", ErrWaitingForPredecessor, Incarnation(stored))
 	}
-	updated, err := m.Store.Update(ctx, m.renewed(stored, now))
+	crashes := 0
+	if !held && !mine {
+		crashes = predecessorCrashes(m.Name, stored)
+		if backoff := crashBackoff(crashes, max(m.LeaseDuration, AdvertOf(m.Name, stored).Duration)); !m.waitedFor(stored, now, backoff) {
+			return nil, fmt.Errorf("%w: %d processes under this name in a row ended without a leave soon after they joined, backing off %s",
+				ErrWaitingForPredecessor, crashes, backoff)
+		}
+	}
+	taken := m.renewed(stored, now)
+	if !held && !mine {
+		setCrashes(taken, crashes)
+	}
+	updated, err := m.Store.Update(ctx, taken)
 	if err == nil && cleared {
 		m.unproven(now, max(m.LeaseDuration, AdvertOf(m.Name, stored).Duration))
 	}
 	return updated, err
+}
+
+// predecessorCrashes counts the ends without a leave in a row of the processes under name, the
+// holder of stored among them when it did not leave.
+func predecessorCrashes(name string, stored *coordinationv1.Lease) int {
+	if Holder(stored) != name || AdvertOf(name, stored).Left {
+		return 0
+	}
+	n, _ := strconv.Atoi(stored.Annotations[CrashesAnnotation])
+	return max(n, 0) + 1
+}
+
+func setCrashes(lease *coordinationv1.Lease, crashes int) {
+	if crashes > 0 {
+		setAnnotation(lease, CrashesAnnotation, strconv.Itoa(crashes))
+	} else {
+		delete(lease.Annotations, CrashesAnnotation)
+	}
 }
 
 // unproven records a take at now without proof that a predecessor stopped, one that may renew for
@@ -253,6 +306,14 @@ var absentLease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{ResourceVe
 // count anew. So the deletion of an orphaned lease (Observer.Orphaned) during the wait does not make
 // it start over.
 func (m *Member) waitedOut(stored *coordinationv1.Lease, now time.Time) bool {
+	return m.waitedFor(stored, now, max(m.LeaseDuration, AdvertOf(m.Name, stored).Duration))
+}
+
+// waitedFor reports whether stored has been seen unchanged for d, counted as waitedOut counts.
+func (m *Member) waitedFor(stored *coordinationv1.Lease, now time.Time, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if stored == absentLease && m.waiting.version == "" {
@@ -265,7 +326,7 @@ func (m *Member) waitedOut(stored *coordinationv1.Lease, now time.Time) bool {
 		}
 		m.waiting = observedVersion{version: stored.ResourceVersion, since: since}
 	}
-	return now.Sub(m.waiting.since) >= max(m.LeaseDuration, AdvertOf(m.Name, stored).Duration)
+	return now.Sub(m.waiting.since) >= d
 }
 
 // renewed returns a copy of lease held by this process at now, advertising its settings.
@@ -286,7 +347,17 @@ func (m *Member) renewed(lease *coordinationv1.Lease, now time.Time) *coordinati
 	if m.PodUID != "" {
 		setAnnotation(lease, PodUIDAnnotation, m.PodUID)
 	}
+	if m.heldLongerThan(CrashResetDurations*m.LeaseDuration, now) {
+		delete(lease.Annotations, CrashesAnnotation)
+	}
 	return lease
+}
+
+// heldLongerThan reports whether this process took its lease more than d before now.
+func (m *Member) heldLongerThan(d time.Duration, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !m.takenAt.IsZero() && now.Sub(m.takenAt) >= d
 }
 
 // wrote records a successful write sent at now.
@@ -295,6 +366,9 @@ func (m *Member) wrote(lease *coordinationv1.Lease, now time.Time) {
 	defer m.mu.Unlock()
 	if m.unreachable && (m.renewedAt.IsZero() || !now.Before(m.renewedAt.Add(m.RenewDeadline))) {
 		m.unfencedAt, m.outageFrom = now, m.lastSent()
+	}
+	if !m.held {
+		m.takenAt = now
 	}
 	m.lease, m.held, m.waiting, m.unreachable = lease, true, observedVersion{}, false
 	if now.After(m.renewedAt) {

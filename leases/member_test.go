@@ -3,6 +3,8 @@ package leases_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -537,4 +539,60 @@ func TestMemberReleaseLeavesAnotherIncarnationsLeaseAlone(t *testing.T) {
 	stored, _ := store.Get(ctx, "dwd-member-dwd-0")
 	assert.Empty(t, stored.Annotations[leases.LeftAnnotation])
 	assert.Equal(t, "inc-2", leases.Incarnation(stored))
+}
+
+// A member whose processes keep ending without a leave soon after they joined (a crash loop, or exits
+// on fence overruns in the same Pod) backs off from the third such end in a row, a lease duration
+// doubled at each further one, so that the others keep its share meanwhile; a process that held the
+// lease for CrashResetDurations durations, or a clean leave, ends the count (review sharding.md L5).
+func TestACrashLoopingMemberBacksOff(t *testing.T) {
+	ctx := context.Background()
+	store := leasestest.NewStore()
+	now := t0
+	generation := 0
+	// restart starts the next process in the same Pod (proof that the last one stopped), now, and
+	// returns how long it waited before it took the lease.
+	restart := func() (*leases.Member, time.Duration) {
+		t.Helper()
+		generation++
+		m := newMember(store, clocktesting.NewFakeClock(now))
+		m.Incarnation, m.PodUID = fmt.Sprintf("inc-%d", generation), "pod-1"
+		began := now
+		for err := m.Renew(ctx, now); err != nil; err = m.Renew(ctx, now) {
+			require.ErrorIs(t, err, leases.ErrWaitingForPredecessor)
+			require.Less(t, now.Sub(began), 10*time.Minute, "never took the lease")
+			now = now.Add(time.Second)
+		}
+		return m, now.Sub(began)
+	}
+	crashes := func() string {
+		l, err := store.Get(ctx, "dwd-member-dwd-0")
+		require.NoError(t, err)
+		return l.Annotations[leases.CrashesAnnotation]
+	}
+
+	_, waited := restart()
+	assert.Zero(t, waited, "the first process")
+	for i, want := range []time.Duration{0, 0, 15 * time.Second, 30 * time.Second, 60 * time.Second} {
+		now = now.Add(20 * time.Second) // it crashes 20 s after it joined
+		_, waited = restart()
+		assert.Equal(t, want, waited, "after %d crashes in a row", i+1)
+		assert.Equal(t, strconv.Itoa(i+1), crashes())
+	}
+
+	m, _ := restart() // the sixth crash: 2 min
+	assert.Equal(t, "6", crashes())
+	now = now.Add(leases.CrashResetDurations * 15 * time.Second)
+	require.NoError(t, m.Renew(ctx, now))
+	assert.Empty(t, crashes(), "held for ten durations: the count ends")
+	now = now.Add(time.Second)
+	_, waited = restart()
+	assert.Zero(t, waited)
+	assert.Equal(t, "1", crashes())
+
+	m, _ = restart()
+	require.NoError(t, m.Release(ctx, now, leases.Leave{Returning: time.Minute}))
+	_, waited = restart()
+	assert.Zero(t, waited, "after a clean leave")
+	assert.Empty(t, crashes())
 }

@@ -49,6 +49,10 @@ const (
 	// (FlapWindowDurations lease durations) when it last renewed: the others step down for fencing too
 	// often only while a member that does not fence could take their share over.
 	RecentFencesAnnotation = "dwd.gardener.cloud/recent-fences"
+	// CrashesAnnotation on a member lease counts the processes under its name in a row that ended
+	// without a leave, each after holding the lease for less than CrashResetDurations lease
+	// durations: from CrashLoopAfter on, the next process waits before it joins (Member.take).
+	CrashesAnnotation = "dwd.gardener.cloud/crashes"
 )
 
 // Values of KindLabel.

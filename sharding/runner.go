@@ -444,8 +444,8 @@ func (r *Runner) onRenewFailure(err error) {
 		return // MayJoin logged it
 	case errors.Is(err, leases.ErrWaitingForPredecessor):
 		if !r.waiting.Swap(true) {
-			r.log.Info("Member lease names an earlier process that left no proof of having stopped: waiting until it has been unchanged for the lease duration",
-				"lease", r.member.LeaseName())
+			r.log.Info("Waiting before taking the member lease: it names an earlier process that left no proof of having stopped, or processes under this name keep crashing",
+				"lease", r.member.LeaseName(), "reason", err.Error())
 		}
 		return
 	case errors.Is(err, leases.ErrIdentityTaken):
