@@ -228,11 +228,9 @@ func (s *simulation) checkLiveness(when string) bool {
 // waitOutRevivals runs the simulation on, without faults, while a process in service counts a
 // member live whose lease nobody renews, since a moment after the heal: a process whose renewals
 // failed for a while (an outage of its own, or a step-down) defers the expiry of every member that
-// was live when its failures began, by design; a new process whose first renewal ends failures
-// defers every member it knows, expired ones included (see
-// TestSimulatedFirstRenewalAfterFailuresRevivesNoExpiredMember). Until a lease duration later its
-// ring includes the member, and some partitions stay unheld; a few seconds more let them settle once
-// it has dropped the member.
+// was live when its failures began, by design; a new process counts a member it sees for the first
+// time live for a lease duration. Until a lease duration later its ring includes the member, and some
+// partitions stay unheld; a few seconds more let them settle once it has dropped the member.
 func (s *simulation) waitOutRevivals() {
 	for range 4 { // another orphan may be deleted, and revived, while it waits
 		end, cause := s.revivalsEnd()
