@@ -124,6 +124,14 @@ type Handover struct {
 	// BalanceMaxOverMean is the worst, over the settled states with all replicas, of the most shoots
 	// a replica probes over the mean.
 	BalanceMaxOverMean float64 `json:"balance_max_over_mean"`
+	// The partition lease writes of the prober's group per event, from the event until the group
+	// settled, the mean over the event's repeats.
+	GracefulWrites float64 `json:"graceful_partition_writes,omitempty"`
+	JoinWrites     float64 `json:"join_partition_writes,omitempty"`
+	KillWrites     float64 `json:"kill_partition_writes,omitempty"`
+	// MemberWritesPerSecond is the rate of the prober group's member lease writes while it is settled
+	// with every replica, before the first event.
+	MemberWritesPerSecond float64 `json:"member_writes_per_second,omitempty"`
 }
 
 // Meltdown is the meltdown scenario: the node leases of some shoots expire at once.
@@ -184,11 +192,11 @@ func (r *Result) WriteMarkdown(w io.Writer, baseline *Result) error {
 	r.writeHeader(&b, baseline)
 	r.writeSteady(&b, baseline)
 	if h := r.Handover; h != nil {
-		fmt.Fprintf(&b, "\n## Handover\n\n%d shoots, %d replicas, each event %d times.\n\n| event | p99 s | all s |\n|---|---|---|\n",
-			h.Shoots, h.Replicas, h.Repeats)
-		fmt.Fprintf(&b, "| graceful leave | %.2f | %s |\n", h.HandoverGracefulP99Seconds, list(h.GracefulSeconds, "%.2f", 1))
-		fmt.Fprintf(&b, "| join | %.2f | %s |\n", h.HandoverJoinP99Seconds, list(h.JoinSeconds, "%.2f", 1))
-		fmt.Fprintf(&b, "| kill -9 | %.2f | %s |\n", h.HandoverKillP99Seconds, list(h.KillSeconds, "%.2f", 1))
+		fmt.Fprintf(&b, "\n## Handover\n\n%d shoots, %d replicas, each event %d times; the prober group's member lease writes %.2f/s when settled.\n\n| event | p99 s | partition lease writes (mean) | all s |\n|---|---|---|---|\n",
+			h.Shoots, h.Replicas, h.Repeats, h.MemberWritesPerSecond)
+		fmt.Fprintf(&b, "| graceful leave | %.2f | %.0f | %s |\n", h.HandoverGracefulP99Seconds, h.GracefulWrites, list(h.GracefulSeconds, "%.2f", 1))
+		fmt.Fprintf(&b, "| join | %.2f | %.0f | %s |\n", h.HandoverJoinP99Seconds, h.JoinWrites, list(h.JoinSeconds, "%.2f", 1))
+		fmt.Fprintf(&b, "| kill -9 | %.2f | %.0f | %s |\n", h.HandoverKillP99Seconds, h.KillWrites, list(h.KillSeconds, "%.2f", 1))
 		fmt.Fprintf(&b, "\nMoved fraction over ideal: %.3f mean, %.3f worst. Balance (max/mean shoots per replica): %.3f worst.\n",
 			h.MovedFractionOverIdeal, h.MovedFractionOverIdealMax, h.BalanceMaxOverMean)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -78,13 +79,15 @@ func (e *partitionEvents) moved() int {
 	return n
 }
 
-// leaseTracker keeps partitionEvents up to date from an informer on the partition leases of the
-// prober's group in the replicas' namespace (the weeder's group moves the same way beside it). It is
-// safe for concurrent use.
+// leaseTracker keeps partitionEvents up to date from an informer on the leases of the prober's group
+// in the replicas' namespace (the weeder's group moves the same way beside it), and counts the writes
+// of its member leases since the mark. It is safe for concurrent use.
 type leaseTracker struct {
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	events *partitionEvents
+	cancel       context.CancelFunc
+	mu           sync.Mutex
+	events       *partitionEvents
+	memberWrites int
+	markedAt     time.Time
 }
 
 // startLeaseTracker starts the informer, waits until it has synced and marks; stop ends it.
@@ -97,14 +100,21 @@ func startLeaseTracker(ctx context.Context, cfg *rest.Config) (*leaseTracker, er
 	t := &leaseTracker{cancel: cancel, events: newPartitionEvents()}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(demoNamespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = k8slabels.Set{leases.KindLabel: leases.KindPartition, leases.GroupLabel: replicaGroups[0]}.String()
+			o.LabelSelector = k8slabels.Set{leases.GroupLabel: replicaGroups[0]}.String()
 		}))
 	informer := factory.Coordination().V1().Leases().Informer()
 	observe := func(obj any, created bool) {
-		if l, ok := obj.(*coordinationv1.Lease); ok {
-			t.mu.Lock()
-			defer t.mu.Unlock()
+		l, ok := obj.(*coordinationv1.Lease)
+		if !ok {
+			return
+		}
+		t.mu.Lock()
+		defer t.mu.Unlock()
+		switch l.Labels[leases.KindLabel] {
+		case leases.KindPartition:
 			t.events.observe(l.Name, leases.Holder(l), created)
+		case leases.KindMember:
+			t.memberWrites++
 		}
 	}
 	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -140,6 +150,14 @@ func (t *leaseTracker) mark() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.events.mark()
+	t.memberWrites, t.markedAt = 0, time.Now()
+}
+
+// memberWritesPerSecond is the rate of member lease writes since the mark.
+func (t *leaseTracker) memberWritesPerSecond() float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return float64(t.memberWrites) / time.Since(t.markedAt).Seconds()
 }
 
 // writes are the writes since the mark.

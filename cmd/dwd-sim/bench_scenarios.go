@@ -76,6 +76,9 @@ func (b *bench) steady(ctx context.Context, shoots, replicas int) (benchmarks.St
 	return run, nil
 }
 
+// memberWritesWindow is how long the handover scenario counts the settled group's member lease writes.
+const memberWritesWindow = 20 * time.Second
+
 // handover plays a graceful leave, a join, a kill and a join again, repeats times, each time with
 // another victim, and measures how long until every moved shoot is probed by its new owner.
 func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks.Handover, error) {
@@ -84,10 +87,23 @@ func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks
 		return nil, err
 	}
 	defer b.stopAll()
+	tracker, err := startLeaseTracker(ctx, b.seed.Env.Config)
+	if err != nil {
+		return nil, err
+	}
+	defer tracker.stop()
+	select { // a measurement window, not a wait for a condition
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(memberWritesWindow):
+	}
+	h.MemberWritesPerSecond = tracker.memberWritesPerSecond()
 	ideal := float64(shoots) / float64(replicas)
 	var moved []float64
+	writes := map[string][]float64{}
 	event := func(name string, do func(victim *replica) error, victim *replica) (float64, error) {
 		before := b.seed.Shoots.Callers()
+		tracker.mark()
 		start := time.Now()
 		if err := do(victim); err != nil {
 			return 0, err
@@ -98,7 +114,9 @@ func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks
 		}
 		took := settled.Sub(start).Seconds()
 		moved = append(moved, float64(n)/ideal)
-		fmt.Fprintf(b.out, "  %-8s %s: %d shoots moved, all probed by their new owner after %.2fs\n", name, victim.name, n, took)
+		w := tracker.writes()
+		writes[name] = append(writes[name], float64(w.Total))
+		fmt.Fprintf(b.out, "  %-8s %s: %d shoots moved, all probed by their new owner after %.2fs; partition lease writes %s\n", name, victim.name, n, took, w)
 		return took, nil
 	}
 	leave := func(r *replica) error { r.terminate(30 * time.Second); b.forget(r); return nil }
@@ -129,6 +147,7 @@ func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks
 	h.HandoverJoinP99Seconds = sampleQuantile(0.99, h.JoinSeconds)
 	h.HandoverKillP99Seconds = sampleQuantile(0.99, h.KillSeconds)
 	h.MovedFractionOverIdeal, h.MovedFractionOverIdealMax = meanOf(moved), slices.Max(moved)
+	h.GracefulWrites, h.JoinWrites, h.KillWrites = meanOf(writes["leave"]), meanOf(writes["join"]), meanOf(writes["kill -9"])
 	return h, nil
 }
 
