@@ -307,7 +307,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	errs = append(errs, c.forEach(ctx, acquire, func(p int) error {
 		return c.acquire(ctx, p, snap.parts[p], snap.vanished[p], now, confirm, epoch)
 	})...)
-	c.ready.Store(c.holdsShare(rings.owners))
+	c.ready.Store(c.holdsShare(rings.owners, snap, now))
 	c.updateMetrics()
 	c.updateShootsOwned(ctx, now)
 	c.finishRebalance(rings.all, now, heldBefore, c.ready.Load() && len(errs) == 0)
@@ -342,12 +342,17 @@ func (c *Coordinator) Ready() bool {
 	return c.ready.Load()
 }
 
-// holdsShare reports whether every partition whose desired owner is this member runs here.
-func (c *Coordinator) holdsShare(owners []string) bool {
+// holdsShare reports whether every partition whose desired owner is this member runs here, but those
+// kept free for a member away on a returning leave (Plan keeps them; readiness must not drop on every
+// peer's restart).
+func (c *Coordinator) holdsShare(owners []string, snap snapshot, now time.Time) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for p, owner := range owners {
-		if _, ok := c.held[p]; owner == c.cfg.Member && !ok {
+		if _, ok := c.held[p]; owner != c.cfg.Member || ok {
+			continue
+		}
+		if r := leases.ReservedFor(snap.parts[p]); r == "" || !c.away(r, now) || c.returns[r].wont {
 			return false
 		}
 	}

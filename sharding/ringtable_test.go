@@ -296,3 +296,43 @@ func meetsGoals(layouts []ringLayouts, sizes []int) bool {
 	}
 	return true
 }
+
+// TestRingUpToThirtyMembers re-checks the defaults (and two larger partition counts) for groups of up
+// to 30 members on the table's 5,000 namespaces: the shoot balance, the partition balance, the moved
+// fractions and the writes; beside the balance, the floor no ring can beat: the shoots hashed straight
+// to the members (a ring with one partition per shoot). It runs with DWD_RING_SCAN=1.
+func TestRingUpToThirtyMembers(t *testing.T) {
+	if os.Getenv("DWD_RING_SCAN") != "1" {
+		t.Skip("set DWD_RING_SCAN=1 to run the parameter scan")
+	}
+	namespaces := shootNamespaces(tableSeed, 250, 20)
+	var b strings.Builder
+	fmt.Fprintln(&b, "\n   P |  N | shoots max/mean (floor) | partitions max/mean | join ratio writes | scale-down ratio writes | crash ratio mean worst writes mean worst")
+	for _, p := range []int{DefaultRingConfig().PartitionCount, 2053, 4099} {
+		cfg := DefaultRingConfig()
+		cfg.PartitionCount = p
+		sizes := shootsPerPartition(namespaces, p)
+		for _, n := range []int{3, 5, 10, 15, 20, 30} {
+			l := layoutsOf(t, cfg, n)
+			r := l.measure(sizes)
+			ones := make([]int, p)
+			for i := range ones {
+				ones[i] = 1
+			}
+			fmt.Fprintf(&b, "%4d | %2d | %8.3f (%.3f) | %8.3f | %10.3f %6d | %16.3f %6d | %11.3f %5.3f %6d %5d\n",
+				p, n, r.balance, hashedBalance(namespaces, n), balance(l.base, ones, n), r.join.ratio, r.join.writes,
+				r.scaleDown.ratio, r.scaleDown.writes, r.crashMean.ratio, r.crashWorst.ratio, r.crashMean.writes, r.crashWorst.writes)
+		}
+	}
+	t.Log(b.String())
+}
+
+// hashedBalance is the most shoots on one of n members over the mean when each namespace goes to
+// member xxhash(namespace) mod n: the balance of a ring with one partition per shoot.
+func hashedBalance(namespaces []string, n int) float64 {
+	counts := make([]int, n)
+	for _, ns := range namespaces {
+		counts[PartitionOf(ns, n)]++
+	}
+	return float64(slices.Max(counts)) * float64(n) / float64(len(namespaces))
+}

@@ -462,6 +462,12 @@ func (s *simulation) crashWhileAnotherIsAway() {
 	s.startLeave(away, simReturnGrace, false)
 	s.returnAfter(away, simReturnGrace-500*time.Millisecond)
 	s.advance(time.Second, false)
+	for _, p := range []*simProc{crashed, present} {
+		if !p.coordinator.Ready() {
+			s.failLiveness("%s is unready while %s is away on a returning leave", p.incarnation, away.incarnation)
+			return
+		}
+	}
 	s.crash(crashed)
 	s.advance(simLeaseDuration+simGracefulWindow, false)
 	if s.actedOnBy(owners, "while "+away.incarnation+" is away and "+crashed.incarnation+" crashed") {

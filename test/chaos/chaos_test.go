@@ -22,8 +22,10 @@ var (
 
 // The short suite's and the soak's sizes.
 var (
-	shortSizes = sizes{killRounds: 2, apiOutage: 12 * time.Second, melt: 10, hugeLeases: 50_000}
-	soakSizes  = sizes{killRounds: 3, apiOutage: 60 * time.Second, melt: 30, hugeLeases: 200_000}
+	shortSizes = sizes{killRounds: 2, apiOutage: 12 * time.Second, melt: 10, hugeLeases: 50_000,
+		brownout: 6 * time.Second, brownoutGap: 15 * time.Second}
+	soakSizes = sizes{killRounds: 3, apiOutage: 60 * time.Second, melt: 30, hugeLeases: 200_000,
+		brownout: 12 * time.Second, brownoutGap: 25 * time.Second}
 )
 
 // The shoots of the short suite and of the soak (which melts 30 of them at once).
@@ -35,6 +37,7 @@ const (
 // scenarios are all scenarios, in the short suite's order.
 func scenarios() []scenario {
 	all := append([]scenario{}, processScenarios...)
+	all = append(all, groupScenarios...)
 	all = append(all, seedScenarios...)
 	return append(all, shootScenarios...)
 }

@@ -4,7 +4,10 @@
 // own loopback proxy (test.Proxy) that a scenario can cut.
 //
 // The scenarios kill replicas (SIGKILL, SIGTERM, SIGSTOP), start a second process under a running
-// replica's name, cut a replica's network for longer than the member lease, stop the kube-apiserver
+// replica's name, cut a replica's network for longer than the member lease, drop the weeder role from
+// two replicas and add it back in rolling updates, cut every replica off three times in a row (a
+// brownout, in which none may step down), roll a settings change out and back (the incumbents hold
+// every partition until the last one left), stop the kube-apiserver
 // and start it again on the same etcd, restart every replica in turn during a meltdown, let shoots
 // lie and fail (stale caches, slow bodies, clock offsets, huge lists, timeouts, 5xx, 429, malformed
 // JSON, a wrong CA, leases without renewTime) and put broken objects into the seed. After each one

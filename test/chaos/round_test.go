@@ -23,6 +23,9 @@ type sizes struct {
 	melt int
 	// hugeLeases is the extra leases of the huge-list shoot.
 	hugeLeases int
+	// brownout is how long each of the three brownouts cuts every replica off, brownoutGap the time
+	// between two: all three fences must fall within the flap window.
+	brownout, brownoutGap time.Duration
 }
 
 // scenario is one kind of fault and its own checks; run returns the shoots it melted on purpose
