@@ -394,8 +394,9 @@ func (c *Coordinator) snapshot() snapshot {
 			snap.parts[r.partition] = l
 		}
 	}
-	if len(c.read) > len(list) {
-		// Some objects are gone from the cache (an object replaced by its update is one).
+	if len(c.read) > 2*len(list)+64 {
+		// Objects gone from the cache (an object replaced by its update is one) are dropped once
+		// they are as many as those in it: not on every renewal of another member.
 		read := make(map[*coordinationv1.Lease]leaseRead, len(list))
 		for _, l := range list {
 			read[l] = c.read[l]
@@ -485,12 +486,14 @@ func (c *Coordinator) observe(snap snapshot, now time.Time) {
 	for _, v := range snap.vanished {
 		holders = append(holders, v.name)
 	}
+	last := ""
 	for _, h := range holders {
-		if h != "" {
-			named[h] = true
-			if snap.members[h] == nil {
-				c.observer.ObserveAbsent(h, now)
-			}
+		if h == "" || h == last || named[h] {
+			continue // most partitions in a row name the same few holders
+		}
+		last, named[h] = h, true
+		if snap.members[h] == nil {
+			c.observer.ObserveAbsent(h, now)
 		}
 	}
 	for _, m := range c.observer.Members() {

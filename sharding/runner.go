@@ -188,7 +188,8 @@ func (r *Runner) Start(ctx context.Context) error {
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, r.settings.MemberRetryPeriod),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "sharding"})
-	caches, err := r.startCache(ctx, func() { queue.Add(r.settings.GroupName) })
+	events := &throttle{clock: r.clock, interval: reconcileThrottle}
+	caches, err := r.startCache(ctx, func() { events.add(queue, r.settings.GroupName) })
 	if err != nil {
 		return err
 	}
