@@ -15,38 +15,13 @@ import (
 // BenchmarkSteadyReconcile is one reconcile of a member alone in its group, holding all 887
 // partitions, while no Lease changes: what a steady replica pays on every renewal of its lease.
 func BenchmarkSteadyReconcile(b *testing.B) {
-	ctx := context.Background()
-	clk := clocktesting.NewFakeClock(safetyT0)
-	store := leasestest.NewStore()
-	store.Now = clk.Now
-	view := newCacheView(store)
-	ring := safetyRing(887)
-	settings := Settings(ring, nil)
-	member := &leases.Member{Store: store, Group: "bench", Name: "m-0", Incarnation: "i-0",
-		LeaseDuration: safetyLease, RenewDeadline: safetyRenew, RetryPeriod: safetyRetry, Clock: clk, Settings: settings}
-	coord := NewCoordinator(ctx, Config{Group: "bench", Member: "m-0", Incarnation: "i-0", Ring: ring,
-		LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 4, Settings: settings},
-		store, view, member, clk, logr.Discard())
-	member.MayJoin = coord.MayJoin
-	hooks := leases.Hooks{OnFence: coord.Fence, OnRenewFailure: func(error) {}}
-	for range 10 {
-		member.Step(ctx, hooks)
-		view.catchUp(clk.Now())
-		if _, err := coord.Reconcile(ctx); err != nil {
-			b.Fatal(err)
-		}
-		view.catchUp(clk.Now())
-		clk.Step(safetyRetry)
-	}
-	member.Step(ctx, hooks)
-	view.catchUp(clk.Now())
-	if held := len(coord.Held()); held != ring.PartitionCount {
-		b.Fatalf("the member holds %d partitions, want %d", held, ring.PartitionCount)
+	g := settledBenchGroup(b, 1)
+	if held := len(g.coord.Held()); held != 887 {
+		b.Fatalf("the member holds %d partitions, want 887", held)
 	}
 	b.ReportAllocs()
-	b.ResetTimer()
 	for b.Loop() {
-		if _, err := coord.Reconcile(ctx); err != nil {
+		if _, err := g.coord.Reconcile(g.ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -56,57 +31,70 @@ func BenchmarkSteadyReconcile(b *testing.B) {
 // another member renewed its lease: what every replica of such a group pays 15 times a second (each
 // renewal reaches every replica; review sharding.md §3.3). The renewal's write is in the time too.
 func BenchmarkSteadyReconcileOfThirty(b *testing.B) {
-	ctx := context.Background()
-	clk := clocktesting.NewFakeClock(safetyT0)
+	g := settledBenchGroup(b, 30)
+	if held := len(g.coord.Held()); held < 20 || held > 40 {
+		b.Fatalf("the member holds %d partitions, want about 887/30", held)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := g.others[i%len(g.others)].Renew(g.ctx, g.clk.Now()); err != nil {
+			b.Fatal(err)
+		}
+		i++
+		g.view.catchUp(g.clk.Now())
+		if _, err := g.coord.Reconcile(g.ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchGroup is a coordinator m-0 over 887 partitions, and the member leases of the others of its
+// group, which only renew (no process acts for them).
+type benchGroup struct {
+	ctx    context.Context
+	clk    *clocktesting.FakeClock
+	view   *cacheView
+	coord  *Coordinator
+	others []*leases.Member
+}
+
+// settledBenchGroup sets up a group of size members and lets m-0 settle for ten retry periods.
+func settledBenchGroup(b *testing.B, size int) benchGroup {
+	g := benchGroup{ctx: context.Background(), clk: clocktesting.NewFakeClock(safetyT0)}
 	store := leasestest.NewStore()
-	store.Now = clk.Now
-	view := newCacheView(store)
+	store.Now = g.clk.Now
+	g.view = newCacheView(store)
 	ring := safetyRing(887)
 	settings := Settings(ring, nil)
 	newMember := func(name string) *leases.Member {
 		return &leases.Member{Store: store, Group: "bench", Name: name, Incarnation: name + "/1",
-			LeaseDuration: safetyLease, RenewDeadline: safetyRenew, RetryPeriod: safetyRetry, Clock: clk, Settings: settings}
+			LeaseDuration: safetyLease, RenewDeadline: safetyRenew, RetryPeriod: safetyRetry, Clock: g.clk, Settings: settings}
 	}
 	member := newMember("m-0")
-	others := make([]*leases.Member, 29)
-	for i := range others {
-		others[i] = newMember(fmt.Sprintf("m-%d", i+1))
+	for i := 1; i < size; i++ {
+		g.others = append(g.others, newMember(fmt.Sprintf("m-%d", i)))
 	}
-	coord := NewCoordinator(ctx, Config{Group: "bench", Member: "m-0", Incarnation: "m-0/1", Ring: ring,
+	g.coord = NewCoordinator(g.ctx, Config{Group: "bench", Member: "m-0", Incarnation: "m-0/1", Ring: ring,
 		LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 4, Settings: settings},
-		store, view, member, clk, logr.Discard())
-	member.MayJoin = coord.MayJoin
-	hooks := leases.Hooks{OnFence: coord.Fence, OnRenewFailure: func(error) {}}
+		store, g.view, member, g.clk, logr.Discard())
+	member.MayJoin = g.coord.MayJoin
+	hooks := leases.Hooks{OnFence: g.coord.Fence, OnRenewFailure: func(error) {}}
 	for range 10 {
-		member.Step(ctx, hooks)
-		for _, o := range others {
-			if err := o.Renew(ctx, clk.Now()); err != nil {
+		member.Step(g.ctx, hooks)
+		for _, o := range g.others {
+			if err := o.Renew(g.ctx, g.clk.Now()); err != nil {
 				b.Fatal(err)
 			}
 		}
-		view.catchUp(clk.Now())
-		if _, err := coord.Reconcile(ctx); err != nil {
+		g.view.catchUp(g.clk.Now())
+		if _, err := g.coord.Reconcile(g.ctx); err != nil {
 			b.Fatal(err)
 		}
-		view.catchUp(clk.Now())
-		clk.Step(safetyRetry)
+		g.view.catchUp(g.clk.Now())
+		g.clk.Step(safetyRetry)
 	}
-	member.Step(ctx, hooks)
-	view.catchUp(clk.Now())
-	if held := len(coord.Held()); held < 20 || held > 40 {
-		b.Fatalf("the member holds %d partitions, want about 887/30", held)
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	i := 0
-	for b.Loop() {
-		if err := others[i%len(others)].Renew(ctx, clk.Now()); err != nil {
-			b.Fatal(err)
-		}
-		i++
-		view.catchUp(clk.Now())
-		if _, err := coord.Reconcile(ctx); err != nil {
-			b.Fatal(err)
-		}
-	}
+	member.Step(g.ctx, hooks)
+	g.view.catchUp(g.clk.Now())
+	return g
 }
