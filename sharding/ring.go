@@ -12,8 +12,8 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/config"
 )
 
-// Defaults of the ring, chosen by measurement (see "Choosing the defaults" in the package
-// documentation); the flags of package config default to them.
+// Defaults of the ring, chosen by measurement (docs/ring.md); the flags of package config default
+// to them.
 const (
 	// DefaultPartitionCount is the number of partitions (and partition leases) of a group.
 	DefaultPartitionCount = config.DefaultPartitionCount

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Goals of the defaults, see "Choosing the defaults" in ring.go.
+// Goals of the defaults, see docs/ring.md.
 const (
 	maxBalance    = 1.10 // most shoots on one member over the mean
 	maxMovedRatio = 1.25 // shoots moved by a join or leave over the ideal fraction
