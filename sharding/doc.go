@@ -12,8 +12,12 @@
 //     (work started only after this process's own compare-and-swap). It tells the prober and the
 //     weeder what this replica owns (Owns) and starts and stops their work (PartitionHandler).
 //   - Runner: the coordinator against the API server — member lease loop, Lease cache, a reconcile
-//     loop triggered by every Lease event and requeued at the next moment a member lease can expire;
-//     a graceful stop that returns (a restart: the share stays reserved), hands over, or departs.
+//     loop triggered by Lease events (at most one per 200 ms, throttle.go) and requeued at the next
+//     moment a member lease can expire; a graceful stop that returns (a restart: the share stays
+//     reserved), hands over, or departs. StatefulSetPod tells a restart from a departure, and
+//     whether a member away on a returning leave will be back.
+//   - Report: a group described from its Leases and the seed's Cluster names, what `dwd shards`
+//     prints.
 //   - Leader: the Ownership of the original's mode (`dwd prober|weeder --enable-leader-election` with no
 //     sharding flag): one partition holding everything, owned while the process leads, with writes
 //     fenced by the leader lease's renewals (FencedLock). No member or partition Leases.
