@@ -122,7 +122,9 @@ test-go: tools test-build ## Unit and integration tests with the race detector, 
 test-run: $(PROMETHEUS)
 	@# Two packages at a time: their tests mostly wait on real time (leases, probe intervals,
 	@# processes), and together they use about one and a half of two cores. test-build vetted them.
-	DWD_PROMETHEUS=$(PROMETHEUS) $(GO) test -race -vet=off -count=1 -p 2 $(SLOW_TEST_PKGS) ./...
+	@# -timeout: the chaos suite's rounds take about 7 minutes alone and up to 11 beside the others,
+	@# over go test's default of 10 per package.
+	DWD_PROMETHEUS=$(PROMETHEUS) $(GO) test -race -vet=off -count=1 -p 2 -timeout=30m $(SLOW_TEST_PKGS) ./...
 
 .PHONY: test-rules
 test-rules: $(PROMTOOL) ## Check the alert rules and run their promtool unit tests (promtool from Debian's prometheus package when missing).

@@ -35,6 +35,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 	"github.com/sharded-dwd/dependency-watchdog/test"
@@ -82,7 +83,7 @@ func startReplica(t *testing.T, leaseNS, member string) *replica {
 	scheme := runtime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	seedConfig := rest.CopyConfig(seed.Config)
-	seedConfig.Wrap(prober.CountRequests("seed", member+"-"+leaseNS))
+	seedConfig.Wrap(apimetrics.CountRequests("seed", member+"-"+leaseNS))
 	mgr, err := ctrl.NewManager(seedConfig, manager.Options{
 		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
 		Cache: cache.Options{ByObject: prober.CacheOptions(cfg)},

@@ -1,8 +1,6 @@
 package prober
 
 import (
-	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -50,12 +48,6 @@ var (
 		Name: "dwd_shoot_last_successful_probe_timestamp_seconds",
 		Help: "Unix time of the start of the last probe cycle of a shoot that read its API server and node leases and decided.",
 	}, []string{"namespace"})
-	apiRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "dwd_api_requests_total", Help: "Requests to the seed and shoot API servers by client and answer (HTTP code, or error).",
-	}, []string{"api", "client", "code"})
-	apiThrottled = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "dwd_api_throttled_requests_total", Help: "Requests answered 429 Too Many Requests, by API.",
-	}, []string{"api"})
 	earlyRuns = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dwd_probe_early_runs_total",
 		Help: "Probe cycles run before their period was over because the node leases could cross the expiry threshold earlier (the leases stopped, or look old and are not proven yet).",
@@ -77,23 +69,9 @@ var (
 var collectors = []prometheus.Collector{probesTotal, probeDuration, probeLag, missedCycles, probesActive,
 	expiredFraction, shootsInvalid, inconclusiveTotal, clockOffset, lastSuccess, scaledDown, earlyRuns}
 
-// apiCollectors count the API requests of every client of the process, the weeder's too; registered
-// by registerAPIMetrics.
-var apiCollectors = []prometheus.Collector{apiRequests, apiThrottled}
-
-var registerOnce, registerAPIOnce sync.Once
-
-func registerAPIMetrics() {
-	registerAPIOnce.Do(func() {
-		metrics.Registry.MustRegister(apiCollectors...)
-		for _, api := range []string{"seed", "shoot"} {
-			apiThrottled.WithLabelValues(api)
-		}
-	})
-}
+var registerOnce sync.Once
 
 func registerMetrics() {
-	registerAPIMetrics()
 	registerOnce.Do(func() {
 		metrics.Registry.MustRegister(collectors...)
 		// Every result and reason is exported from the start at zero, so that a rate over one is 0
@@ -106,36 +84,6 @@ func registerMetrics() {
 			inconclusiveTotal.WithLabelValues(r)
 		}
 	})
-}
-
-// CountRequests wraps a transport so that every request is counted in dwd_api_requests_total under
-// api ("seed" or "shoot") and client, and every 429 in dwd_api_throttled_requests_total.
-func CountRequests(api, client string) func(http.RoundTripper) http.RoundTripper {
-	registerAPIMetrics()
-	return func(rt http.RoundTripper) http.RoundTripper {
-		return countingTransport{next: rt, api: api, client: client}
-	}
-}
-
-type countingTransport struct {
-	next        http.RoundTripper
-	api, client string
-}
-
-// WrappedRoundTripper lets utilnet.CloseIdleConnectionsFor reach the transport underneath.
-func (t countingTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
-
-func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(req)
-	code := "error"
-	if err == nil {
-		code = strconv.Itoa(resp.StatusCode)
-		if resp.StatusCode == http.StatusTooManyRequests {
-			apiThrottled.WithLabelValues(t.api).Inc()
-		}
-	}
-	apiRequests.WithLabelValues(t.api, t.client, code).Inc()
-	return resp, err
 }
 
 // lagObserver observes how late probes start; a start a whole interval or more late counts as that many

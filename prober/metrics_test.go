@@ -52,5 +52,4 @@ func TestProbeResultsStartAtZero(t *testing.T) {
 	for _, r := range []string{reasonTooLarge, reasonNotConfirmed, reasonStaleAnswer, reasonMemoryBudget} {
 		assert.Contains(t, metricstest.Series(inconclusiveTotal), map[string]string{"reason": r})
 	}
-	assert.Contains(t, metricstest.Series(apiThrottled), map[string]string{"api": "shoot"})
 }

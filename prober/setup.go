@@ -20,6 +20,7 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
@@ -179,7 +180,7 @@ func newManager(mgr manager.Manager, cfg *config.ProberConfig, coordinator shard
 		Flows:     NewScheduler(clk, opts.ScaleWorkers, nil),
 		Clients: &ShootClients{Timeout: cfg.ProbeTimeout.Duration, QPS: opts.QPS, Burst: opts.Burst, UserAgent: opts.UserAgent,
 			MaxBytes: opts.MaxResponseBytes, MaxItems: opts.MaxResponseItems, MaxBytesInFlight: opts.MaxResponseBytesInFlight,
-			AllowInsecure: opts.AllowInsecureKubeconfigs, Wrap: CountRequests("shoot", "prober")},
+			AllowInsecure: opts.AllowInsecureKubeconfigs, Wrap: apimetrics.CountRequests("shoot", "prober")},
 		// Every scale write asks the coordinator right before it is sent, and goes out bounded by the fence.
 		Scaler: &scaler.Scaler{Client: scaleClient, APIReader: scaleReader, Recorder: recorder,
 			Limiter: scaler.NewTokenBucket(opts.ScaleQPS, opts.ScaleBurst),
@@ -250,7 +251,7 @@ func (f *syncedFlag) check(*http.Request) error {
 func scaleClients(mgr manager.Manager, dependents *DependentCache) (client.Client, client.Reader, error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
 	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
-	cfg.WrapTransport = CountRequests("seed", "scaler")
+	cfg.WrapTransport = apimetrics.CountRequests("seed", "scaler")
 	live, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper()})
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the scale client: %w", err)

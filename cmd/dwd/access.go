@@ -23,7 +23,7 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/access"
 	"github.com/sharded-dwd/dependency-watchdog/config"
-	"github.com/sharded-dwd/dependency-watchdog/prober"
+	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
@@ -70,7 +70,7 @@ func (o *options) needs() access.Needs {
 // accessChecker returns the checker of this replica's permissions on the seed.
 func (o *options) accessChecker(log logr.Logger) (*access.Checker, error) {
 	cfg := rest.CopyConfig(o.baseRestConfig)
-	cfg.Wrap(prober.CountRequests("seed", "access"))
+	cfg.Wrap(apimetrics.CountRequests("seed", "access"))
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating the access review client: %w", err)
@@ -136,7 +136,7 @@ func (o *options) metricsOptions() metricsserver.Options {
 func (o *options) leaderLock() (*sharding.FencedLock, error) {
 	le := o.leaderElection
 	cfg := rest.AddUserAgent(rest.CopyConfig(o.baseRestConfig), "leader-election")
-	cfg.Wrap(prober.CountRequests("seed", "leader-election"))
+	cfg.Wrap(apimetrics.CountRequests("seed", "leader-election"))
 	cfg.Timeout = max(le.renewDeadline/2, time.Second)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {

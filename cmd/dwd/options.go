@@ -20,6 +20,7 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
@@ -222,7 +223,7 @@ func (o *options) complete() field.ErrorList {
 	}
 	o.baseRestConfig = cfg
 	o.restConfig = rest.CopyConfig(cfg)
-	o.restConfig.Wrap(prober.CountRequests("seed", "watchdog"))
+	o.restConfig.Wrap(apimetrics.CountRequests("seed", "watchdog"))
 	return errs
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/access"
 	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 	"github.com/sharded-dwd/dependency-watchdog/weeder"
@@ -408,14 +409,14 @@ func (o *options) proberOptions() prober.Options {
 // client whose rate limits cannot slow a handover down.
 func (o *options) newShardingRunner(mgr manager.Manager, s config.Sharding, r role) (*sharding.Runner, error) {
 	leaseConfig := sharding.LeaseClientConfig(o.baseRestConfig, s.PartitionCount)
-	leaseConfig.Wrap(prober.CountRequests("seed", "sharding"))
+	leaseConfig.Wrap(apimetrics.CountRequests("seed", "sharding"))
 	client, err := kubernetes.NewForConfig(leaseConfig)
 	if err != nil {
 		return nil, fmt.Errorf("creating the lease client: %w", err)
 	}
 	runner := sharding.NewRunner(s, client, ctrl.Log.WithName("sharding").WithValues("group", s.GroupName))
 	renewalConfig := sharding.RenewalClientConfig(o.baseRestConfig)
-	renewalConfig.Wrap(prober.CountRequests("seed", "sharding"))
+	renewalConfig.Wrap(apimetrics.CountRequests("seed", "sharding"))
 	if runner.Renewals, err = kubernetes.NewForConfig(renewalConfig); err != nil {
 		return nil, fmt.Errorf("creating the member lease client: %w", err)
 	}

@@ -23,7 +23,7 @@ var (
 // The short suite's and the soak's sizes.
 var (
 	shortSizes = sizes{killRounds: 2, apiOutage: 12 * time.Second, melt: 10, hugeLeases: 50_000,
-		brownout: 6 * time.Second, brownoutGap: 15 * time.Second}
+		brownout: 5 * time.Second, brownoutGap: 10 * time.Second}
 	soakSizes = sizes{killRounds: 3, apiOutage: 60 * time.Second, melt: 30, hugeLeases: 200_000,
 		brownout: 12 * time.Second, brownoutGap: 25 * time.Second}
 )
