@@ -98,27 +98,7 @@ func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks
 	case <-time.After(memberWritesWindow):
 	}
 	h.MemberWritesPerSecond = tracker.memberWritesPerSecond()
-	ideal := float64(shoots) / float64(replicas)
-	var moved []float64
-	writes := map[string][]float64{}
-	event := func(name string, do func(victim *replica) error, victim *replica) (float64, error) {
-		before := b.seed.Shoots.Callers()
-		tracker.mark()
-		start := time.Now()
-		if err := do(victim); err != nil {
-			return 0, err
-		}
-		settled, n, err := b.settle(ctx, start, before, benchLeaseDuration+time.Minute)
-		if err != nil {
-			return 0, fmt.Errorf("%s of %s: %w", name, victim.name, err)
-		}
-		took := settled.Sub(start).Seconds()
-		moved = append(moved, float64(n)/ideal)
-		w := tracker.writes()
-		writes[name] = append(writes[name], float64(w.Total))
-		fmt.Fprintf(b.out, "  %-8s %s: %d shoots moved, all probed by their new owner after %.2fs; partition lease writes %s\n", name, victim.name, n, took, w)
-		return took, nil
-	}
+	ev := &handoverEvents{b: b, tracker: tracker, ideal: float64(shoots) / float64(replicas), writes: map[string][]float64{}}
 	leave := func(r *replica) error { r.terminate(30 * time.Second); b.forget(r); return nil }
 	kill := func(r *replica) error { r.kill(); b.forget(r); return nil }
 	join := func(r *replica) error { return b.rejoin(r) }
@@ -133,7 +113,7 @@ func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks
 			{"leave", leave, &h.GracefulSeconds}, {"join", join, &h.JoinSeconds},
 			{"kill -9", kill, &h.KillSeconds}, {"join", join, &h.JoinSeconds},
 		} {
-			took, err := event(e.name, e.do, victim)
+			took, err := ev.play(ctx, e.name, e.do, victim)
 			if err != nil {
 				return nil, err
 			}
@@ -146,9 +126,40 @@ func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks
 	h.HandoverGracefulP99Seconds = sampleQuantile(0.99, h.GracefulSeconds)
 	h.HandoverJoinP99Seconds = sampleQuantile(0.99, h.JoinSeconds)
 	h.HandoverKillP99Seconds = sampleQuantile(0.99, h.KillSeconds)
-	h.MovedFractionOverIdeal, h.MovedFractionOverIdealMax = meanOf(moved), slices.Max(moved)
-	h.GracefulWrites, h.JoinWrites, h.KillWrites = meanOf(writes["leave"]), meanOf(writes["join"]), meanOf(writes["kill -9"])
+	h.MovedFractionOverIdeal, h.MovedFractionOverIdealMax = meanOf(ev.moved), slices.Max(ev.moved)
+	h.GracefulWrites, h.JoinWrites, h.KillWrites = meanOf(ev.writes["leave"]), meanOf(ev.writes["join"]), meanOf(ev.writes["kill -9"])
 	return h, nil
+}
+
+// handoverEvents plays the handover scenario's events and keeps, per event, the moved fraction of the
+// shoots over the ideal and the partition lease writes until the group settled, by event name.
+type handoverEvents struct {
+	b       *bench
+	tracker *leaseTracker
+	ideal   float64
+	moved   []float64
+	writes  map[string][]float64
+}
+
+// play does the event to victim and returns the seconds until every moved shoot was probed by its
+// new owner.
+func (e *handoverEvents) play(ctx context.Context, name string, do func(victim *replica) error, victim *replica) (float64, error) {
+	before := e.b.seed.Shoots.Callers()
+	e.tracker.mark()
+	start := time.Now()
+	if err := do(victim); err != nil {
+		return 0, err
+	}
+	settled, n, err := e.b.settle(ctx, start, before, benchLeaseDuration+time.Minute)
+	if err != nil {
+		return 0, fmt.Errorf("%s of %s: %w", name, victim.name, err)
+	}
+	took := settled.Sub(start).Seconds()
+	e.moved = append(e.moved, float64(n)/e.ideal)
+	w := e.tracker.writes()
+	e.writes[name] = append(e.writes[name], float64(w.Total))
+	fmt.Fprintf(e.b.out, "  %-8s %s: %d shoots moved, all probed by their new owner after %.2fs; partition lease writes %s\n", name, victim.name, n, took, w)
+	return took, nil
 }
 
 // meltdown expires the node leases of some shoots at once and measures until the first scale-down
