@@ -53,6 +53,7 @@ type Member struct {
 	lease       *coordinationv1.Lease // as last written by this process; nil before a take
 	held        bool                  // this process has held the lease since it started
 	takenAt     time.Time             // when this process first took the lease
+	crashes     int                   // the crashes counted from the predecessor's lease read last
 	renewedAt   time.Time             // when the last successful write was sent; zero: never, lost or released
 	unfencedAt  time.Time             // when a renewal last succeeded after failures had fenced the member
 	outageFrom  time.Time             // when the last successful renewal before those failures was sent
@@ -214,7 +215,18 @@ func (m *Member) take(ctx context.Context, now time.Time) (*coordinationv1.Lease
 			// still run until its next renewal finds it gone, so its absence is waited out as well.
 			return nil, fmt.Errorf("%w: its lease was deleted", ErrWaitingForPredecessor)
 		}
-		created, err := m.Store.Create(ctx, m.renewed(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.LeaseName()}}, now))
+		// A crash loop's back-off goes on, and its count with it, when the others delete the lease
+		// as an orphan meanwhile (unchanged for OrphanedAfter durations, named by no partition).
+		crashes := m.crashesSeen()
+		if backoff := crashBackoff(crashes, m.LeaseDuration); !held && !m.waitedFor(absentLease, now, backoff) {
+			return nil, fmt.Errorf("%w: %d processes under this name in a row ended without a leave soon after they joined, backing off %s",
+				ErrWaitingForPredecessor, crashes, backoff)
+		}
+		fresh := m.renewed(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.LeaseName()}}, now)
+		if !held {
+			setCrashes(fresh, crashes)
+		}
+		created, err := m.Store.Create(ctx, fresh)
 		if err == nil && !held && unseen {
 			m.unproven(now, m.LeaseDuration)
 		}
@@ -235,6 +247,7 @@ func (m *Member) take(ctx context.Context, now time.Time) (*coordinationv1.Lease
 	crashes := 0
 	if !held && !mine {
 		crashes = predecessorCrashes(m.Name, stored)
+		m.sawCrashes(crashes)
 		if backoff := crashBackoff(crashes, max(m.LeaseDuration, AdvertOf(m.Name, stored).Duration)); !m.waitedFor(stored, now, backoff) {
 			return nil, fmt.Errorf("%w: %d processes under this name in a row ended without a leave soon after they joined, backing off %s",
 				ErrWaitingForPredecessor, crashes, backoff)
@@ -249,6 +262,20 @@ func (m *Member) take(ctx context.Context, now time.Time) (*coordinationv1.Lease
 		m.unproven(now, max(m.LeaseDuration, AdvertOf(m.Name, stored).Duration))
 	}
 	return updated, err
+}
+
+// sawCrashes records the crashes counted from the predecessor's lease, for a take after its deletion.
+func (m *Member) sawCrashes(n int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.crashes = n
+}
+
+// crashesSeen returns the crashes counted from the predecessor's lease this process read last.
+func (m *Member) crashesSeen() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.crashes
 }
 
 // predecessorCrashes counts the ends without a leave in a row of the processes under name, the

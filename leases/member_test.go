@@ -590,6 +590,24 @@ func TestACrashLoopingMemberBacksOff(t *testing.T) {
 	assert.Zero(t, waited)
 	assert.Equal(t, "1", crashes())
 
+	// Three more crashes in a row (the third's successor waits 15 s), and a fourth: its successor
+	// waits 30 s, and goes on waiting and counting when the others delete the lease meanwhile as an
+	// orphan.
+	for range 2 {
+		now = now.Add(20 * time.Second)
+		restart()
+	}
+	now = now.Add(20 * time.Second)
+	generation++
+	next := newMember(store, clocktesting.NewFakeClock(now))
+	next.Incarnation, next.PodUID = fmt.Sprintf("inc-%d", generation), "pod-1"
+	require.ErrorIs(t, next.Renew(ctx, now), leases.ErrWaitingForPredecessor)
+	require.NoError(t, store.Delete(ctx, "dwd-member-dwd-0", ""))
+	require.ErrorIs(t, next.Renew(ctx, now.Add(29*time.Second)), leases.ErrWaitingForPredecessor, "the back-off goes on")
+	now = now.Add(30 * time.Second)
+	require.NoError(t, next.Renew(ctx, now))
+	assert.Equal(t, "4", crashes(), "and so does the count")
+
 	m, _ = restart()
 	require.NoError(t, m.Release(ctx, now, leases.Leave{Returning: time.Minute}))
 	_, waited = restart()
