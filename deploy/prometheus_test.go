@@ -29,7 +29,7 @@ const (
 )
 
 // metricPackages are the folders whose Go files define dwd's metrics.
-var metricPackages = []string{"../prober", "../sharding", "../scaler", "../weeder", "../access", "../cmd/dwd"}
+var metricPackages = []string{"../prober", "../sharding", "../scaler", "../weeder", "../access", "../internal/apimetrics", "../cmd/dwd"}
 
 type ruleFile struct {
 	Groups []ruleGroup `json:"groups"`
