@@ -207,30 +207,7 @@ func (m *Member) take(ctx context.Context, now time.Time) (*coordinationv1.Lease
 	}
 	stored, err := m.Store.Get(ctx, m.LeaseName())
 	if apierrors.IsNotFound(err) {
-		m.mu.Lock()
-		unseen := m.waiting.version == ""
-		m.mu.Unlock()
-		if !held && !m.waitedOut(absentLease, now) {
-			// A lease this process saw, held by a predecessor, deleted by someone: the predecessor may
-			// still run until its next renewal finds it gone, so its absence is waited out as well.
-			return nil, fmt.Errorf("%w: its lease was deleted", ErrWaitingForPredecessor)
-		}
-		// A crash loop's back-off goes on, and its count with it, when the others delete the lease
-		// as an orphan meanwhile (unchanged for OrphanedAfter durations, named by no partition).
-		crashes := m.crashesSeen()
-		if backoff := crashBackoff(crashes, m.LeaseDuration); !held && !m.waitedFor(absentLease, now, backoff) {
-			return nil, fmt.Errorf("%w: %d processes under this name in a row ended without a leave soon after they joined, backing off %s",
-				ErrWaitingForPredecessor, crashes, backoff)
-		}
-		fresh := m.renewed(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.LeaseName()}}, now)
-		if !held {
-			setCrashes(fresh, crashes)
-		}
-		created, err := m.Store.Create(ctx, fresh)
-		if err == nil && !held && unseen {
-			m.unproven(now, m.LeaseDuration)
-		}
-		return created, err
+		return m.create(ctx, now, held)
 	}
 	if err != nil {
 		return nil, err
@@ -248,9 +225,8 @@ func (m *Member) take(ctx context.Context, now time.Time) (*coordinationv1.Lease
 	if !held && !mine {
 		crashes = predecessorCrashes(m.Name, stored)
 		m.sawCrashes(crashes)
-		if backoff := crashBackoff(crashes, max(m.LeaseDuration, AdvertOf(m.Name, stored).Duration)); !m.waitedFor(stored, now, backoff) {
-			return nil, fmt.Errorf("%w: %d processes under this name in a row ended without a leave soon after they joined, backing off %s",
-				ErrWaitingForPredecessor, crashes, backoff)
+		if err := m.backingOff(stored, now, crashes, max(m.LeaseDuration, AdvertOf(m.Name, stored).Duration)); err != nil {
+			return nil, err
 		}
 	}
 	taken := m.renewed(stored, now)
@@ -262,6 +238,45 @@ func (m *Member) take(ctx context.Context, now time.Time) (*coordinationv1.Lease
 		m.unproven(now, max(m.LeaseDuration, AdvertOf(m.Name, stored).Duration))
 	}
 	return updated, err
+}
+
+// create writes the member lease this process found absent. A lease it saw, held by a predecessor,
+// and deleted by someone is waited out as if it were there: the predecessor may still run until its
+// next renewal finds it gone. A crash loop's back-off goes on, and its count with it, when the others
+// delete the lease as an orphan meanwhile (unchanged for OrphanedAfter durations, named by no
+// partition).
+func (m *Member) create(ctx context.Context, now time.Time, held bool) (*coordinationv1.Lease, error) {
+	m.mu.Lock()
+	unseen := m.waiting.version == ""
+	m.mu.Unlock()
+	if !held && !m.waitedOut(absentLease, now) {
+		return nil, fmt.Errorf("%w: its lease was deleted", ErrWaitingForPredecessor)
+	}
+	crashes := m.crashesSeen()
+	if !held {
+		if err := m.backingOff(absentLease, now, crashes, m.LeaseDuration); err != nil {
+			return nil, err
+		}
+	}
+	fresh := m.renewed(&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: m.LeaseName()}}, now)
+	if !held {
+		setCrashes(fresh, crashes)
+	}
+	created, err := m.Store.Create(ctx, fresh)
+	if err == nil && !held && unseen {
+		m.unproven(now, m.LeaseDuration)
+	}
+	return created, err
+}
+
+// backingOff returns ErrWaitingForPredecessor while stored (absentLease for a deleted one) has not been
+// seen unchanged for the crash loop back-off of crashes ends in a row, at duration.
+func (m *Member) backingOff(stored *coordinationv1.Lease, now time.Time, crashes int, duration time.Duration) error {
+	if backoff := crashBackoff(crashes, duration); !m.waitedFor(stored, now, backoff) {
+		return fmt.Errorf("%w: %d processes under this name in a row ended without a leave soon after they joined, backing off %s",
+			ErrWaitingForPredecessor, crashes, backoff)
+	}
+	return nil
 }
 
 // sawCrashes records the crashes counted from the predecessor's lease, for a take after its deletion.
