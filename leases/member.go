@@ -58,8 +58,11 @@ type Member struct {
 	unfencedAt  time.Time             // when a renewal last succeeded after failures had fenced the member
 	outageFrom  time.Time             // when the last successful renewal before those failures was sent
 	unreachable bool                  // the renewals have failed since the last success
-	nameLost    bool                  // another incarnation took this member's name: fenced for good
-	waiting     observedVersion       // the predecessor's lease being waited out
+	// continuousSince is when the answer came to the take of the lease, or to the last renewal
+	// answered a continuity window or more after the successful write before it (see ContinuousSince).
+	continuousSince time.Time
+	nameLost        bool            // another incarnation took this member's name: fenced for good
+	waiting         observedVersion // the predecessor's lease being waited out
 	// unprovenUntil is, after a take without proof that a predecessor under this name stopped (the
 	// lease was absent before this process saw any version of it, or cleared without the clean-leave
 	// marker), when such a predecessor is fenced at the latest: its last renewal came before the lease
@@ -167,8 +170,30 @@ func (m *Member) Renew(ctx context.Context, now time.Time) error {
 	if m.Audit != nil {
 		m.Audit.Renewed(now.Add(m.RenewDeadline))
 	}
-	m.wrote(lease, now)
+	m.wrote(lease, now, m.Clock.Now(), cached == nil)
 	return nil
+}
+
+// ContinuousSince returns since when this process's lease has been renewed so that no other member
+// can have judged it expired: from the answer to the last successful write that was either a take or
+// answered ContinuityWindow or more after the send of the successful write before it. Another member
+// counts the lease expired only once it has seen one version unchanged for a lease duration on its own
+// clock, from a first sight that comes after that version was written, so after it was sent; a
+// renewal answered within the window was written before then. Work this process started after that
+// moment, under a lease it wrote itself and that nobody has written since, is still its own after a
+// fence, and resumes without a write.
+func (m *Member) ContinuousSince() time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.continuousSince
+}
+
+// ContinuityWindow is how soon after the send of the last successful write the answer to the next one
+// must come for the lease to count as held continuously: the lease duration less a quarter of the
+// margin between the renew deadline and the duration, which leaves room for the clocks of two
+// processes to run at different rates (at least 5 % of the duration by the margin's rule).
+func (m *Member) ContinuityWindow() time.Duration {
+	return m.LeaseDuration - (m.LeaseDuration-m.RenewDeadline)/4
 }
 
 // failed records a renewal that did not reach the store or was not answered.
@@ -402,10 +427,14 @@ func (m *Member) heldLongerThan(d time.Duration, now time.Time) bool {
 	return !m.takenAt.IsZero() && now.Sub(m.takenAt) >= d
 }
 
-// wrote records a successful write sent at now.
-func (m *Member) wrote(lease *coordinationv1.Lease, now time.Time) {
+// wrote records a successful write sent at now and answered at answered; took says that it took the
+// lease rather than renewed this process's own write.
+func (m *Member) wrote(lease *coordinationv1.Lease, now, answered time.Time, took bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if last := m.lastSent(); took || last.IsZero() || answered.Sub(last) >= m.ContinuityWindow() {
+		m.continuousSince = answered
+	}
 	if m.unreachable && (m.renewedAt.IsZero() || !now.Before(m.renewedAt.Add(m.RenewDeadline))) {
 		m.unfencedAt, m.outageFrom = now, m.lastSent()
 	}

@@ -614,3 +614,56 @@ func TestACrashLoopingMemberBacksOff(t *testing.T) {
 	assert.Zero(t, waited, "after a clean leave")
 	assert.Empty(t, crashes())
 }
+
+// slowAnswers answers each Update after moving the fake clock on by delay: the answer to a renewal
+// comes that much after its send.
+type slowAnswers struct {
+	*flakyStore
+	clk   *clocktesting.FakeClock
+	delay time.Duration
+}
+
+func (s *slowAnswers) Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	out, err := s.flakyStore.Update(ctx, l)
+	s.clk.Step(s.delay)
+	return out, err
+}
+
+func TestContinuousSinceMovesOnlyWhenARenewalIsAnsweredTooLate(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(t0)
+	store := &slowAnswers{flakyStore: &flakyStore{Store: leasestest.NewStore()}, clk: clk}
+	m := newMember(store, clk)
+	require.Equal(t, 15*time.Second-5*time.Second/4, m.ContinuityWindow(), "D less a quarter of D − R")
+	renewAt := func(at time.Duration) {
+		t.Helper()
+		clk.SetTime(t0.Add(at))
+		require.NoError(t, m.Renew(ctx, clk.Now()))
+	}
+
+	renewAt(0)
+	assert.Equal(t, t0, m.ContinuousSince(), "from the take's answer")
+	renewAt(5 * time.Second)
+
+	// The API server is gone: the renewals fail, the member fences at 15 s, and the renewal that
+	// succeeds at 18 s is answered 13 s after the last successful send, inside the window.
+	store.down.Store(true)
+	for at := 7 * time.Second; at < 18*time.Second; at += 2 * time.Second {
+		clk.SetTime(t0.Add(at))
+		require.Error(t, m.Renew(ctx, clk.Now()))
+	}
+	assert.True(t, m.Fenced(t0.Add(17*time.Second)))
+	store.down.Store(false)
+	renewAt(18 * time.Second)
+	assert.Equal(t, t0, m.ContinuousSince(), "fenced, but nobody can have judged the lease expired")
+
+	// A renewal sent in time whose answer comes 14 s after the last send: someone may have.
+	store.delay = 14 * time.Second
+	renewAt(20 * time.Second)
+	assert.Equal(t, t0.Add(34*time.Second), m.ContinuousSince(), "from the late answer on")
+	store.delay = 0
+	renewAt(36 * time.Second)
+	assert.Equal(t, t0.Add(36*time.Second), m.ContinuousSince(), "16 s after the late renewal's send")
+	renewAt(38 * time.Second)
+	assert.Equal(t, t0.Add(36*time.Second), m.ContinuousSince(), "renewals in time keep it")
+}

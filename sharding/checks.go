@@ -205,6 +205,9 @@ type breakage struct {
 	noEpochCheck       bool // a reply arriving after a fence may start work
 	resumeUnproven     bool // a predecessor's partitions resume at once after a take of the member lease without proof
 	ignoreVanished     bool // a partition lease deleted or cleared under its holder counts as free
+	// resumeDespiteGap resumes a fenced partition without a write although the member lease was not
+	// held continuously since the partition's write
+	resumeDespiteGap bool
 }
 
 // liveByRenewTime is the broken expiry rule: renewTime plus the lease duration, on this member's clock.

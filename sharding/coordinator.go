@@ -42,6 +42,10 @@ type Liveness interface {
 	// latest, when the member lease was taken without proof that it stopped (deleted or cleared by
 	// someone); zero otherwise. Partitions that name that process are resumed only from then on.
 	PredecessorFencedBy() time.Time
+	// ContinuousSince is since when the member lease has been held so that no other member can have
+	// judged it expired (leases.Member.ContinuousSince): partitions whose work a fence stopped, started
+	// after that moment and written by nobody since, resume without a write.
+	ContinuousSince() time.Time
 }
 
 // Config is what a Coordinator needs to know about its group.
@@ -155,6 +159,32 @@ type Coordinator struct {
 	// releasedFrom holds, by partition released here, the version of the lease the release replaced:
 	// while the cache still shows that version, the release is done and is not sent again.
 	releasedFrom map[int]string
+	// fenced holds, by partition whose work a fence stopped, what resumption needs to know.
+	fenced map[int]fencedPartition
+	// shownRenewal is when this process sent the renewal of its member lease that the cache showed at
+	// the start of the reconcile step (zero when it shows none of its latest); reconcile steps set it
+	// before the partitions' writes, which only read it.
+	shownRenewal time.Time
+}
+
+// fencedPartition is what a fence recorded of a partition whose work it stopped: the version of the
+// lease this process had last written (or resumed), when that write's answer had arrived, and when
+// the fence stopped it.
+type fencedPartition struct {
+	version string
+	wroteAt time.Time
+	at      time.Time
+}
+
+// ownRenewalShown returns when this process sent the write of its member lease that the cache shows,
+// the zero time when it does not know.
+func (c *Coordinator) ownRenewalShown(snap snapshot) time.Time {
+	own := snap.members[c.cfg.Member]
+	if own == nil {
+		return time.Time{}
+	}
+	sent, _ := c.liveness.SentAt(own.ResourceVersion)
+	return sent
 }
 
 // heldPartition is a partition whose work runs here.
@@ -183,6 +213,7 @@ func NewCoordinator(workCtx context.Context, cfg Config, store leases.Store, lis
 		held:         map[int]*heldPartition{},
 		pending:      map[int]map[string]string{},
 		releasedFrom: map[int]string{},
+		fenced:       map[int]fencedPartition{},
 		returns:      map[string]returnCheck{},
 	}
 }
@@ -296,6 +327,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 		return c.requeueAfter(now), nil
 	}
 	c.checkReturns(ctx, rings, now)
+	c.shownRenewal = c.ownRenewalShown(snap)
 	release, acquire := c.plan(rings.owners, snap, now)
 	errs := c.forEach(ctx, release, func(p int) error {
 		if v, ok := snap.vanished[p]; ok {

@@ -18,8 +18,27 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
 )
 
-// switchLiveness is a member lease a test fences and unfences at will.
-type switchLiveness struct{ fenced atomic.Bool }
+// switchLiveness is a member lease a test fences and unfences at will. Unless continuousSince is set,
+// it has never been held continuously: no partition resumes without a write.
+type switchLiveness struct {
+	fenced          atomic.Bool
+	continuousSince atomic.Pointer[time.Time]
+	// renewalShown, when set, is SentAt's answer for every version: when the renewal the cache shows
+	// was sent.
+	renewalShown atomic.Pointer[time.Time]
+}
+
+func (l *switchLiveness) ContinuousSince() time.Time {
+	if since := l.continuousSince.Load(); since != nil {
+		return *since
+	}
+	return farFuture
+}
+
+func (neverFenced) ContinuousSince() time.Time { return farFuture }
+
+// farFuture is a ContinuousSince that no partition's write comes after.
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func (l *switchLiveness) Fenced(time.Time) bool { return l.fenced.Load() }
 
@@ -27,7 +46,12 @@ func (l *switchLiveness) Outage() (time.Time, time.Time) { return time.Time{}, t
 
 func (l *switchLiveness) ViewStale(string, time.Time, time.Duration) bool { return false }
 
-func (l *switchLiveness) SentAt(string) (time.Time, bool) { return time.Time{}, false }
+func (l *switchLiveness) SentAt(string) (time.Time, bool) {
+	if at := l.renewalShown.Load(); at != nil {
+		return *at, true
+	}
+	return time.Time{}, false
+}
 
 func (neverFenced) SentAt(string) (time.Time, bool) { return time.Time{}, false }
 
@@ -274,3 +298,82 @@ func TestAReleaseIsNotSentAgainOnTheCopyItReplaced(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, leases.Holder(fresh), "released")
 }
+
+func TestAFencedPartitionResumesWithoutAWriteOnlyWhenTheMemberLeaseWasHeldContinuously(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// continuousFrom is ContinuousSince, relative to when the partitions were written.
+		continuousFrom time.Duration
+		// touched is a partition whose lease someone else writes while the member is fenced.
+		touched int
+		writes  int
+	}{
+		{name: "held continuously", continuousFrom: -time.Second, touched: -1, writes: 0},
+		{name: "a renewal answered too late after the writes", continuousFrom: time.Second, touched: -1, writes: 7},
+		{name: "held continuously, one lease written by someone", continuousFrom: -time.Second, touched: 3, writes: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := leasestest.NewStore()
+			clk := clocktesting.NewFakeClock(time.Now())
+			liveness := &switchLiveness{}
+			var takeovers []Takeover
+			c := NewCoordinator(ctx, Config{Group: "g", Member: "m", Incarnation: "i",
+				Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+				RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store, liveness, clk, logr.Discard(),
+				recordingHandler{&takeovers})
+			own := &leases.Member{Store: store, Group: "g", Name: "m", Incarnation: "i", LeaseDuration: 15 * time.Second,
+				RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second, Clock: clk}
+			require.NoError(t, own.Renew(ctx, clk.Now()), "the member lease, for the cache to show")
+			_, err := c.Reconcile(ctx)
+			require.NoError(t, err)
+			require.Len(t, c.Held(), 7)
+			since := clk.Now().Add(tc.continuousFrom)
+			liveness.continuousSince.Store(&since)
+
+			liveness.fenced.Store(true)
+			c.Fence()
+			require.Empty(t, c.Held())
+			if tc.touched >= 0 {
+				l, err := store.Get(ctx, leases.PartitionLeaseName("g", tc.touched))
+				require.NoError(t, err)
+				l.Annotations["someone"] = "wrote" // holder and incarnation stay
+				_, err = store.Update(ctx, l)
+				require.NoError(t, err)
+			}
+			liveness.fenced.Store(false)
+			clk.Step(3 * time.Second)
+			before := len(store.Events(0))
+			takeovers = nil
+			if tc.writes == 0 {
+				_, err = c.Reconcile(ctx)
+				require.NoError(t, err)
+				assert.Empty(t, c.Held(), "the cache shows no renewal sent after the fence yet: nothing resumes")
+				assert.Empty(t, store.Events(before))
+			}
+			renewed := clk.Now()
+			liveness.renewalShown.Store(&renewed)
+			_, err = c.Reconcile(ctx)
+			require.NoError(t, err)
+
+			assert.Len(t, c.Held(), 7)
+			assert.Len(t, store.Events(before), tc.writes, "partition lease writes of the resume")
+			resumed := 0
+			for _, to := range takeovers {
+				if to.Cause == Resume {
+					resumed++
+				}
+			}
+			assert.Equal(t, 7, resumed, "each a resume, with a write or without")
+		})
+	}
+}
+
+// recordingHandler records every takeover it is given.
+type recordingHandler struct{ takeovers *[]Takeover }
+
+func (h recordingHandler) Acquired(_ context.Context, _ int, to Takeover) {
+	*h.takeovers = append(*h.takeovers, to)
+}
+
+func (recordingHandler) Released(int) {}

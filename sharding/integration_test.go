@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,6 +131,7 @@ type group struct {
 	t        *testing.T
 	settings config.Sharding
 	work     *workLog
+	logs     *failureLog
 }
 
 func newGroup(t *testing.T) *group {
@@ -137,7 +139,37 @@ func newGroup(t *testing.T) *group {
 	s := config.DefaultSharding("it")
 	s.Namespace = env.Namespace(t)
 	s.MemberLeaseDuration, s.MemberRenewDeadline, s.MemberRetryPeriod = itLeaseDuration, itRenewDeadline, itRetryPeriod
-	return &group{t: t, settings: s, work: &workLog{t: t, acting: map[int]string{}, takeovers: map[int]sharding.Takeover{}}}
+	return &group{t: t, settings: s, work: &workLog{t: t, acting: map[int]string{}, takeovers: map[int]sharding.Takeover{}},
+		logs: newFailureLog(t)}
+}
+
+// failureLog keeps what every member of a test logs, with the time, and prints it when the test
+// fails (or always, with DWD_TEST_LOGS set): a timing that goes wrong only on a loaded machine
+// explains itself in the CI output.
+type failureLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func newFailureLog(t *testing.T) *failureLog {
+	l := &failureLog{}
+	t.Cleanup(func() {
+		if t.Failed() || os.Getenv("DWD_TEST_LOGS") != "" {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			t.Logf("what the members logged:\n%s", strings.Join(l.lines, "\n"))
+		}
+	})
+	return l
+}
+
+// logger returns the logger of one member.
+func (l *failureLog) logger(member string) logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.lines = append(l.lines, time.Now().Format("15:04:05.000")+" "+member+" "+prefix+" "+args)
+	}, funcr.Options{Verbosity: 1})
 }
 
 // start runs a member through a proxy of its own, with the handlers given besides the work log's.
@@ -148,7 +180,7 @@ func (g *group) start(name string, handlers ...sharding.PartitionHandler) *repli
 	client, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(cfg, s.PartitionCount))
 	require.NoError(g.t, err)
 	r := &replica{name: name, proxy: proxy, done: make(chan struct{}),
-		runner: sharding.NewRunner(s, client, logr.Discard(), append([]sharding.PartitionHandler{g.work.handler(name)}, handlers...)...)}
+		runner: sharding.NewRunner(s, client, g.logs.logger(name), append([]sharding.PartitionHandler{g.work.handler(name)}, handlers...)...)}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { defer close(r.done); _ = r.runner.Start(ctx) }()
@@ -252,8 +284,10 @@ func TestCrashedMemberIsTakenOverAfterTheLeaseDuration(t *testing.T) {
 
 	// It comes back under the same name: its predecessor left no proof of having stopped, so it
 	// waits out the lease first; then it takes back exactly its share, nothing else moves.
+	// Within D + 10 s: the wait, then a rebalance of a third of the partitions both ways. D + 5 s was
+	// missed once in CI, with two test packages at a time on two cores.
 	g.start("dwd-2")
-	took := g.converge(t, itLeaseDuration+5*time.Second, "dwd-0", "dwd-1", "dwd-2")
+	took := g.converge(t, itLeaseDuration+10*time.Second, "dwd-0", "dwd-1", "dwd-2")
 	assert.GreaterOrEqual(t, took, itLeaseDuration-itRetryPeriod, "a replacement without proof waits out its predecessor's lease")
 	assert.Equal(t, before, g.work.heldBy(), "the returning member takes back exactly its share")
 	t.Logf("the returning member held its share again after %s", took.Round(time.Millisecond))

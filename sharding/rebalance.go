@@ -38,6 +38,7 @@ type rebalanceTally struct {
 	acquired   int
 	handedOver int            // of acquired: released to this member, or left by a member that left gracefully
 	resumed    int            // of acquired: re-taken by this process after a fence
+	unwritten  int            // of resumed: without a partition lease write (Coordinator.resumption)
 	crashed    map[string]int // of acquired: taken over from a holder whose lease expired, by holder
 	released   int
 	lost       int // stopped because someone else wrote their leases
@@ -78,6 +79,13 @@ func (r *rebalance) acquiredOne(cause TakeoverCause, crashed string) {
 	}
 }
 
+// resumedWithoutWrite records that the last resume counted sent no partition lease write.
+func (r *rebalance) resumedWithoutWrite() {
+	r.mu.Lock()
+	r.unwritten++
+	r.mu.Unlock()
+}
+
 func (r *rebalance) releasedOne() {
 	r.mu.Lock()
 	r.released++
@@ -94,7 +102,7 @@ func (r *rebalance) lostSome(n int) {
 type rebalanceSummary struct {
 	took                                      time.Duration
 	heldBefore, acquired, handedOver, resumed int
-	released, lost                            int
+	resumedWithoutWrite, released, lost       int
 	membersChanged                            bool
 	crashed                                   map[string]int
 }
@@ -117,7 +125,7 @@ func (r *rebalance) end(now time.Time, settled bool) (rebalanceSummary, bool) {
 		return rebalanceSummary{}, false
 	}
 	s := rebalanceSummary{took: now.Sub(r.began), heldBefore: r.heldBefore, acquired: r.acquired, handedOver: r.handedOver,
-		resumed: r.resumed, released: r.released, lost: r.lost, membersChanged: r.membersSet, crashed: r.crashed}
+		resumed: r.resumed, resumedWithoutWrite: r.unwritten, released: r.released, lost: r.lost, membersChanged: r.membersSet, crashed: r.crashed}
 	r.rebalanceTally = rebalanceTally{}
 	return s, true
 }
@@ -145,6 +153,9 @@ func (c *Coordinator) finishRebalance(ring *Ring, began time.Time, heldBefore in
 	kv := []any{"group", c.cfg.Group, "members", ring.Members(), "membersChanged", s.membersChanged,
 		"heldBefore", s.heldBefore, "heldAfter", len(c.Held()), "acquired", s.acquired, "takenOver", s.takenOver(),
 		"handedOver", s.handedOver, "resumed", s.resumed, "released", s.released}
+	if s.resumedWithoutWrite > 0 {
+		kv = append(kv, "resumedWithoutWrite", s.resumedWithoutWrite)
+	}
 	if s.lost > 0 {
 		kv = append(kv, "lost", s.lost)
 	}

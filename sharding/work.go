@@ -43,6 +43,9 @@ func (c *Coordinator) release(ctx context.Context, p int, cached *coordinationv1
 			return nil
 		}
 	}
+	c.mu.Lock()
+	delete(c.fenced, p)
+	c.mu.Unlock()
 	state := c.takePending(p)
 	_, err := leases.Release(ctx, c.store, cached, state, reservedFor, c.clock.Now())
 	c.metrics.write("release", err)
@@ -146,6 +149,16 @@ func (c *Coordinator) acquire(ctx context.Context, p int, cached *coordinationv1
 		c.start(p, cached, cached, takeover, epoch)
 		return nil
 	}
+	switch c.resumption(p, cached, incarnation) {
+	case resumeLater:
+		return nil
+	case resumeWithoutWrite:
+		if c.start(p, cached, cached, takeover, epoch) {
+			c.rebalance.acquiredOne(takeover.Cause, "")
+			c.rebalance.resumedWithoutWrite()
+		}
+		return nil
+	}
 	if c.broken.startBeforeWrite {
 		c.start(p, cached, cached, takeover, epoch)
 	}
@@ -163,6 +176,45 @@ func (c *Coordinator) acquire(ctx context.Context, p int, cached *coordinationv1
 	c.rebalance.acquiredOne(takeover.Cause, c.expiredHolder(takeover, holder))
 	c.observeHandover(cached, holder, now)
 	return nil
+}
+
+// resumption says how a partition whose work a fence stopped here starts again.
+type resumption int
+
+const (
+	// resumeByWrite: by a compare-and-swap, as any acquire.
+	resumeByWrite resumption = iota
+	// resumeWithoutWrite: the lease is still this process's write, and nobody can have taken it.
+	resumeWithoutWrite
+	// resumeLater: the cache shows no renewal of the member lease sent after the fence yet, so it
+	// may not show what happened to the lease meanwhile; its next event triggers the next step (or
+	// the stale-view check holds every ring change back).
+	resumeLater
+)
+
+// resumption says how partition p, whose lease is cached naming incarnation, starts again here. It
+// starts without a write when a fence stopped its work here, the member lease has been held
+// continuously since the partition's write (leases.Member.ContinuousSince), so that no other member
+// can have judged this one expired and taken the partition, and the cache, which shows a renewal
+// sent after the fence, still shows the version this process wrote: nobody deleted or wrote the lease
+// up to that renewal, and a foreign write after it is one a holder without a fence meets as well
+// (stopForeignWrites). After an outage of the API server shorter than the lease duration the group
+// thus acts again at its first renewal, without a partition lease write.
+func (c *Coordinator) resumption(p int, cached *coordinationv1.Lease, incarnation string) resumption {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.fenced[p]
+	switch {
+	case !ok || cached == nil || incarnation != c.cfg.Incarnation || leases.Holder(cached) != c.cfg.Member ||
+		cached.ResourceVersion != f.version ||
+		(!f.wroteAt.After(c.liveness.ContinuousSince()) && !c.broken.resumeDespiteGap):
+		delete(c.fenced, p)
+		return resumeByWrite
+	case !c.shownRenewal.After(f.at):
+		return resumeLater
+	}
+	delete(c.fenced, p)
+	return resumeWithoutWrite
 }
 
 // waitForPredecessor logs, once, that partitions an earlier process under this name holds wait until
@@ -349,6 +401,9 @@ func (c *Coordinator) stop(p int, cause string) (*coordinationv1.Lease, bool) {
 	c.mu.Lock()
 	hp, ok := c.held[p]
 	delete(c.held, p)
+	if ok && cause == ReleaseFence {
+		c.fenced[p] = fencedPartition{version: hp.lease.ResourceVersion, wroteAt: hp.wroteAt, at: c.clock.Now()}
+	}
 	c.mu.Unlock()
 	if !ok {
 		return nil, false

@@ -96,7 +96,7 @@ func errOrOK(err error) any {
 }
 
 // newCluster starts the seed, n shoots and the replicas for a test, and stops them when it ends; the
-// replicas' logs stay in the test's temporary folder, which the log names.
+// replicas' logs are kept when the test fails (or always, with DWD_TEST_LOGS set), where the log says.
 func newCluster(t *testing.T, n int) (*cluster, *rand.Rand) {
 	dwd := test.BuildDwd(t)
 	seed := *chaosSeed
@@ -112,7 +112,7 @@ func newCluster(t *testing.T, n int) (*cluster, *rand.Rand) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("DWD_TEST_LOGS") != "" {
 			t.Logf("replica logs in %s", keepLogs(dir))
 		}
 		c.stop()
