@@ -35,16 +35,15 @@ func DecodeWeederConfigLenient(data []byte) (c *WeederConfig, unknown, errs fiel
 	return decode(data, SetWeederDefaults, ValidateWeederConfig)
 }
 
-// LoadProberConfig reads the file at path and decodes it with
-// DecodeProberConfig. The error names the file and lists every problem.
-func LoadProberConfig(path string) (*ProberConfig, error) {
-	return load(path, "prober", DecodeProberConfig)
+// ReadProberConfig reads the file at path and decodes it with DecodeProberConfigLenient. A file that
+// cannot be read is one error in errs.
+func ReadProberConfig(path string) (c *ProberConfig, unknown, errs field.ErrorList) {
+	return read(path, DecodeProberConfigLenient)
 }
 
-// LoadWeederConfig reads the file at path and decodes it with
-// DecodeWeederConfig. The error names the file and lists every problem.
-func LoadWeederConfig(path string) (*WeederConfig, error) {
-	return load(path, "weeder", DecodeWeederConfig)
+// ReadWeederConfig is ReadProberConfig for the weeder.
+func ReadWeederConfig(path string) (c *WeederConfig, unknown, errs field.ErrorList) {
+	return read(path, DecodeWeederConfigLenient)
 }
 
 // decode runs the three loading steps on a new T. Strict-decoding errors
@@ -71,15 +70,11 @@ func strict[T any](c *T, unknown, errs field.ErrorList) (*T, field.ErrorList) {
 	return c, nil
 }
 
-// load reads the file at path and decodes it; what names the config in errors.
-func load[T any](path, what string, decode func([]byte) (*T, field.ErrorList)) (*T, error) {
+// read reads the file at path and decodes it with decode.
+func read[T any](path string, decode func([]byte) (*T, field.ErrorList, field.ErrorList)) (*T, field.ErrorList, field.ErrorList) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading %s config: %w", what, err)
+		return nil, nil, field.ErrorList{field.InternalError(nil, fmt.Errorf("reading the file: %w", err))}
 	}
-	c, errs := decode(data)
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("invalid %s config %q: %w", what, path, errs.ToAggregate())
-	}
-	return c, nil
+	return decode(data)
 }

@@ -36,7 +36,7 @@ func upstreamProberConfig(secretName string) *ProberConfig {
 	}
 }
 
-func TestLoadProberConfigUpstreamExamples(t *testing.T) {
+func TestReadProberConfigUpstreamExamples(t *testing.T) {
 	tests := []struct {
 		file string
 		want *ProberConfig
@@ -46,14 +46,15 @@ func TestLoadProberConfigUpstreamExamples(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			got, err := LoadProberConfig(filepath.Join("testdata", tt.file))
-			require.NoError(t, err)
+			got, unknown, errs := ReadProberConfig(filepath.Join("testdata", tt.file))
+			require.Empty(t, unknown)
+			require.Empty(t, errs)
 			require.Equal(t, tt.want, got)
 		})
 	}
 }
 
-func TestLoadWeederConfigUpstreamExample(t *testing.T) {
+func TestReadWeederConfigUpstreamExample(t *testing.T) {
 	controlplane := metav1.LabelSelectorRequirement{
 		Key: "gardener.cloud/role", Operator: metav1.LabelSelectorOpIn, Values: []string{"controlplane"},
 	}
@@ -70,8 +71,9 @@ func TestLoadWeederConfigUpstreamExample(t *testing.T) {
 			}}}},
 		},
 	}
-	got, err := LoadWeederConfig(filepath.Join("testdata", "weeder-example.yaml"))
-	require.NoError(t, err)
+	got, unknown, errs := ReadWeederConfig(filepath.Join("testdata", "weeder-example.yaml"))
+	require.Empty(t, unknown)
+	require.Empty(t, errs)
 	require.Equal(t, want, got)
 }
 
@@ -82,12 +84,10 @@ func TestLoadErrors(t *testing.T) {
 		file string
 		want []string
 	}{
-		{"missing prober file", loadProber, "no-such-file.yaml", []string{"reading prober config", "no-such-file.yaml"}},
-		{"missing weeder file", loadWeeder, "no-such-file.yaml", []string{"reading weeder config", "no-such-file.yaml"}},
-		{"invalid prober file", loadProber, "prober-mistakes.yaml",
-			[]string{`invalid prober config "testdata/prober-mistakes.yaml"`, "probeTimout", "dependentResourceInfos[3].ref"}},
-		{"invalid weeder file", loadWeeder, "weeder-mistakes.yaml",
-			[]string{`invalid weeder config "testdata/weeder-mistakes.yaml"`, "watchTime", "servicesAndDependantSelectors[kube-apiserver]"}},
+		{"missing prober file", loadProber, "no-such-file.yaml", []string{"reading the file", "no-such-file.yaml"}},
+		{"missing weeder file", loadWeeder, "no-such-file.yaml", []string{"reading the file", "no-such-file.yaml"}},
+		{"invalid prober file", loadProber, "prober-mistakes.yaml", []string{"probeTimout", "dependentResourceInfos[3].ref"}},
+		{"invalid weeder file", loadWeeder, "weeder-mistakes.yaml", []string{"watchTime", "servicesAndDependantSelectors[kube-apiserver]"}},
 		{"weeder file given to the prober", loadProber, "weeder-example.yaml", []string{"servicesAndDependantSelectors"}},
 	}
 	for _, tt := range tests {
@@ -101,14 +101,15 @@ func TestLoadErrors(t *testing.T) {
 	}
 }
 
+// loadProber and loadWeeder read a config file and return every problem, its unknown keys too.
 func loadProber(path string) error {
-	_, err := LoadProberConfig(path)
-	return err
+	_, unknown, errs := ReadProberConfig(path)
+	return append(unknown, errs...).ToAggregate()
 }
 
 func loadWeeder(path string) error {
-	_, err := LoadWeederConfig(path)
-	return err
+	_, unknown, errs := ReadWeederConfig(path)
+	return append(unknown, errs...).ToAggregate()
 }
 
 func TestProberConfigWithEveryMistake(t *testing.T) {

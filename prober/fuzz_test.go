@@ -636,7 +636,7 @@ func isCandidate(node *corev1.Node, machines []MachineInfo, spec ProbeSpec) bool
 const fuzzDefaultGrace = 40 * time.Second
 
 // checkShootOfCluster wraps raw, if it is JSON, as the spec.shoot of a Cluster and decodes the Cluster
-// as the informer does. shootOf must agree with DecodeShoot's result want (nil: an error); and through
+// as the informer does. shootOf must agree with decodeShoot's result want (nil: an error); and through
 // the cache's trimCluster, a shoot that decodes must still decode, to the same decision (trimming may
 // drop a field that does not decode: the rules do not read it).
 func checkShootOfCluster(t *testing.T, raw []byte, want *Shoot) {
@@ -651,10 +651,10 @@ func checkShootOfCluster(t *testing.T, raw []byte, want *Shoot) {
 	}
 	got, err := shootOf(cluster)
 	if want == nil {
-		require.Error(t, err, "shootOf decoded what DecodeShoot refuses")
+		require.Error(t, err, "shootOf decoded what decodeShoot refuses")
 		return
 	}
-	require.NoError(t, err, "shootOf refused what DecodeShoot decodes")
+	require.NoError(t, err, "shootOf refused what decodeShoot decodes")
 	require.Equal(t, want, got)
 
 	trimmed, err := trimCluster(cluster)

@@ -3,7 +3,6 @@ package prober
 import (
 	"maps"
 	"slices"
-	"strconv"
 	"time"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
@@ -38,49 +37,10 @@ func (s ProbeSpec) Equal(o ProbeSpec) bool {
 		maps.EqualFunc(s.WorkerNodeConditions, o.WorkerNodeConditions, slices.Equal)
 }
 
-// Lifecycle is what to do with the probe of one shoot.
-type Lifecycle int
-
-const (
-	// Stop stops a running probe, or does not start one.
-	Stop Lifecycle = iota
-	// Start starts a probe that is not running, or keeps a running one whose spec is unchanged.
-	Start
-	// Restart stops the running probe and starts one with the new spec.
-	Restart
-)
-
-// String returns the name of the lifecycle step.
-func (l Lifecycle) String() string {
-	switch l {
-	case Stop:
-		return "Stop"
-	case Start:
-		return "Start"
-	case Restart:
-		return "Restart"
-	}
-	return "Lifecycle(" + strconv.Itoa(int(l)) + ")"
-}
-
-// NextLifecycle says what to do with a shoot's probe given whether one is running and with which spec:
-// Stop when Decide says not to run, Restart when it is running with another spec, else Start. It returns
-// the spec to run with and, for Stop, the reason.
-func NextLifecycle(running bool, current ProbeSpec, shoot *Shoot, defaultGrace time.Duration) (Lifecycle, ProbeSpec, string) {
-	run, spec, reason := Decide(shoot, defaultGrace)
-	switch {
-	case !run:
-		return Stop, ProbeSpec{}, reason
-	case running && !current.Equal(spec):
-		return Restart, spec, ""
-	}
-	return Start, spec, ""
-}
-
 // Decide returns whether a probe should run for the shoot, the spec it runs with, and why not when it
-// should not. The rules are the original's (UPSTREAM "Which clusters are probed"), as a pure function
-// of the Shoot: a running probe and a new one obey the same rules, so a probe also stops when a start
-// condition stops holding (for example a Restore that is processing again).
+// should not. The rules are the original's, as a pure function of the Shoot: a running probe and a
+// new one obey the same rules, so a probe also stops when a start condition stops holding (for
+// example a Restore that is processing again).
 //
 // In order: no Shoot (the Cluster is gone); a deletionTimestamp; hibernation enabled; a Migrate last
 // operation (any state); no workers; waking up (status.isHibernated while hibernation is disabled);

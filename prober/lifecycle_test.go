@@ -4,8 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -184,39 +187,26 @@ func TestProbeSpecEqual(t *testing.T) {
 	})
 }
 
-func TestNextLifecycle(t *testing.T) {
-	running := lifecycleShoot("Reconcile", "Succeeded")
-	_, spec, _ := Decide(running, lifecycleDefaultGrace)
-	other := ProbeSpec{NodeMonitorGracePeriod: time.Minute, WorkerNodeConditions: spec.WorkerNodeConditions}
-	tests := []struct {
-		name       string
-		running    bool
-		current    ProbeSpec
-		shoot      *Shoot
-		want       Lifecycle
-		wantSpec   ProbeSpec
-		wantReason string
-	}{
-		{"start a new probe", false, ProbeSpec{}, running, Start, spec, ""},
-		{"keep a running probe", true, spec, running, Start, spec, ""},
-		{"restart on a new spec", true, other, running, Restart, spec, ""},
-		{"stop a running probe", true, spec, lifecycleShoot("Reconcile", "Succeeded", hibernationOn), Stop, ProbeSpec{}, "hibernation is enabled"},
-		{"never start", false, ProbeSpec{}, lifecycleShoot("Create", "Processing"), Stop, ProbeSpec{}, "last operation Create is Processing"},
-		{"cluster gone", true, spec, nil, Stop, ProbeSpec{}, "cluster gone"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, gotSpec, reason := NextLifecycle(tt.running, tt.current, tt.shoot, lifecycleDefaultGrace)
-			assert.Equal(t, tt.want, got)
-			assert.Equal(t, tt.wantSpec, gotSpec)
-			assert.Equal(t, tt.wantReason, reason)
-		})
-	}
-}
+func TestARunningProbeIsKeptOnTheSameSpecAndRestartedWithItsStateOnAnother(t *testing.T) {
+	registerMetrics()
+	clk := clocktesting.NewFakeClock(time.Now())
+	m := &Manager{Ownership: partitionOwnership{}, Clock: clk, Log: logr.Discard(),
+		Scheduler: NewScheduler(clk, 1, nil), Flows: NewScheduler(clk, 1, nil), Clients: &ShootClients{}}
+	const ns = "shoot--p--s"
+	_, spec, _ := Decide(lifecycleShoot("Reconcile", "Succeeded"), lifecycleDefaultGrace)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.startLocked(ns, spec, clk.Now())
+	first := m.probes[ns]
+	require.NotNil(t, first)
 
-func TestLifecycleString(t *testing.T) {
-	assert.Equal(t, "Stop", Stop.String())
-	assert.Equal(t, "Start", Start.String())
-	assert.Equal(t, "Restart", Restart.String())
-	assert.Equal(t, "Lifecycle(7)", Lifecycle(7).String())
+	m.startLocked(ns, spec, clk.Now())
+	assert.Same(t, first, m.probes[ns], "the same spec keeps the running probe")
+
+	other := ProbeSpec{NodeMonitorGracePeriod: time.Minute, WorkerNodeConditions: spec.WorkerNodeConditions}
+	m.startLocked(ns, other, clk.Now())
+	assert.NotSame(t, first, m.probes[ns], "another spec restarts it")
+	assert.Equal(t, other, m.probes[ns].spec)
+	assert.Same(t, first.st, m.probes[ns].st, "the restarted probe keeps what the probe had seen")
+	m.stopLocked(ns)
 }

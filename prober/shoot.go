@@ -1,7 +1,6 @@
 package prober
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,23 +105,6 @@ func (s *Shoot) HibernationEnabled() bool {
 
 // errEmptyShoot is returned for a Cluster whose spec.shoot is missing or null.
 var errEmptyShoot = errors.New("spec.shoot is empty")
-
-// DecodeShoot decodes the raw Shoot JSON of a Cluster's spec.shoot. Unknown fields are ignored (a real
-// Shoot has hundreds); malformed JSON and values of the wrong type are errors that name the field where
-// encoding/json can tell it. Empty or null input is the error "spec.shoot is empty". Field names match
-// exactly, as the Kubernetes API server decodes them, not in any case as encoding/json would: a key
-// "Hibernation" decides nothing (and the cache's trimmed copy of a Cluster drops it too).
-func DecodeShoot(raw []byte) (*Shoot, error) {
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
-		return nil, errEmptyShoot
-	}
-	var doc any
-	if err := json.Unmarshal(trimmed, &doc); err != nil {
-		return nil, fmt.Errorf("decoding spec.shoot: %w", describeJSONError("", err))
-	}
-	return decodeShootValue(doc)
-}
 
 // decodeShootValue decodes a Shoot from its JSON value as encoding/json gives it (maps, slices,
 // strings, numbers, booleans), keeping only the keys that are exactly the names of Shoot's fields.

@@ -1,8 +1,10 @@
 package prober
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -53,7 +55,7 @@ const realShootJSON = `{
 }`
 
 func TestDecodeShootKeepsTheFieldsTheRulesRead(t *testing.T) {
-	shoot, err := DecodeShoot([]byte(realShootJSON))
+	shoot, err := decodeShoot([]byte(realShootJSON))
 	require.NoError(t, err)
 
 	deleted := metav1.NewTime(time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC))
@@ -83,14 +85,14 @@ func TestDecodeShootKeepsTheFieldsTheRulesRead(t *testing.T) {
 }
 
 func TestDecodeShootOfAnEmptyObject(t *testing.T) {
-	shoot, err := DecodeShoot([]byte(`{}`))
+	shoot, err := decodeShoot([]byte(`{}`))
 	require.NoError(t, err)
 	assert.Equal(t, &Shoot{}, shoot)
 	assert.False(t, shoot.HibernationEnabled())
 }
 
 func TestDecodeShootNullsAreUnset(t *testing.T) {
-	shoot, err := DecodeShoot([]byte(`{"metadata":{"deletionTimestamp":null,"creationTimestamp":null},
+	shoot, err := decodeShoot([]byte(`{"metadata":{"deletionTimestamp":null,"creationTimestamp":null},
 		"spec":{"hibernation":null,"kubernetes":{"kubeControllerManager":{"nodeMonitorGracePeriod":null}}},
 		"status":{"lastOperation":null}}`))
 	require.NoError(t, err)
@@ -134,7 +136,7 @@ func TestDecodeShootErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			shoot, err := DecodeShoot([]byte(tt.raw))
+			shoot, err := decodeShoot([]byte(tt.raw))
 			require.Error(t, err)
 			assert.Nil(t, shoot)
 			assert.Contains(t, err.Error(), tt.want)
@@ -143,19 +145,19 @@ func TestDecodeShootErrors(t *testing.T) {
 }
 
 func TestDecodeShootTypeErrorsUnwrap(t *testing.T) {
-	_, err := DecodeShoot([]byte(`{"status":{"isHibernated":1}}`))
+	_, err := decodeShoot([]byte(`{"status":{"isHibernated":1}}`))
 	var typeErr *json.UnmarshalTypeError
 	require.True(t, errors.As(err, &typeErr), "the encoding/json error stays reachable")
 	assert.Equal(t, "status.isHibernated", typeErr.Field)
 }
 
 func TestEncodedShootDecodesToTheSame(t *testing.T) {
-	shoot, err := DecodeShoot([]byte(realShootJSON))
+	shoot, err := decodeShoot([]byte(realShootJSON))
 	require.NoError(t, err)
 	trimmed, err := json.Marshal(shoot)
 	require.NoError(t, err)
 	assert.Less(t, len(trimmed), len(realShootJSON)/2, "the encoded form is trimmed")
-	again, err := DecodeShoot(trimmed)
+	again, err := decodeShoot(trimmed)
 	require.NoError(t, err)
 	assert.Equal(t, shoot, again)
 
@@ -166,9 +168,9 @@ func TestEncodedShootDecodesToTheSame(t *testing.T) {
 
 // FuzzDecodeShoot decodes any bytes as the Shoot of a Cluster and checks that
 //   - nothing panics;
-//   - DecodeShoot returns a shoot or an error, never both nor neither;
+//   - decodeShoot returns a shoot or an error, never both nor neither;
 //   - a Cluster carrying the bytes as spec.shoot, decoded as the informer decodes it, yields through
-//     shootOf the same shoot, or an error where DecodeShoot gives one;
+//     shootOf the same shoot, or an error where decodeShoot gives one;
 //   - a decoded shoot is safe for the rules (see checkDecidedShoot): a reason exactly when no probe
 //     runs, a grace period the default or within the config's bounds, each pool's conditions sorted,
 //     distinct and not empty;
@@ -189,7 +191,7 @@ func FuzzDecodeShoot(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		shoot, err := DecodeShoot(raw)
+		shoot, err := decodeShoot(raw)
 		if err != nil {
 			if shoot != nil {
 				t.Fatalf("a shoot and an error: %v", err)
@@ -205,18 +207,35 @@ func FuzzDecodeShoot(f *testing.F) {
 }
 
 // TestDecodeShootMatchesFieldNamesExactly: the API server decodes case-sensitively, encoding/json does
-// not; a key in another case decides nothing, in DecodeShoot as in the cache's trimmed copy.
+// not; a key in another case decides nothing, in decodeShoot as in the cache's trimmed copy.
 func TestDecodeShootMatchesFieldNamesExactly(t *testing.T) {
-	shoot, err := DecodeShoot([]byte(`{"spec":{"Hibernation":{"enabled":true},"provider":{"workers":[{"Name":"a","name":"b"}]}},"status":{"IsHibernated":true}}`))
+	shoot, err := decodeShoot([]byte(`{"spec":{"Hibernation":{"enabled":true},"provider":{"workers":[{"Name":"a","name":"b"}]}},"status":{"IsHibernated":true}}`))
 	require.NoError(t, err)
 	assert.False(t, shoot.HibernationEnabled())
 	assert.False(t, shoot.Status.IsHibernated)
 	require.Len(t, shoot.Spec.Provider.Workers, 1)
 	assert.Equal(t, "b", shoot.Spec.Provider.Workers[0].Name)
 
-	shoot, err = DecodeShoot([]byte(`{"spec":{"hibernation":{"enabled":true}}}`))
+	shoot, err = decodeShoot([]byte(`{"spec":{"hibernation":{"enabled":true}}}`))
 	require.NoError(t, err)
 	assert.True(t, shoot.HibernationEnabled(), "the exact name still counts")
-	_, err = DecodeShoot([]byte(`{"spec":{"hibernation":{"enabled":"yes"}}}`))
+	_, err = decodeShoot([]byte(`{"spec":{"hibernation":{"enabled":"yes"}}}`))
 	assert.ErrorContains(t, err, "field spec.hibernation.enabled: expected a boolean, got a JSON string")
+}
+
+// decodeShoot decodes raw Shoot JSON as the cache's copy of a Cluster's spec.shoot decodes (shootOf). Unknown fields are ignored (a real
+// Shoot has hundreds); malformed JSON and values of the wrong type are errors that name the field where
+// encoding/json can tell it. Empty or null input is the error "spec.shoot is empty". Field names match
+// exactly, as the Kubernetes API server decodes them, not in any case as encoding/json would: a key
+// "Hibernation" decides nothing (and the cache's trimmed copy of a Cluster drops it too).
+func decodeShoot(raw []byte) (*Shoot, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return nil, errEmptyShoot
+	}
+	var doc any
+	if err := json.Unmarshal(trimmed, &doc); err != nil {
+		return nil, fmt.Errorf("decoding spec.shoot: %w", describeJSONError("", err))
+	}
+	return decodeShootValue(doc)
 }

@@ -258,12 +258,12 @@ func (o *options) completeSharding() {
 func (o *options) loadConfigs(strict bool) field.ErrorList {
 	var errs field.ErrorList
 	if o.proberConfigPath != "" {
-		cfg, unknown, fileErrs := loadFile(o.proberConfigPath, config.DecodeProberConfigLenient)
+		cfg, unknown, fileErrs := config.ReadProberConfig(o.proberConfigPath)
 		o.proberConfig = cfg
 		errs = append(errs, o.acceptUnknownKeys(roleProber, o.proberConfigPath, unknown, fileErrs, strict)...)
 	}
 	if o.weederConfigPath != "" {
-		cfg, unknown, fileErrs := loadFile(o.weederConfigPath, config.DecodeWeederConfigLenient)
+		cfg, unknown, fileErrs := config.ReadWeederConfig(o.weederConfigPath)
 		o.weederConfig = cfg
 		errs = append(errs, o.acceptUnknownKeys(roleWeeder, o.weederConfigPath, unknown, fileErrs, strict)...)
 	}
@@ -285,15 +285,6 @@ func (o *options) acceptUnknownKeys(kind role, path string, unknown, fileErrs fi
 	}
 	countUnknownKeys(kind, len(unknown))
 	return nil
-}
-
-// loadFile reads a config file and decodes it with decode; a file that cannot be read is one error.
-func loadFile[T any](path string, decode func([]byte) (*T, field.ErrorList, field.ErrorList)) (*T, field.ErrorList, field.ErrorList) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, field.ErrorList{field.InternalError(nil, fmt.Errorf("reading the file: %w", err))}
-	}
-	return decode(data)
 }
 
 // prefixErrors roots the field paths of a file's errors at the file's name, so that every line says
