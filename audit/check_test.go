@@ -173,7 +173,7 @@ func TestCheckCounts(t *testing.T) {
 }
 
 // TestAWriteInFlightAtAKillIsJudged: a write is on record from its send line on, so a write sent by a
-// process killed before the answer is judged too (review sharding.md S2).
+// process killed before the answer is judged too (docs/sharding.md, "Ownership audit").
 func TestAWriteInFlightAtAKillIsJudged(t *testing.T) {
 	ns := "shoot--p--s" // one partition: every namespace is in partition 0
 	answered := b.write(6, ns, 0)
@@ -209,8 +209,9 @@ func inGroup(g string, records ...Record) []Record {
 	return records
 }
 
-// Each group's holds can be valid on their own while two groups act on one shoot (review
-// sharding.md N2): writes of one kind to one namespace from two groups within a fence interval fail.
+// Each group's holds can be valid on their own while two groups act on one shoot (docs/sharding.md,
+// "Ownership audit"): writes of one kind to one namespace from two groups within a fence interval
+// fail.
 func TestCheckWritesAcrossGroups(t *testing.T) {
 	ns := "shoot--p--s"
 	p := sharding.PartitionOf(ns, 1)

@@ -1,6 +1,7 @@
-// Package audit is the ownership audit of the sharding protocol (DESIGN §4): each replica appends a
-// JSON line to its audit file for every event that bears on the invariant (at every instant at most
-// one member acts on a partition), and a checker proves the invariant from the files of all replicas.
+// Package audit is the ownership audit of the sharding protocol (docs/sharding.md,
+// "Ownership audit"): each replica appends a JSON line to its audit file for every event that bears
+// on the invariant (at every instant at most one member acts on a partition), and a checker proves
+// the invariant from the files of all replicas.
 //
 // What a replica records (Log; the flag --audit-log of dwd run, dwd prober and dwd weeder):
 //   - start: once per process, with the group's partition count, renew deadline and lease duration;

@@ -102,7 +102,7 @@ type DetectionCase struct {
 	Samples        int     `json:"samples"`
 	NotScaledDown  int     `json:"not_scaled_down"`
 	TimeoutSeconds float64 `json:"timeout_seconds"`
-	// From T0, the moment the kubelets stopped renewing (as the review's Table 3 measures), to the
+	// From T0, the moment the kubelets stopped renewing (as the original's figures count), to the
 	// shoot's first scale-down write; and from the latest renewal of its melted leases (up to a kubelet
 	// renew interval before T0) to the same write.
 	P50Seconds                float64   `json:"p50_seconds"`
@@ -111,7 +111,7 @@ type DetectionCase struct {
 	FromLastRenewalP50Seconds float64   `json:"from_last_renewal_p50_seconds"`
 	FromLastRenewalP99Seconds float64   `json:"from_last_renewal_p99_seconds"`
 	// Original is the case the original's figures are taken from, and its p50 / p99 from T0 at this
-	// profile's probe interval (the review's Table 3); zero when the table has none for the interval.
+	// profile's probe interval, computed from its rule; zero when there is none for the interval.
 	Original           string  `json:"original"`
 	OriginalP50Seconds float64 `json:"original_p50_seconds"`
 	OriginalP99Seconds float64 `json:"original_p99_seconds"`
@@ -141,7 +141,7 @@ func (r *Result) writeVerdicts(b *strings.Builder) {
 		}
 	}
 	for _, d := range r.Detection {
-		fmt.Fprintf(b, "\n## Detection, %s\n\n%d shoots, %d replicas; per case %d rounds of %d shoots owned by one replica. Seconds from T0 (the kubelets stop renewing) to each shoot's first scale-down write; the original's from the review's Table 3.\n\n",
+		fmt.Fprintf(b, "\n## Detection, %s\n\n%d shoots, %d replicas; per case %d rounds of %d shoots owned by one replica. Seconds from T0 (the kubelets stop renewing) to each shoot's first scale-down write; the original's computed from its rule (docs/benchmarks.md, \"The verdict scenarios\").\n\n",
 			d.Profile, d.SeedShoots, d.Replicas, d.Rounds, d.ShootsPerRound)
 		b.WriteString("| case | samples | p50 / p99 s | original p50 / p99 s (case) | from last renewal p50 / p99 s | not scaled down | KCM after MCM/CA p50 / p99 s (not written) |\n")
 		b.WriteString("|---|---|---|---|---|---|---|\n")

@@ -232,7 +232,7 @@ func rulePermissions(r rbacv1.PolicyRule, namespace string) []permission {
 
 // Every workload's Lease traffic in its shard namespace has a priority level of its own (API Priority
 // and Fairness), not the service-accounts schema every other workload of the seed shares: a renewal
-// queued past the renew deadline fences the member (review sharding.md P2).
+// queued past the renew deadline fences the member (docs/sharding.md, "Rate limits").
 func TestLeaseTrafficHasAPriorityLevelOfItsOwn(t *testing.T) {
 	for build, objs := range testBuilds(t) {
 		t.Run(build, func(t *testing.T) {

@@ -1,4 +1,4 @@
-// Package leases holds the Lease arithmetic and writes of the sharding protocol (DESIGN §4):
+// Package leases holds the Lease arithmetic and writes of the sharding protocol (docs/sharding.md):
 //
 //   - the member lease <group>-member-<name> that each replica takes, renews every retry period, and
 //     releases on graceful shutdown; a replica that has not renewed within the renew deadline is fenced

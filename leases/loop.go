@@ -130,9 +130,9 @@ func (m *Member) recentFences(now time.Time) int {
 }
 
 // sitOut is a round while stepped down: it tries to release the lease until that succeeded, so that
-// the others need not wait out the lease duration, and renews nothing. The release says the state
-// of the partitions' work is lost: the fence stopped it without handing it over, so the next holders
-// start them as after a crash (review sharding.md L3).
+// the others need not wait out the lease duration, and renews nothing. The release says the state of
+// the partitions' work is lost: the fence stopped it without handing it over, so the next holders
+// start them as after a crash (docs/sharding.md, "Gray failures").
 func (m *Member) sitOut(ctx context.Context, now time.Time) time.Duration {
 	if m.loop.releasing {
 		ctx, cancel := context.WithTimeout(ctx, m.RetryPeriod)

@@ -118,8 +118,8 @@ var (
 // lease, moves its share to the others at every crash (a lease duration unheld) and back at every
 // restart. From the CrashLoopAfter-th such end in a row, the next process waits before it joins, a
 // lease duration doubled at each further crash, up to MaxCrashBackoff, so that the others keep the
-// share meanwhile (review sharding.md L5). A process that holds the lease for CrashResetDurations
-// lease durations ends the count.
+// share meanwhile (docs/sharding.md, "Crash loops"). A process that holds the lease for
+// CrashResetDurations lease durations ends the count.
 const (
 	CrashLoopAfter      = 3
 	CrashResetDurations = 10
@@ -246,16 +246,13 @@ func (m *Member) take(ctx context.Context, now time.Time) (*coordinationv1.Lease
 	case !m.waitedOut(stored, now):
 		return nil, fmt.Errorf("%w: incarnation %s", ErrWaitingForPredecessor, Incarnation(stored))
 	}
-	crashes := 0
+	taken := m.renewed(stored, now)
 	if !held && !mine {
-		crashes = predecessorCrashes(m.Name, stored)
+		crashes := predecessorCrashes(m.Name, stored)
 		m.sawCrashes(crashes)
 		if err := m.backingOff(stored, now, crashes, max(m.LeaseDuration, AdvertOf(m.Name, stored).Duration)); err != nil {
 			return nil, err
 		}
-	}
-	taken := m.renewed(stored, now)
-	if !held && !mine {
 		setCrashes(taken, crashes)
 	}
 	updated, err := m.Store.Update(ctx, taken)

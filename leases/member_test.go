@@ -227,9 +227,10 @@ func TestAProvenTakeHasNoPredecessorToWaitFor(t *testing.T) {
 	})
 }
 
-// A member lease deleted or cleared by someone proves nothing about the process that held it (review
-// sharding.md N1): a new process takes it at once, so that the group sees the name live, but the
-// predecessor may act until its renew deadline, which ends before a lease duration after the take.
+// A member lease deleted or cleared by someone proves nothing about the process that held it
+// (docs/sharding.md, "A same-name replacement waits for proof"): a new process takes it at once, so
+// that the group sees the name live, but the predecessor may act until its renew deadline, which ends
+// before a lease duration after the take.
 func TestAnUnprovenTakeSaysWhenThePredecessorIsFenced(t *testing.T) {
 	ctx := context.Background()
 	for name, foreign := range map[string]func(store *leasestest.Store){
@@ -433,7 +434,7 @@ func TestMemberStepsDownWhenItFencesTooOften(t *testing.T) {
 	assert.Equal(t, "", mem.Holder("dwd-member-dwd-0"), "the lease is released so that the others take over at once")
 	released, _ := mem.Get(ctx, "dwd-member-dwd-0")
 	assert.True(t, leases.AdvertOf("dwd-0", released).Left)
-	assert.True(t, leases.AdvertOf("dwd-0", released).StateLost, "the fences stopped the work without handing its state over (review L3)")
+	assert.True(t, leases.AdvertOf("dwd-0", released).StateLost, "the fences stopped the work without handing its state over")
 	for clk.Now().Before(downUntil) {
 		step()
 		assert.True(t, m.Fenced(clk.Now()), "no renewal until the window has passed")
@@ -442,8 +443,8 @@ func TestMemberStepsDownWhenItFencesTooOften(t *testing.T) {
 	assert.False(t, m.Fenced(clk.Now()), "it comes back afterwards")
 }
 
-// A member that no other member could replace (it is alone, or they all fence with it in a brownout of
-// the API server) does not step down, however often it fences (review sharding.md L1).
+// A member that no other member could replace (it is alone, or they all fence with it in a brownout
+// of the API server) does not step down, however often it fences (docs/sharding.md, "Gray failures").
 func TestMemberStaysWhenNoOtherCouldTakeOver(t *testing.T) {
 	for name, hook := range map[string]func() bool{"no other member renews well": func() bool { return false }, "no hook": nil} {
 		t.Run(name, func(t *testing.T) {
@@ -544,7 +545,8 @@ func TestMemberReleaseLeavesAnotherIncarnationsLeaseAlone(t *testing.T) {
 // A member whose processes keep ending without a leave soon after they joined (a crash loop, or exits
 // on fence overruns in the same Pod) backs off from the third such end in a row, a lease duration
 // doubled at each further one, so that the others keep its share meanwhile; a process that held the
-// lease for CrashResetDurations durations, or a clean leave, ends the count (review sharding.md L5).
+// lease for CrashResetDurations durations, or a clean leave, ends the count (docs/sharding.md,
+// "Crash loops").
 func TestACrashLoopingMemberBacksOff(t *testing.T) {
 	ctx := context.Background()
 	store := leasestest.NewStore()

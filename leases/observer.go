@@ -35,8 +35,9 @@ type observation struct {
 // orphaned and may be deleted (once no partition lease names its member). Two: its member fenced
 // itself a renew deadline after its last renewal and the others took its share a duration after, so
 // by then the lease only stands for a ghost that a process starting later would count live for a
-// duration from first sight, waiting on the share the ghost has in its ring (review sharding.md L6).
-// The delete carries the observed resourceVersion, so a member that renews meanwhile keeps its lease.
+// duration from first sight, waiting on the share the ghost has in its ring (docs/sharding.md,
+// "No ghosts"). The delete carries the observed resourceVersion, so a member that renews meanwhile
+// keeps its lease.
 const OrphanedAfter = 2
 
 // NewObserver returns an Observer whose own lease duration is duration.

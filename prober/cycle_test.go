@@ -283,8 +283,9 @@ func TestStaleWatchCacheIsConfirmedAgainstAConsistentRead(t *testing.T) {
 	assert.Equal(t, scaler.Down, dir)
 }
 
-// A confirmation that disagrees keeps what the consistent read saw (review N9): it is true, and a
-// meltdown it shows in progress goes on from it rather than from the stale cache's view.
+// A confirmation that disagrees keeps what the consistent read saw (docs/prober.md,
+// "Stale answers switch the shoot to consistent reads"): it is true, and a meltdown it shows in
+// progress goes on from it rather than from the stale cache's view.
 func TestADisagreeingConfirmationKeepsTheConsistentSightings(t *testing.T) {
 	f := newCycleFixture(t, 5)
 	f.cycles(t, 3, 10*time.Second)

@@ -87,7 +87,7 @@ type Decision struct {
 // Only leases named like a candidate count, each candidate once. A candidate node without a lease is
 // left out of the count, as in the original: a new node whose kubelet has not created its lease yet
 // must not count as expired, and without a lease there is nothing to judge. So the denominator is the
-// number of candidates with a lease, and the table (UPSTREAM) reads:
+// number of candidates with a lease, and the table reads:
 //   - 0 → ScaleUp (if the dependents were scaled down: with no evidence of an outage, recover);
 //   - 1 → None (one node says too little either way);
 //   - fewer candidates with a lease than without → None: too few leases to speak for the shoot;

@@ -19,9 +19,9 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
-// The review's pause: the probe decides a scale-down, then the process stalls past its renew
-// deadline. When it resumes, the flow's step runs before the member loop has fenced the replica
-// (Fence is never called here): the write must not reach the seed.
+// A process pause (docs/prober.md, "Scaler"): the probe decides a scale-down, then the process stalls
+// past its renew deadline. When it resumes, the flow's step runs before the member loop has fenced
+// the replica (Fence is never called here): the write must not reach the seed.
 func TestNoScaleWriteAfterTheRenewDeadline(t *testing.T) {
 	f := newCycleFixture(t, 5)
 	writes := f.recordWrites()

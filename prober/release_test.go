@@ -73,8 +73,9 @@ func TestReleasedStopsTheProbesOfItsPartitionOnly(t *testing.T) {
 	assert.Empty(t, m.byPartition, "the index forgets what it no longer holds")
 }
 
-// BenchmarkReleaseEveryPartition is a fence's cost on the prober: the release of every partition of
-// a replica holding 20,000 shoots on the default 887 partitions (review sharding.md P1).
+// BenchmarkReleaseEveryPartition is a fence's cost on the prober: the release of every partition of a
+// replica holding 20,000 shoots on the default 887 partitions (docs/sharding.md,
+// "The margin is accounted for").
 func BenchmarkReleaseEveryPartition(b *testing.B) {
 	for range b.N {
 		b.StopTimer()

@@ -195,7 +195,8 @@ func boolGauge(b bool) float64 {
 }
 
 // breakage switches off single rules of the protocol. Only the simulation sets it, to prove that the
-// checker catches a protocol without each rule (DESIGN §4); the zero value is the protocol.
+// checker catches a protocol without each rule (docs/sharding.md,
+// "Rules, and what each protects against"); the zero value is the protocol.
 type breakage struct {
 	skipConfirmation   bool // the cache alone decides that a holder expired
 	startBeforeWrite   bool // work starts before the compare-and-swap
@@ -225,13 +226,13 @@ func (c *Coordinator) liveByRenewTime(now time.Time) func(string) bool {
 }
 
 // MayJoin is the member's leases.Member.MayJoin: it refuses to take the member lease while a live
-// member of the group advertises other settings, so that the incumbents win a disagreement (review
-// sharding.md L2): they never see this member, go on, and take its predecessor's share once the
-// returning grace ends; this member waits, unready, until they are gone (the scale-to-0 procedure of
-// a settings change). Live means held, not left for good, and renewed within its advertised duration
-// (its return grace after a restart's leave marker) by this process's clock: a reading whose error
-// only keeps this member out longer. It logs, counts and records an Event when the refusal begins and
-// ends.
+// member of the group advertises other settings, so that the incumbents win a disagreement
+// (docs/sharding.md, "A setting changed by a rolling update anyway: the incumbents win"): they never
+// see this member, go on, and take its predecessor's share once the returning grace ends; this member
+// waits, unready, until they are gone (the scale-to-0 procedure of a settings change). Live means
+// held, not left for good, and renewed within its advertised duration (its return grace after a
+// restart's leave marker) by this process's clock: a reading whose error only keeps this member out
+// longer. It logs, counts and records an Event when the refusal begins and ends.
 func (c *Coordinator) MayJoin(now time.Time) error {
 	if c.lister == nil {
 		return errors.New("the group's leases are not cached yet")

@@ -80,8 +80,8 @@ type Config struct {
 	WontReturn func(ctx context.Context, member string) (bool, error)
 }
 
-// Coordinator runs this replica's side of the sharding protocol (DESIGN §4): it decides from the
-// cached Leases which partitions to release and to acquire, writes the partition leases by
+// Coordinator runs this replica's side of the sharding protocol (docs/sharding.md): it decides from
+// the cached Leases which partitions to release and to acquire, writes the partition leases by
 // compare-and-swap, and starts and stops the partitions' work through its PartitionHandlers.
 //
 // Locking: reconcile steps run one at a time (the observer and the ring belong to them). Each
@@ -363,7 +363,8 @@ func (c *Coordinator) anotherSteady(snap snapshot, now time.Time) bool {
 
 // MayStepDown tells the member loop whether stepping down after fencing too often would hand this
 // member's share to a member that does not fence (the last reconcile saw one): never when it is
-// alone, or when the others fence as well, as in brownouts of the API server (review sharding.md L1).
+// alone, or when the others fence as well, as in brownouts of the API server (docs/sharding.md,
+// "Gray failures").
 func (c *Coordinator) MayStepDown() bool {
 	return c.othersRenew.Load()
 }
@@ -475,12 +476,13 @@ func (c *Coordinator) readLease(l *coordinationv1.Lease) leaseRead {
 }
 
 // findVanished records the holder of each partition lease the cache shows held, and puts into
-// snap.vanished the partitions whose lease disappeared, or lost its holder without a release, since it
-// showed them held. Such a lease proves nothing about that holder (review sharding.md N4): someone
-// deleted or cleared it, and a holder cut off from the API server, or whose watch lags, acts on until
-// its fence or until its cache shows the change. So it stays that holder's until the holder expires
-// by observation, or until the holder, its work stopped, marks it released with its state lost
-// (ReleaseVanished, in release). A process learns the holders from its first snapshot on.
+// snap.vanished the partitions whose lease disappeared, or lost its holder without a release, since
+// it showed them held. Such a lease proves nothing about that holder (docs/sharding.md,
+// "A partition lease gone from under its holder stays the holder's"): someone deleted or cleared it,
+// and a holder cut off from the API server, or whose watch lags, acts on until its fence or until its
+// cache shows the change. So it stays that holder's until the holder expires by observation, or until
+// the holder, its work stopped, marks it released with its state lost (ReleaseVanished, in release).
+// A process learns the holders from its first snapshot on.
 func (c *Coordinator) findVanished(snap *snapshot) {
 	if c.lastHolders == nil {
 		c.lastHolders = make([]holderID, len(snap.parts))
@@ -545,13 +547,13 @@ func (c *Coordinator) observe(snap snapshot, now time.Time) {
 	}
 }
 
-// rings are what a reconcile plans on: the ring over every live member (this one included: it is
-// not fenced), the ring over those of them not away on a returning leave (nil while none is), and
-// the desired owner of every partition. A partition goes by the first ring unless it gives the
-// partition to a member that is away; then by the second: a member restarting gets back what is
-// reserved for it (Plan keeps that free) and attracts nothing new while it is away, such as a share
-// of a member that crashed meanwhile, or partitions a join moves (review sharding.md L4). Partitions
-// of the members present stay where the first ring puts them, so a rolling restart moves none.
+// rings are what a reconcile plans on: the ring over every live member (this one included: it is not
+// fenced), the ring over those of them not away on a returning leave (nil while none is), and the
+// desired owner of every partition. A partition goes by the first ring unless it gives the partition
+// to a member that is away; then by the second: a member restarting gets back what is reserved for it
+// (Plan keeps that free) and attracts nothing new while it is away, such as a share of a member that
+// crashed meanwhile, or partitions a join moves (docs/sharding.md, "Graceful stops"). Partitions of
+// the members present stay where the first ring puts them, so a rolling restart moves none.
 type rings struct {
 	all, present *Ring
 	owners       []string

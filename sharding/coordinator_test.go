@@ -235,7 +235,7 @@ func TestLeaveWritesNoPartitionLeaseForAdvisoryStateAlone(t *testing.T) {
 // TestALeaveHandsOverTheStateOfPartitionsAFenceStopped: a member fenced (its work stopped, its
 // partition leases still naming it) and then stopped hands their state over as it does for the
 // partitions it holds; otherwise the next holders would take them as a clean handover without it
-// (review sharding.md L3).
+// (docs/sharding.md, "Handover state survives a failed release").
 func TestALeaveHandsOverTheStateOfPartitionsAFenceStopped(t *testing.T) {
 	key := leases.HandoverAnnotationPrefix + "windows"
 	for _, tc := range []struct {
@@ -273,9 +273,9 @@ func TestALeaveHandsOverTheStateOfPartitionsAFenceStopped(t *testing.T) {
 	}
 }
 
-// TestAReleaseIsNotSentAgainOnTheCopyItReplaced: until the cache shows a release, a reconcile sees the
-// lease still naming this member; sending the release again on that copy could only fail its
-// precondition (review sharding.md P3).
+// TestAReleaseIsNotSentAgainOnTheCopyItReplaced: until the cache shows a release, a reconcile sees
+// the lease still naming this member; sending the release again on that copy could only fail its
+// precondition (docs/sharding.md, "Release to nobody").
 func TestAReleaseIsNotSentAgainOnTheCopyItReplaced(t *testing.T) {
 	store := leasestest.NewStore()
 	c := NewCoordinator(context.Background(), Config{Group: "p3", Member: "m", Incarnation: "i",

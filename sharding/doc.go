@@ -1,6 +1,6 @@
 // Package sharding maps shoot namespaces to partitions and partitions to replicas, and runs this
-// replica's side of the protocol (DESIGN §4) so that at every instant at most one replica acts on a
-// partition.
+// replica's side of the protocol (docs/sharding.md) so that at every instant at most one replica acts
+// on a partition.
 //
 // The pieces:
 //   - Ring: github.com/buraksezer/consistent with an xxhash hasher over the live members. A namespace

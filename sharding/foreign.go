@@ -17,14 +17,15 @@ import (
 
 // Ownership is exclusive inside a group only: the members of two groups in one shard namespace never
 // see each other's partitions, so a process of one group acting beside a live member of another that
-// runs an overlapping role would put two actors on every shoot (review sharding.md N2). A group's
-// members therefore watch the member leases of the other groups in the shard namespace and defer to
-// the incumbents: while a live member of another group with a role of theirs holds a member lease
-// created before their own, they hold no partition and are unready. Between two groups that both
-// watch, exactly one side defers; a group that does not watch (an older dwd) is deferred to by every
-// member that does. A member that defers still counts as live for the others: with groups of one role
-// each (cmd/dwd runs a process of both roles as a member of two groups), a member that defers is only
-// ever deferred to by members of its own role, which the incumbent covers.
+// runs an overlapping role would put two actors on every shoot (docs/sharding.md,
+// "No second group on a role's shoots"). A group's members therefore watch the member leases of the
+// other groups in the shard namespace and defer to the incumbents: while a live member of another
+// group with a role of theirs holds a member lease created before their own, they hold no partition
+// and are unready. Between two groups that both watch, exactly one side defers; a group that does not
+// watch (an older dwd) is deferred to by every member that does. A member that defers still counts as
+// live for the others: with groups of one role each (cmd/dwd runs a process of both roles as a member
+// of two groups), a member that defers is only ever deferred to by members of its own role, which the
+// incumbent covers.
 
 // The original's mode is another actor the same way: a leader-elected process (the original, or dwd
 // prober|weeder --enable-leader-election) acts on every shoot while it holds its leader lease, and

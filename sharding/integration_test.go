@@ -337,8 +337,9 @@ func (s stuckStop) Released(p int) {
 
 // TestAStuckStopDoesNotKeepTheMemberRenewing: a member whose leave cannot stop a partition's work
 // gives up waiting a retry period after the renew deadline and stops renewing without the clean-leave
-// marker, so that the others take its share over as after a crash (review sharding.md L7). Before,
-// it renewed on until the kubelet killed it, and its share stayed unheld all that time.
+// marker, so that the others take its share over as after a crash (docs/sharding.md,
+// "Gray failures"). Before, it renewed on until the kubelet killed it, and its share stayed unheld
+// all that time.
 func TestAStuckStopDoesNotKeepTheMemberRenewing(t *testing.T) {
 	g := newGroup(t)
 	stuck := g.ring("dwd-0", "dwd-1")["dwd-0"][0]
@@ -362,8 +363,9 @@ func TestAStuckStopDoesNotKeepTheMemberRenewing(t *testing.T) {
 }
 
 // Two groups in one shard namespace whose members run a role in common would put two actors on every
-// shoot of it (review sharding.md N2): the later group holds nothing while the earlier one's members
-// are live, and takes the whole share once they leave; a group of another role is not held back.
+// shoot of it (docs/sharding.md, "No second group on a role's shoots"): the later group holds nothing
+// while the earlier one's members are live, and takes the whole share once they leave; a group of
+// another role is not held back.
 func TestAGroupDefersToAnotherGroupOfItsRole(t *testing.T) {
 	incumbent := newGroup(t)
 	incumbent.settings.GroupName, incumbent.settings.Roles = "it-a", []string{"prober"}
@@ -432,8 +434,8 @@ func TestAGroupDefersToTheLeaderOfTheOriginalsMode(t *testing.T) {
 	require.Eventually(t, func() bool { return r.runner.ReadyCheck(nil) == nil }, 5*time.Second, 20*time.Millisecond)
 }
 
-// A member renews through a client of its own (review sharding.md P2): with the connection of its
-// partition writes and its cache cut, its renewals still go through.
+// A member renews through a client of its own (docs/sharding.md, "Rate limits"): with the connection
+// of its partition writes and its cache cut, its renewals still go through.
 func TestRenewalsHaveAConnectionOfTheirOwn(t *testing.T) {
 	g := newGroup(t)
 	renewalsConfig, _ := test.ConfigThrough(t, env.Config)

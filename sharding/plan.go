@@ -26,7 +26,7 @@ type PartitionState struct {
 
 // Plan decides one partition for member me; holderLive tells whether another member's lease is live,
 // returning whether a member stopped to restart and is still within its grace. It is the protocol of
-// DESIGN §4:
+// docs/sharding.md:
 //   - work runs here but the ring wants another owner → Release (stop first, then write);
 //   - the lease names me but no work runs here (after a restart or a fence) and the ring wants another
 //     owner → Release, so that the desired owner need not wait for my lease to expire;

@@ -29,7 +29,8 @@ func BenchmarkSteadyReconcile(b *testing.B) {
 
 // BenchmarkSteadyReconcileOfThirty is one reconcile of a member of a settled group of 30 after
 // another member renewed its lease: what every replica of such a group pays 15 times a second (each
-// renewal reaches every replica; review sharding.md §3.3). The renewal's write is in the time too.
+// renewal reaches every replica; docs/sharding.md, "Reconciles per group are bounded"). The renewal's
+// write is in the time too.
 func BenchmarkSteadyReconcileOfThirty(b *testing.B) {
 	g := settledBenchGroup(b, 30)
 	if held := len(g.coord.Held()); held < 20 || held > 40 {

@@ -20,8 +20,8 @@ type returnCheck struct {
 
 // checkReturns asks Config.WontReturn, at most every returnCheckEvery per member, about the members
 // away on a returning leave, and forgets those no longer away. A reservation ends early only on a
-// clear answer (review sharding.md L5): a scale-down decided after the member's stop, or a new Pod
-// that cannot start; a failed read keeps it for its grace.
+// clear answer (docs/sharding.md, "Graceful stops"): a scale-down decided after the member's stop, or
+// a new Pod that cannot start; a failed read keeps it for its grace.
 func (c *Coordinator) checkReturns(ctx context.Context, r rings, now time.Time) {
 	if c.cfg.WontReturn == nil {
 		return

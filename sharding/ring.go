@@ -129,7 +129,7 @@ type ringMember string
 
 func (m ringMember) String() string { return string(m) }
 
-// xxhasher is the ring's hasher: xxhash, as in DESIGN.md §4.
+// xxhasher is the ring's hasher: xxhash, as PartitionOf uses.
 type xxhasher struct{}
 
 func (xxhasher) Sum64(data []byte) uint64 { return xxhash.Sum64(data) }

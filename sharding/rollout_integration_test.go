@@ -356,9 +356,10 @@ func TestDepartingMemberLeavesNoLease(t *testing.T) {
 }
 
 // A rolling update that changes a setting: the first restarted member comes back with other settings.
-// The incumbents win (review sharding.md L2): the newcomer takes no member lease, is unready and says
-// why, and the two others take its reserved share once the return grace ends; before, every member
-// stopped changing anything and the share stayed unheld until a person stepped in.
+// The incumbents win: the newcomer takes no member lease, is unready and says why, and the two others
+// take its reserved share once the return grace ends; before, every member stopped changing anything
+// and the share stayed unheld until a person stepped in (docs/sharding.md,
+// "A setting changed by a rolling update anyway: the incumbents win").
 func TestASettingsChangeRolledOutLeavesNoShareUnheld(t *testing.T) {
 	g := newGroup(t)
 	g.settings.GroupName = "settings-rollout"

@@ -69,8 +69,8 @@ type Runner struct {
 	Audit Audit
 	// Renewals, when set before Start, is the client the member lease is taken, renewed and released
 	// through (RenewalClientConfig): a connection and a rate limiter of its own, so that a renewal never
-	// queues behind a rebalance's burst of partition lease writes (review sharding.md P2). Defaults to
-	// the client NewRunner was given.
+	// queues behind a rebalance's burst of partition lease writes (docs/sharding.md, "Rate limits").
+	// Defaults to the client NewRunner was given.
 	Renewals kubernetes.Interface
 }
 
@@ -357,8 +357,8 @@ type leaveResult struct {
 
 // leaveWithin runs the coordinator's leave (for good when departing) and waits for it until a retry
 // period after ctx ends; false when it has not returned by then. A stop that never returns, such as a
-// handler stuck in Released, must not keep the member renewing a share it no longer works on (review
-// sharding.md L7).
+// handler stuck in Released, must not keep the member renewing a share it no longer works on
+// (docs/sharding.md, "Gray failures").
 func (r *Runner) leaveWithin(ctx context.Context, departing, returning bool) (leaveResult, bool) {
 	done := make(chan leaveResult, 1)
 	go func() {

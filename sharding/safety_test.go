@@ -29,7 +29,8 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
 )
 
-// The safety tests of the sharding protocol (reviews/sharding.md §1–§10): several processes, each a
+// The safety tests of the sharding protocol, grouped under the rules they check (the headings below
+// cite docs/sharding.md, "Rules, and what each protects against"): several processes, each a
 // leases.Member and a Coordinator with a connection of its own, on one in-memory store, driven by one
 // fake clock. A tick runs every process's member loop round (when due) and then every reconcile, as
 // the Runner does, and moves the clock on.
@@ -477,7 +478,7 @@ func shootSample(n int) []string {
 	return out
 }
 
-// §1: members that disagree on the settings never share a ring.
+// docs/sharding.md, "Members that disagree never share a ring".
 
 func TestMembersWithDifferentPartitionCountsNeverOwnTheSameNamespace(t *testing.T) {
 	namespaces := shootSample(5000)
@@ -516,9 +517,10 @@ func TestMembersWithDifferentPartitionCountsNeverOwnTheSameNamespace(t *testing.
 	}
 }
 
-// Incumbents win a disagreement on the settings (review sharding.md L2): a newcomer with other
-// settings does not take its member lease, so the group goes on, takes the share of a member that
-// leaves, and the newcomer joins only once no live member disagrees.
+// Incumbents win a disagreement on the settings (docs/sharding.md,
+// "A setting changed by a rolling update anyway: the incumbents win"): a newcomer with other settings
+// does not take its member lease, so the group goes on, takes the share of a member that leaves, and
+// the newcomer joins only once no live member disagrees.
 func TestANewcomerWithOtherSettingsDoesNotJoin(t *testing.T) {
 	g := newSafetyGroup(t, "skew-ring", 61)
 	a := g.start("dwd-0", safetyOptions{})
@@ -598,7 +600,7 @@ func TestMembersWithDisjointRolesNeverShareARing(t *testing.T) {
 	assert.Contains(t, weeder.eventsRecorded(), corev1.EventTypeWarning+"/SettingsMismatch")
 }
 
-// §2: a second process under the same name.
+// docs/sharding.md, "A same-name replacement waits for proof": a second process under the same name.
 
 func TestReplacementUnderTheSameNameStartsNothingWhileTheOldProcessRenews(t *testing.T) {
 	g := newSafetyGroup(t, "same-name", 31)
@@ -638,7 +640,7 @@ func TestReplacementUnderTheSameNameStartsNothingWhileTheOldProcessRenews(t *tes
 		"the replacement waits out the lease its predecessor renewed last")
 }
 
-// §3: foreign writes on a held partition lease.
+// docs/sharding.md, "Holders notice foreign writes": foreign writes on a held partition lease.
 
 func TestHolderStopsWhenItsPartitionLeaseChangesUnderIt(t *testing.T) {
 	for _, tc := range []struct {
@@ -690,7 +692,7 @@ func TestHolderStopsWhenItsPartitionLeaseChangesUnderIt(t *testing.T) {
 	}
 }
 
-// §4: writes are fenced, not only work.
+// docs/sharding.md, "Writes are fenced, not only the work".
 
 func TestGuardRefusesAfterTheFenceMomentAndOutsideTheHeldPartitions(t *testing.T) {
 	g := newSafetyGroup(t, "guard", 31)
@@ -748,7 +750,7 @@ func TestGuardRefusesAfterTheFenceMomentAndOutsideTheHeldPartitions(t *testing.T
 	assert.Equal(t, 1.0, refused("fenced"))
 }
 
-// §5: bounded fences.
+// docs/sharding.md, "The margin is accounted for": bounded fences.
 
 // gatedRelease blocks every Released until the test hands it a token, and counts the calls in
 // flight at once.
@@ -896,7 +898,7 @@ func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
 	}
 }
 
-// §7: recovery from an outage of every member.
+// docs/sharding.md, "Recovering from a seed outage": recovery from an outage of every member.
 
 func TestOutageRecoveryDefersExpiryAndResumesOwnPartitions(t *testing.T) {
 	g := newSafetyGroup(t, "outage", 31)
@@ -940,7 +942,7 @@ func TestOutageRecoveryDefersExpiryAndResumesOwnPartitions(t *testing.T) {
 	}
 }
 
-// §8: orphaned member leases.
+// docs/sharding.md, "No ghosts": orphaned member leases.
 
 func TestGhostMemberLeaseIsDeletedAndRestartsConvergeQuickly(t *testing.T) {
 	g := newSafetyGroup(t, "ghost", 61)
@@ -987,10 +989,10 @@ func TestGhostMemberLeaseIsDeletedAndRestartsConvergeQuickly(t *testing.T) {
 	}
 }
 
-// A member killed during a scale-down leaves a lease that nobody renews. Once the others have its share,
-// that lease names no partition; it is deleted OrphanedAfter (2) durations after it last changed, so a
-// process that starts after that does not count the ghost live for a duration from first sight and
-// wait on the share the ghost has in its ring (review sharding.md L6).
+// A member killed during a scale-down leaves a lease that nobody renews. Once the others have its
+// share, that lease names no partition; it is deleted OrphanedAfter (2) durations after it last
+// changed, so a process that starts after that does not count the ghost live for a duration from
+// first sight and wait on the share the ghost has in its ring (docs/sharding.md, "No ghosts").
 func TestANewProcessTwoDurationsAfterADepartureSeesNoGhost(t *testing.T) {
 	g := newSafetyGroup(t, "ghost-l6", 61)
 	members := []string{"dwd-0", "dwd-1", "dwd-2"}
@@ -1010,7 +1012,7 @@ func TestANewProcessTwoDurationsAfterADepartureSeesNoGhost(t *testing.T) {
 	assert.Less(t, took, 5*time.Second, "no ghost in the new member's ring")
 }
 
-// §9: handover state survives a failed release.
+// docs/sharding.md, "Handover state survives a failed release".
 
 // onceState hands over the state of each partition once, as the weeder does: HandoverState takes it.
 type onceState struct {
@@ -1060,7 +1062,7 @@ func TestFailedReleaseKeepsTheHandoverStateForTheRetry(t *testing.T) {
 	}
 }
 
-// §10: a member whose own cache has stopped.
+// docs/sharding.md, "Recovering from a seed outage": a member whose own cache has stopped.
 
 func TestStaleOwnViewChangesNothing(t *testing.T) {
 	g := newSafetyGroup(t, "stale-view", 31)

@@ -297,9 +297,10 @@ func (s *simulation) newProcessAfterItsMemberLeaseWasDeleted(join bool) {
 	s.advance(10*time.Second, false)
 }
 
-// A partition lease deleted or cleared under a holder that may still act stays its (review
-// sharding.md N4): a joiner that the ring gives it, and that saw it held, waits until the holder has
-// expired (cut off) or, its work stopped, marked the lease released (its watch lagging 20 s).
+// A partition lease deleted or cleared under a holder that may still act stays its (docs/sharding.md,
+// "A partition lease gone from under its holder stays the holder's"): a joiner that the ring gives
+// it, and that saw it held, waits until the holder has expired (cut off) or, its work stopped, marked
+// the lease released (its watch lagging 20 s).
 func TestSimulatedPartitionLeasesDeletedUnderTheirHolder(t *testing.T) {
 	for _, lagging := range []bool{false, true} {
 		for seed := uint64(1); seed <= 4; seed++ {
@@ -350,10 +351,10 @@ func (s *simulation) partitionLeasesDeletedUnderTheirHolder(lagging bool) {
 	}
 }
 
-// Three 12 s outages of the store for every member, 45 s apart (a seed API server's brownouts, review
-// sharding.md L1): every member fences three times within the flap window, and none steps down, since
-// none could hand its share to a member that does not fence; 5 s after the third heals, every
-// partition is acted on by its owner.
+// Three 12 s outages of the store for every member, 45 s apart (a seed API server's brownouts,
+// docs/sharding.md, "Gray failures"): every member fences three times within the flap window, and
+// none steps down, since none could hand its share to a member that does not fence; 5 s after the
+// third heals, every partition is acted on by its owner.
 func TestSimulatedBrownoutsDoNotBlindTheGroup(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		s := newSimulation(t, seed, correctProtocol)
@@ -434,7 +435,7 @@ func (s *simulation) firstRenewalAfterFailures() {
 
 // A member away on a returning leave attracts nothing new: a crash of another member right after the
 // leave hands the crashed member's share to the members present, not to the one away, and the share
-// reserved for it waits for it alone (review sharding.md L4).
+// reserved for it waits for it alone (docs/sharding.md, "Graceful stops").
 func TestSimulatedAReturningMemberAttractsNothingWhileAway(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		s := newSimulation(t, seed, correctProtocol)
@@ -479,9 +480,9 @@ func (s *simulation) crashWhileAnotherIsAway() {
 	}
 }
 
-// A member that stopped to restart and will not be back (a scale-down decided after its stop, or a new
-// Pod that cannot start) has its reserved share taken over at once, not at the end of its grace
-// (review sharding.md L5).
+// A member that stopped to restart and will not be back (a scale-down decided after its stop, or a
+// new Pod that cannot start) has its reserved share taken over at once, not at the end of its grace
+// (docs/sharding.md, "Graceful stops").
 func TestSimulatedAMemberThatWillNotReturnIsNotWaitedFor(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		s := newSimulation(t, seed, correctProtocol)

@@ -407,13 +407,14 @@ func formatCounts(counts map[string]int) string {
 	return b.String()
 }
 
-// The broken variants: each switches off one rule the invariant rests on (DESIGN §4), and the
-// checker must find a violation within a bounded number of seeds and steps. Random faults reach
-// the window of two rules too rarely for that, because other rules close most of it: the fresh read
-// before a takeover (the own-cache check already keeps a member from acting on a cache that misses
-// its recent renewals) and the fence epoch check (the Runner's reconcile deadline at the fence
-// moment and its Healthy check already keep a late answer from starting work). For those a scripted
-// scenario drives the simulation into the window (simscripted_test.go).
+// The broken variants: each switches off one rule the invariant rests on (docs/sharding.md,
+// "Rules, and what each protects against"), and the checker must find a violation within a bounded
+// number of seeds and steps. Random faults reach the window of two rules too rarely for that, because
+// other rules close most of it: the fresh read before a takeover (the own-cache check already keeps a
+// member from acting on a cache that misses its recent renewals) and the fence epoch check (the
+// Runner's reconcile deadline at the fence moment and its Healthy check already keep a late answer
+// from starting work). For those a scripted scenario drives the simulation into the window
+// (simscripted_test.go).
 var brokenVariants = []protocolVariant{
 	{name: "no self-fencing", neverFence: true, observedDuration: simLeaseDuration},
 	{name: "takeover at R/2", observedDuration: simRenewDeadline / 2},

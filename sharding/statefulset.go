@@ -52,8 +52,8 @@ func (s StatefulSetPod) Departing(ctx context.Context) (bool, error) {
 // WontReturn reports whether member, a Pod of this replica's StatefulSet that stopped to restart,
 // will not be back within its grace: a scale-down decided after its stop has left its ordinal outside
 // the StatefulSet's range, the StatefulSet is going away, or its new Pod cannot be scheduled or
-// cannot pull its image (review sharding.md L5). A Pod not created yet, or still terminating, is no
-// such sign: a rolling update replaces it within seconds.
+// cannot pull its image (docs/sharding.md, "Graceful stops"). A Pod not created yet, or still
+// terminating, is no such sign: a rolling update replaces it within seconds.
 func (s StatefulSetPod) WontReturn(ctx context.Context, member string) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, statefulSetTimeout)
 	defer cancel()

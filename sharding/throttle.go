@@ -11,9 +11,9 @@ import (
 // reconcileThrottle is the least time between two reconciles that Lease events start. Every member's
 // renewal reaches every replica, so without it a replica of a group of N reconciles about N times per
 // retry period, twice over when it runs both roles (each group also watches the other's member
-// leases): at 30 members, 60 times a second, each walking every partition (review sharding.md §3.3).
-// With it, at most 1/reconcileThrottle a second per group, whatever N; a handover waits at most this
-// much longer for the event that starts it.
+// leases): at 30 members, 60 times a second, each walking every partition (docs/sharding.md,
+// "Reconciles per group are bounded"). With it, at most 1/reconcileThrottle a second per group,
+// whatever N; a handover waits at most this much longer for the event that starts it.
 const reconcileThrottle = 200 * time.Millisecond
 
 // throttle adds a key to a queue for an event at once, unless it added one less than interval ago:

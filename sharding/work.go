@@ -63,8 +63,8 @@ func (c *Coordinator) release(ctx context.Context, p int, cached *coordinationv1
 }
 
 // releasedAlready reports whether this replica's release of partition p replaced cached, the copy
-// its cache still shows: sent again on it, the release could only fail its precondition (review
-// sharding.md P3).
+// its cache still shows: sent again on it, the release could only fail its precondition
+// (docs/sharding.md, "Release to nobody").
 // A version names one state of the lease, so the entry needs no clearing: at most one per partition.
 func (c *Coordinator) releasedAlready(p int, cached *coordinationv1.Lease) bool {
 	c.mu.RLock()
@@ -500,7 +500,8 @@ func (c *Coordinator) leave(ctx context.Context, releaseAll bool, reservedFor st
 	held := c.Held()
 	// Partitions whose work stopped before the leave (at a fence, or a release that failed) still
 	// name this process, and the handlers may keep their state: they are handed over as the held ones
-	// are, or the next holder would take them as a clean handover without it (review sharding.md L3).
+	// are, or the next holder would take them as a clean handover without it (docs/sharding.md,
+	// "Handover state survives a failed release").
 	stopped := c.stoppedNamingMe()
 	errs := c.forEach(ctx, append(held, slices.Sorted(maps.Keys(stopped))...), func(p int) error {
 		reached.Add(1)

@@ -28,13 +28,13 @@ const (
 // detectionLeaveAfter is when the graceful handover case stops the owner, after T0.
 const detectionLeaveAfter = 10 * time.Second
 
-// The original's cases in the review's Table 3.
+// The original's cases its figures are computed for (docs/benchmarks.md, "The verdict scenarios").
 const (
 	originalSteady = "steady"
 	originalKilled = "leader killed at T0"
 )
 
-// detectionCase is one case of the detection scenario, as the review's Table 3 lists them.
+// detectionCase is one case of the detection scenario.
 type detectionCase struct {
 	key, name string
 	// before is the shoots' scenario from the start of the round's warm-up; melt the one set at T0.
@@ -72,8 +72,8 @@ func detectionCaseKeys() []string {
 }
 
 // originalDetection is the original's seconds from T0 to its first ScaleDown decision, p50 and p99,
-// by case and probe interval: the review's Table 3 (its rule, by age only, over 400 seeds; a leader
-// change costs a 15 s lease, a 2 s retry and its 30 s initialDelay).
+// by case and probe interval, computed from its rule (by age only, over 400 seeds; a leader change
+// costs a 15 s lease, a 2 s retry and its 30 s initialDelay).
 var originalDetection = map[string]map[time.Duration][2]float64{
 	originalSteady: {10 * time.Second: {31.3, 38.9}, 30 * time.Second: {41.5, 58.8}},
 	originalKilled: {10 * time.Second: {47.0, 47.0}, 30 * time.Second: {47.0, 47.0}},

@@ -114,7 +114,7 @@ func TestEveryDetectionCaseHasTheOriginalsFigures(t *testing.T) {
 	assert.Equal(t, []float64{41.5, 58.8}, []float64{p50, p99})
 	assert.True(t, ok)
 	_, _, ok = originalFigures(originalSteady, 20*time.Second)
-	assert.False(t, ok, "Table 3 has 10 s and 30 s only")
+	assert.False(t, ok, "the original's figures are for 10 s and 30 s only")
 	assert.Equal(t, []string{"steady", "owner-killed", "handover", "server-clock", "melt70-killed"}, detectionCaseKeys())
 }
 

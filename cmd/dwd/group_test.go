@@ -123,9 +123,9 @@ func TestRunWithOneRoleJoinsAGroupOfThatRole(t *testing.T) {
 	assert.Equal(t, 0, weeder.stop(t))
 }
 
-// The story: replicas of the prober, and one restarted with the weeder added, as the first pod
-// of a rollout that adds the weeder role. It joins the prober's group, where it takes its share, and
-// forms the weeder's: no shoot is probed by two processes (review sharding.md N2).
+// The story: replicas of the prober, and one restarted with the weeder added, as the first
+// pod of a rollout that adds the weeder role. It joins the prober's group, where it takes its share,
+// and forms the weeder's: no shoot is probed by two processes (docs/sharding.md, "A group per role").
 func TestAReplicaThatGainsARoleStaysInTheGroupOfTheOther(t *testing.T) {
 	env.Require(t)
 	ns := env.Namespace(t)

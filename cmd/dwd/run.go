@@ -34,10 +34,10 @@ import (
 )
 
 // groupFor is the default sharding group of a role. The group of a role never depends on the other
-// roles a replica runs: a replica that runs both is a member of both groups, so that adding or dropping
-// a role in a rollout is a join or a departure of that role's group and never puts a second group on
-// the shoots (review sharding.md N2). A prober and a weeder deployed side by side never share
-// partitions either (each would leave the shoots the other holds unwatched).
+// roles a replica runs: a replica that runs both is a member of both groups, so that adding or
+// dropping a role in a rollout is a join or a departure of that role's group and never puts a second
+// group on the shoots (docs/sharding.md, "A group per role"). A prober and a weeder deployed side by
+// side never share partitions either (each would leave the shoots the other holds unwatched).
 func groupFor(r role) string {
 	return "dwd-" + string(r)
 }

@@ -13,7 +13,8 @@ import (
 
 // groupScenarios change what the group's processes run, or cut them all: a role dropped and added
 // again in rolling updates, brownouts of the API server for every replica, and a settings change
-// rolled out (review sharding.md N2, L1, L2).
+// rolled out (docs/sharding.md, "A group per role", "Gray failures",
+// "A setting changed by a rolling update anyway: the incumbents win").
 var groupScenarios = []scenario{
 	{name: "weeder role dropped and added again in rolling updates", run: roleChange},
 	{name: "three brownouts of every replica's API server", outage: true, run: brownouts},
