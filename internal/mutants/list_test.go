@@ -81,3 +81,23 @@ func TestFind(t *testing.T) {
 		filepath.Join(root, "f", "testdata", ListName),
 	}, lists)
 }
+
+// The repository's lists follow the code: a snippet edited away is found by the unit tests, minutes
+// before make mutants would report the mutant stale.
+func TestTheRepositorysListsAreCurrent(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	paths, err := Find(root)
+	require.NoError(t, err)
+	require.NotEmpty(t, paths)
+	for _, path := range paths {
+		list, err := Load(path)
+		require.NoError(t, err)
+		for _, m := range list.Mutants {
+			src, err := os.ReadFile(filepath.Join(list.Dir, m.File))
+			require.NoError(t, err, "%s: %s", path, m.Name)
+			_, err = m.Apply(src)
+			assert.NoError(t, err, "%s: %s", path, m.Name)
+		}
+	}
+}
