@@ -242,11 +242,4 @@ func (b *bench) awaitWindowsClosed(ctx context.Context) (float64, error) {
 }
 
 // allReady reports whether every replica's /readyz answers 200.
-func (b *bench) allReady(ctx context.Context) bool {
-	for _, r := range b.replicas {
-		if !r.ready(ctx) {
-			return false
-		}
-	}
-	return true
-}
+func (b *bench) allReady(ctx context.Context) bool { return allReady(ctx, b.replicas) }

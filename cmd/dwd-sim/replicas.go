@@ -98,6 +98,16 @@ func (r *replica) terminate(timeout time.Duration) bool { return r.proc.Terminat
 
 func (r *replica) running() bool { return r.proc.Running() }
 
+// allReady reports whether the /readyz of every running replica answers 200: each holds its share.
+func allReady(ctx context.Context, replicas []*replica) bool {
+	for _, r := range replicas {
+		if r.running() && !r.ready(ctx) {
+			return false
+		}
+	}
+	return true
+}
+
 // ready asks the replica's /readyz, waiting a second at most.
 func (r *replica) ready(ctx context.Context) bool {
 	return dwdproc.OK(ctx, "http://"+r.healthAddr+"/readyz")

@@ -103,7 +103,14 @@ func (d *demo) comeBack(ctx context.Context, r *replica) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("it did not take back its share in time: %w", err)
 	}
-	return fmt.Sprintf("back after %s; %s", time.Since(start).Round(100*time.Millisecond), d.shares(ctx)), nil
+	back := time.Since(start)
+	// Every replica ready: the share is back where the ring puts it, so that the next step starts
+	// from a settled group (a SIGTERM during the move measured the move, not the handover).
+	if err := d.until(ctx, 60*time.Second, func(ctx context.Context) bool { return allReady(ctx, d.replicas) }); err != nil {
+		return "", fmt.Errorf("the group did not settle with it back: %w", err)
+	}
+	return fmt.Sprintf("back after %s, every replica holding its share after %s; %s", back.Round(100*time.Millisecond),
+		time.Since(start).Round(100*time.Millisecond), d.shares(ctx)), nil
 }
 
 // weed makes the etcd of the shoots unready, starts a crash-looping kube-apiserver in each, then lets
