@@ -46,7 +46,8 @@ func Start() (*Environment, error) {
 	if err != nil {
 		return nil, err
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: dir, CRDs: crds, ErrorIfCRDPathMissing: true}
+	env := &envtest.Environment{BinaryAssetsDirectory: dir, CRDs: crds, ErrorIfCRDPathMissing: true,
+		ControlPlaneStartTimeout: controlPlaneStartTimeout}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane from %s: %w", dir, err)

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // StopAPIServer kills the kube-apiserver (SIGKILL: a crash, and no graceful shutdown that waits for
@@ -44,11 +45,17 @@ func (e *Environment) StartAPIServer() error {
 	if api.CertDir == "" {
 		return errors.New("the API server was not stopped by StopAPIServer")
 	}
+	api.StartTimeout = controlPlaneStartTimeout
 	if err := api.Start(); err != nil {
 		return fmt.Errorf("starting the API server again: %w", err)
 	}
 	return nil
 }
+
+// controlPlaneStartTimeout bounds the start of etcd and of the kube-apiserver, the first and after
+// StopAPIServer. envtest's 20 s was too short once, for a restart beside the other test packages on 2
+// cores.
+const controlPlaneStartTimeout = 90 * time.Second
 
 // killByCertDir kills the kube-apiserver process whose command line names certDir, and waits until
 // it is gone. envtest does not expose the process.
