@@ -51,16 +51,9 @@ func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.O
 	defer tracker.stop()
 	x := &benchmarks.Outage{Shoots: shoots, Replicas: replicas, ResumeTimeoutSeconds: restartResumeTimeout(b.opts.interval).Seconds(),
 		SettleSeconds: (outageSettle * b.opts.interval).Seconds()}
-	settled := time.Now()
-	if err := pause(ctx, weederWatchDuration); err != nil {
+	if err := b.quietBeforeCut(ctx, x); err != nil {
 		return x, err
 	}
-	if x.WeederWindowsOpenAtCut, err = b.awaitWindowsClosed(ctx); err != nil {
-		return x, err
-	}
-	x.CutAfterSeconds = time.Since(settled).Seconds()
-	fmt.Fprintf(b.out, "outage, %d shoots × %d replicas: the seed's API server cut for %s, %.0fs after the start settled (%.0f weeding windows open)\n",
-		shoots, replicas, b.opts.outage, x.CutAfterSeconds, x.WeederWindowsOpenAtCut)
 	owners := ownersOf(b.seed.Shoots.Callers())
 	s0 := b.snapshot(ctx)
 	tracker.mark()
@@ -70,16 +63,38 @@ func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.O
 		return x, err
 	}
 	sHeal := b.snapshot(ctx)
-	cutWrites := tracker.writes()
-	x.PartitionLeaseWritesCut, x.ScaleWritesCut = cutWrites, b.scaling.writes()
+	x.PartitionLeaseWritesCut, x.ScaleWritesCut = tracker.writes(), b.scaling.writes()
 	if err := b.awaitOwners(ctx, owners, heal, x); err != nil {
 		return x, err
 	}
 	if err := b.superviseFor(ctx, seconds(x.SettleSeconds), x); err != nil {
 		return x, err
 	}
-	sEnd := b.snapshot(ctx)
-	x.PartitionLeaseWritesHealed = minus(tracker.writes(), cutWrites)
+	b.tallyHealed(x, tracker, s0, sHeal, b.snapshot(ctx), owners)
+	return x, nil
+}
+
+// quietBeforeCut waits a weeder watch duration after the start settled, then until no weeding window
+// is open, and records when the cut comes and how many windows it found open.
+func (b *bench) quietBeforeCut(ctx context.Context, x *benchmarks.Outage) error {
+	settled := time.Now()
+	if err := pause(ctx, weederWatchDuration); err != nil {
+		return err
+	}
+	var err error
+	if x.WeederWindowsOpenAtCut, err = b.awaitWindowsClosed(ctx); err != nil {
+		return err
+	}
+	x.CutAfterSeconds = time.Since(settled).Seconds()
+	fmt.Fprintf(b.out, "outage, %d shoots × %d replicas: the seed's API server cut for %s, %.0fs after the start settled (%.0f weeding windows open)\n",
+		x.Shoots, x.Replicas, b.opts.outage, x.CutAfterSeconds, x.WeederWindowsOpenAtCut)
+	return nil
+}
+
+// tallyHealed records what the replicas wrote and did from the heal (metrics snapshot sHeal) to the
+// end of the settling (sEnd), s0 being the snapshot before the cut and owners the shoots' owners then.
+func (b *bench) tallyHealed(x *benchmarks.Outage, tracker *leaseTracker, s0, sHeal, sEnd snapshot, owners map[string]string) {
+	x.PartitionLeaseWritesHealed = minus(tracker.writes(), x.PartitionLeaseWritesCut)
 	x.ScaleWritesHealed = b.scaling.writes() - x.ScaleWritesCut
 	x.PartitionsMoved, x.PartitionsHeldByOthers = tracker.moved()
 	x.WeederWindowsOpened = countersByLabel(sHeal, sEnd, "dwd_weeder_windows_opened_total", "", "service")
@@ -90,7 +105,6 @@ func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.O
 	fmt.Fprintf(b.out, "  resumed after %.2fs (p99 %.2fs), %d not; %d partitions moved (%d held by others meanwhile); partition lease writes cut %s, healed %s; weeder windows %v; scale writes %d cut, %d healed\n",
 		x.ResumedSeconds, x.ResumedP99Seconds, x.NotResumed, x.PartitionsMoved, x.PartitionsHeldByOthers, x.PartitionLeaseWritesCut,
 		x.PartitionLeaseWritesHealed, x.WeederWindowsOpened, x.ScaleWritesCut, x.ScaleWritesHealed)
-	return x, nil
 }
 
 // proxiedReplicaSet starts a proxy to the seed's API server for each replica the scenario starts

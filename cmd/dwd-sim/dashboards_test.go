@@ -154,8 +154,11 @@ func TestDashboards(t *testing.T) {
 		expired := regexp.MustCompile(`(?m)^` + victim.name + `\s+expired\s`)
 		var out string
 		require.Eventually(t, func() bool {
-			out = dwdShards(t, dwd, d)
-			return expired.MatchString(out)
+			got, err := shardsOutput(dwd, d)
+			if err == nil {
+				out = got
+			}
+			return err == nil && expired.MatchString(got)
 		}, 2*demoLeaseDuration, 250*time.Millisecond, "dwd shards says %s expired", victim.name)
 		t.Logf("dwd shards %s after the kill -9 of %s:\n%s", time.Since(killed).Round(100*time.Millisecond), victim.name, out)
 		seen := map[string]time.Duration{} // alert and state -> first seen after the kill
@@ -233,9 +236,15 @@ func describeSeen(seen map[string]time.Duration) string {
 // table.
 func dwdShards(t *testing.T, dwd string, d *demo) string {
 	t.Helper()
+	out, err := shardsOutput(dwd, d)
+	require.NoError(t, err, out)
+	return out
+}
+
+// shardsOutput runs dwd shards against the demo's seed and returns what it printed.
+func shardsOutput(dwd string, d *demo) (string, error) {
 	out, err := exec.Command(dwd, "shards", "--kubeconfig="+d.seed.KubeconfigPath(), "--shard-namespace="+d.namespace).CombinedOutput()
-	require.NoError(t, err, string(out))
-	return string(out)
+	return string(out), err
 }
 
 // fallback is the tail of a dashboard expression that makes it return data when the rest returns none.
