@@ -1,7 +1,7 @@
 // Package audit is the ownership audit of the sharding protocol (docs/sharding.md,
 // "Ownership audit"): each replica appends a JSON line to its audit file for every event that bears
 // on the invariant (at every instant at most one member acts on a partition), and a checker proves
-// the invariant from the files of all replicas.
+// the invariant from the files of all replicas (auditcheck).
 //
 // What a replica records (Log; the flag --audit-log of dwd run, dwd prober and dwd weeder):
 //   - start: once per process, with the group's partition count, renew deadline and lease duration;
@@ -22,13 +22,8 @@
 // write(2) on a file opened with O_APPEND, so lines of several processes sharing a file, and the last
 // line of a killed process, are whole.
 //
-// The checker (Check, CheckFiles) judges a process (member, incarnation, pid) to hold partition p
-// validly at time t when it acquired p before t, did not release it before t, and its latest renewal
-// before t has a fence after t, ordering each process's lines by its monotonic clock. It reports
-// overlapping valid holds, writes sent without a valid hold of the namespace's partition (judged by
-// their send lines, answered or not), and the longest time a partition had no valid holder between
-// two holds. The wall clocks of the processes are compared with each other, so the files of one run must
-// come from machines whose clocks agree (the tests run every replica on one machine).
+// The checker of the files is the package auditcheck, one floor up (it needs the group's partition
+// function); this package is what a replica links: the Log and the Record, and ReadFile.
 //
 // Locking: a Log serialises its writes with a mutex; it is safe for concurrent use, and a nil *Log
 // records nothing, so callers need no checks.

@@ -19,6 +19,10 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
+var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
 func testProcess(member string) Process {
 	return Process{Group: "g", Member: member, Incarnation: "i-" + member, Partitions: 7, RenewDeadline: 10 * time.Second, LeaseDuration: 15 * time.Second}
 }
@@ -179,10 +183,10 @@ func TestReadFileErrorsNameTheLine(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "audit.jsonl")
 			require.NoError(t, os.WriteFile(path, []byte(good+"\n"+tt.line+"\n"), 0o644))
-			_, err := CheckFiles(path)
+			_, err := ReadFile(path)
 			assert.ErrorContains(t, err, tt.want)
 		})
 	}
-	_, err := CheckFiles(filepath.Join(t.TempDir(), "none"))
+	_, err := ReadFile(filepath.Join(t.TempDir(), "none"))
 	assert.ErrorContains(t, err, "reading audit file")
 }

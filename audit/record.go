@@ -175,8 +175,3 @@ func (r *Record) validate(hasPartition bool) error {
 	}
 	return nil
 }
-
-// holder is the process that wrote r.
-func (r *Record) holder() Holder {
-	return Holder{Member: r.Member, Incarnation: r.Incarnation, Pid: r.Pid}
-}

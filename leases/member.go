@@ -594,3 +594,30 @@ func (m *Member) releaseOverOwnWrite(ctx context.Context, lease *coordinationv1.
 func isLostRace(err error) bool {
 	return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err)
 }
+
+// ForgoReturn turns the returning leave recorded in the member lease of member in group into a
+// leave for good: the member's next process runs without the group's role (a rolling update that
+// drops it), so it will not be back, and the others need not keep its share for the return grace.
+// It writes only over a lease whose last incarnation left returning (it has stopped all its work),
+// under the precondition of the version read; any other lease, or none, is left alone. It reports
+// whether it wrote.
+func ForgoReturn(ctx context.Context, store Store, group, member string) (bool, error) {
+	name := MemberLeaseName(group, member)
+	l, err := store.Get(ctx, name)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading member lease %s: %w", name, err)
+	}
+	if a := AdvertOf(member, l); !a.Left || a.Returning <= 0 {
+		return false, nil
+	}
+	forgone := l.DeepCopy()
+	forgone.Spec.HolderIdentity = nil
+	delete(forgone.Annotations, ReturningAnnotation)
+	if _, err := store.Update(ctx, forgone); err != nil {
+		return false, fmt.Errorf("ending the returning leave in member lease %s: %w", name, err)
+	}
+	return true, nil
+}

@@ -294,6 +294,35 @@ func TestMemberReturningReleaseKeepsItsHolder(t *testing.T) {
 	assert.Equal(t, leases.Advert{Held: true, Left: true, Returning: 30 * time.Second, Duration: 15 * time.Second}, leases.AdvertOf("dwd-0", l))
 }
 
+// A process that runs without the group's role ends its predecessor's returning leave, and touches
+// nothing else: no lease, a lease still held, a leave for good.
+func TestForgoReturnEndsOnlyAReturningLeave(t *testing.T) {
+	ctx := context.Background()
+	store := leasestest.NewStore()
+	wrote, err := leases.ForgoReturn(ctx, store, "dwd", "dwd-0")
+	require.NoError(t, err)
+	assert.False(t, wrote, "no lease")
+
+	m := newMember(store, clocktesting.NewFakeClock(t0))
+	require.NoError(t, m.Renew(ctx, t0))
+	wrote, err = leases.ForgoReturn(ctx, store, "dwd", "dwd-0")
+	require.NoError(t, err)
+	assert.False(t, wrote, "a held lease is its member's")
+	held, _ := store.Get(ctx, "dwd-member-dwd-0")
+	assert.Equal(t, leases.Advert{Held: true, Duration: 15 * time.Second}, leases.AdvertOf("dwd-0", held))
+
+	require.NoError(t, m.Release(ctx, t0.Add(time.Second), leases.Leave{Returning: 30 * time.Second}))
+	wrote, err = leases.ForgoReturn(ctx, store, "dwd", "dwd-0")
+	require.NoError(t, err)
+	assert.True(t, wrote)
+	l, _ := store.Get(ctx, "dwd-member-dwd-0")
+	assert.Equal(t, leases.Advert{Left: true, Duration: 15 * time.Second}, leases.AdvertOf("dwd-0", l), "a leave for good")
+
+	wrote, err = leases.ForgoReturn(ctx, store, "dwd", "dwd-0")
+	require.NoError(t, err)
+	assert.False(t, wrote, "a leave for good stays as it is")
+}
+
 func TestMemberViewStale(t *testing.T) {
 	ctx := context.Background()
 	store := leasestest.NewStore()

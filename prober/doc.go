@@ -26,9 +26,14 @@
 //
 // # Locking
 //
-// Manager.mu guards the probes and orders every start and stop of a probe; stopping a probe waits, under
-// it, for the probe's run in flight and its flow's step in flight, so neither outlives the ownership of
-// the shoot. Manager.flowMu guards only the maps of running flows and of verdicts, and is never held
+// Manager.mu guards the probes and orders every start and stop of a probe. Stopping a probe waits for
+// the probe's run in flight and its flow's step in flight, so neither outlives the ownership of the
+// shoot; a reconcile of one namespace waits under mu, Released (a whole partition) decides under mu
+// which probes stop and drops them, waits for them without mu, so that no reconcile or probe of
+// another partition waits behind a slow run, and records their ages and sightings under mu again. No
+// probe of the partition can start in between: it is no longer owned, and the coordinator holds the
+// partition's lock until Released returns. The lock order across sharding and the roles is in the
+// sharding package's doc: a partition's lock, then mu, then the coordinator's short lock. Manager.flowMu guards only the maps of running flows and of verdicts, and is never held
 // while waiting (ending a flow takes it out of the map under the lock, then waits outside). A
 // probe's memory (probeState) is touched only by its runs, which the scheduler never overlaps, also
 // across a restart that swaps the job. ShootClients has its own lock around its map; requests are sent

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -93,7 +92,7 @@ func startReplica(t *testing.T, leaseNS, member string) *replica {
 	settings.Namespace, settings.MemberName = leaseNS, member
 	leaseClient, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(seed.Config, settings.PartitionCount))
 	require.NoError(t, err)
-	runner := sharding.NewRunner(settings, leaseClient, logr.Discard())
+	runner := sharding.NewRunner(sharding.RunnerOptions{Settings: settings, Client: leaseClient})
 	require.NoError(t, mgr.Add(runner))
 	ctx, cancel := context.WithCancel(context.Background())
 	m, err := prober.Setup(ctx, mgr, cfg, runner.Coordinator(), prober.Options{Workers: 8, PartitionCount: settings.PartitionCount, QPS: 50, Burst: 100})

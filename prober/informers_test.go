@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -39,7 +38,7 @@ func TestSetupRegistersEveryInformerAProbeReads(t *testing.T) {
 	settings.Namespace, settings.MemberName = seed.Namespace(t), "dwd-0"
 	leaseClient, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(seed.Config, settings.PartitionCount))
 	require.NoError(t, err)
-	runner := sharding.NewRunner(settings, leaseClient, logr.Discard())
+	runner := sharding.NewRunner(sharding.RunnerOptions{Settings: settings, Client: leaseClient})
 	require.NoError(t, mgr.Add(runner))
 	ctx, cancel := context.WithCancel(context.Background())
 	_, err = prober.Setup(ctx, mgr, cfg, runner.Coordinator(), prober.Options{Workers: 2, PartitionCount: settings.PartitionCount, QPS: 50, Burst: 100})

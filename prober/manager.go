@@ -140,17 +140,30 @@ func (m *Manager) Handlers() []sharding.PartitionHandler {
 }
 
 // Released stops the probes of partition p and returns when none of them runs any more; it keeps
-// how long ago each was last probed for HandoverState.
+// how long ago each was last probed, and its node lease sightings, for HandoverState. It decides
+// under mu which probes stop and drops them there, waits for their runs and flow steps in flight
+// without mu, so that the reconciles and probes of other partitions never queue behind a slow run,
+// and records what they leave under mu again. No probe of p can start in between: the coordinator
+// dropped p from what this replica owns before it called Released, and holds p's lock until it returns.
 func (m *Manager) Released(p int) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	stopping := map[string]*shootProbe{}
 	for ns := range m.byPartition[p] {
 		if probe, ok := m.probes[ns]; ok {
-			m.stopLocked(ns)
-			m.keepAgeLocked(p, ns, probe)
-			m.keepSightingsLocked(p, ns, probe)
+			m.dropLocked(ns)
+			stopping[ns] = probe
 		}
 		m.unpauseLocked(ns)
+	}
+	m.mu.Unlock()
+	for ns := range stopping {
+		m.endProbe(ns)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for ns, probe := range stopping {
+		m.keepAgeLocked(p, ns, probe)
+		m.keepSightingsLocked(p, ns, probe)
 	}
 }
 
@@ -320,13 +333,29 @@ func (m *Manager) startLocked(ns string, spec ProbeSpec, at time.Time) {
 }
 
 // stopLocked stops the probe of ns and its flow, waits for the run and the flow step in flight, and
-// drops what it kept.
+// drops what it kept; mu must be held (a reconcile of one namespace).
 func (m *Manager) stopLocked(ns string) {
+	if m.dropLocked(ns) {
+		m.endProbe(ns)
+	}
+}
+
+// dropLocked removes the probe of ns from the running ones, if there is one, and reports whether
+// there was; mu must be held. endProbe must follow.
+func (m *Manager) dropLocked(ns string) bool {
 	if _, ok := m.probes[ns]; !ok {
-		return
+		return false
 	}
 	delete(m.probes, ns)
 	m.unindexLocked(ns)
+	probesActive.Set(float64(len(m.probes)))
+	return true
+}
+
+// endProbe ends a dropped probe of ns: it removes it from the scheduler and stops its flow, waiting
+// for the run and the flow step in flight, then forgets its verdict, client and series. It needs no
+// lock, and may wait as long as a run takes to see its cancel.
+func (m *Manager) endProbe(ns string) {
 	m.Scheduler.Remove(ns)
 	m.forgetVerdict(ns)
 	m.stopFlow(ns)
@@ -334,7 +363,6 @@ func (m *Manager) stopLocked(ns string) {
 	expiredFraction.DeleteLabelValues(ns)
 	clockOffset.DeleteLabelValues(ns)
 	lastSuccess.DeleteLabelValues(ns)
-	probesActive.Set(float64(len(m.probes)))
 	m.Log.V(1).Info("Stopped probe", "namespace", ns)
 }
 

@@ -1,13 +1,16 @@
 package prober
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -84,5 +87,55 @@ func BenchmarkReleaseEveryPartition(b *testing.B) {
 		for p := range 887 {
 			m.Released(p)
 		}
+	}
+}
+
+// Released decides under the manager's lock and waits outside it (the package doc, Locking): while
+// the run of a probe of the released partition is in flight, the manager's lock is free for the
+// reconciles and probes of other partitions, and Released returns only once the run has ended.
+func TestReleasedWaitsForItsProbesOutsideTheLock(t *testing.T) {
+	m := releaseFixture(2, 20, 0)
+	var ns string
+	for candidate := range m.probes {
+		if m.Ownership.Partition(candidate) == 0 {
+			ns = candidate
+			break
+		}
+	}
+	require.NotEmpty(t, ns, "a probe in partition 0")
+	running, unblock := make(chan struct{}), make(chan struct{})
+	m.Scheduler.Remove(ns) // scheduled an hour ahead: due now instead, with a run that takes its time to see the cancel
+	m.Scheduler.Schedule(ns, m.Clock.Now(), func(context.Context) time.Duration {
+		close(running)
+		<-unblock
+		return Done
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = m.Scheduler.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var end sync.Once
+	unblockRun := func() { end.Do(func() { close(unblock) }) }
+	t.Cleanup(unblockRun) // first, should the test fail while the run is blocked
+	select {
+	case <-running:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the probe never ran")
+	}
+
+	released := make(chan struct{})
+	go func() { defer close(released); m.Released(0) }()
+	require.Eventually(t, func() bool { return !m.Probing(ns) }, 10*time.Second, time.Millisecond,
+		"the probe is dropped under the lock at once, and the lock is free while its run goes on")
+	select {
+	case <-released:
+		t.Fatal("Released returned while the run of its probe was in flight")
+	default:
+	}
+	unblockRun()
+	select {
+	case <-released:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Released did not return after the run ended")
 	}
 }

@@ -61,6 +61,8 @@ type Options struct {
 	AllowInsecureKubeconfigs bool
 	// Audit, when set, records every scale write sent (--audit-log).
 	Audit *audit.Log
+	// Clock is the time of the schedulers, the probes and the scaler; defaults to the real clock.
+	Clock clock.WithTicker
 }
 
 // Defaults of the Options a caller leaves at zero.
@@ -72,8 +74,11 @@ const (
 	DefaultMaxResponseItems = 20000
 )
 
-// defaulted returns a copy of o with the zero scale and bound settings defaulted.
+// defaulted returns a copy of o with the zero scale and bound settings and a nil Clock defaulted.
 func (o Options) defaulted() Options {
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
 	if o.ScaleWorkers <= 0 {
 		o.ScaleWorkers = DefaultScaleWorkers
 	}
@@ -169,7 +174,7 @@ func newManager(mgr manager.Manager, cfg *config.ProberConfig, coordinator shard
 		return nil, err
 	}
 	log := ctrl.Log.WithName("prober")
-	clk := clock.RealClock{}
+	clk := opts.Clock
 	recorder := mgr.GetEventRecorder("dependency-watchdog-prober")
 	scaler.InitMetrics(cfg.DependentResourceInfos)
 	probes := NewScheduler(clk, opts.Workers, lagObserver(cfg.ProbeInterval.Duration))

@@ -63,7 +63,7 @@ type Config struct {
 	// Settings are what every member of the group must agree on (see Settings); a member that sees a
 	// live member advertising others changes nothing.
 	Settings string
-	// Event, when set, records a Kubernetes Event about this member (see Runner.Event).
+	// Event, when set, records a Kubernetes Event about this member (see RunnerOptions.Event).
 	Event func(eventType, reason, action, message string)
 	// Audit, when set, records the partitions whose work starts and stops here (the ownership audit).
 	Audit Audit

@@ -33,6 +33,13 @@
 // partition's lock, so stops under way elsewhere count against its budget. A short RW lock guards the
 // held set that Owns reads, and the handover state pending a release write.
 //
+// Lock order across sharding and the roles: a partition's lock, then a role's Manager.mu (the
+// coordinator calls a handler's Acquired and Released holding the partition's lock and no other),
+// then the coordinator's short lock and the member lease's (Owns, Holds and Guard, which a role asks
+// under its own lock, take only those). No role takes a partition's lock, and the coordinator never calls a handler while it
+// holds its short lock, so the order has no cycle. A handler's Released decides under its own lock
+// and waits for its work outside it.
+//
 // # The ring's defaults
 //
 // P = 887 partitions, replication factor 400, load bound 1.02 (DefaultRingConfig): how they were chosen,

@@ -125,10 +125,11 @@ func TestFenceIsAWarningEventOnTheMember(t *testing.T) {
 	require.Len(t, c.Held(), 7)
 	var events []string
 	r := &Runner{settings: settings, log: logr.Discard(), clock: clk, coordinator: c,
-		member: &leases.Member{Group: settings.GroupName, Name: "m"}, Exit: func(int) { t.Error("a quick fence exits nothing") },
-		Event: func(eventType, reason, action, message string) {
-			events = append(events, eventType+"/"+reason+"/"+action+": "+message)
-		}}
+		member: &leases.Member{Group: settings.GroupName, Name: "m"}, opts: RunnerOptions{
+			Exit: func(int) { t.Error("a quick fence exits nothing") },
+			Event: func(eventType, reason, action, message string) {
+				events = append(events, eventType+"/"+reason+"/"+action+": "+message)
+			}}}
 
 	r.onFence()
 	assert.Empty(t, c.Held())

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -54,10 +55,17 @@ func memberLease(group, member, roles string, created, renewed time.Time, rv str
 // other groups' member leases in foreign.
 func foreignCoordinator(t *testing.T, store *leasestest.Store, foreign Lister, clk *clocktesting.FakeClock) *Coordinator {
 	t.Helper()
+	return foreignCoordinatorWithEvents(t, store, foreign, clk, nil)
+}
+
+// foreignCoordinatorWithEvents is foreignCoordinator whose Events go to event.
+func foreignCoordinatorWithEvents(t *testing.T, store *leasestest.Store, foreign Lister, clk *clocktesting.FakeClock,
+	event func(eventType, reason, action, message string)) *Coordinator {
+	t.Helper()
 	ring := RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}
 	return NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i", Ring: ring,
 		LeaseDuration: 15 * time.Second, RetryPeriod: 2 * time.Second, WriteConcurrency: 4,
-		Settings: Settings(ring, []string{"prober"}), Foreign: foreign}, store, store, &switchLiveness{}, clk, logr.Discard())
+		Settings: Settings(ring, []string{"prober"}), Foreign: foreign, Event: event}, store, store, &switchLiveness{}, clk, logr.Discard())
 }
 
 func reconcile(t *testing.T, c *Coordinator) {
@@ -71,10 +79,14 @@ func TestAMemberDefersToALiveSeniorMemberOfAnotherGroup(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	store := leasestest.NewStore()
 	foreign := &foreignList{}
-	c := foreignCoordinator(t, store, foreign, clk)
+	var events []string
+	c := foreignCoordinatorWithEvents(t, store, foreign, clk, func(eventType, reason, action, _ string) {
+		events = append(events, eventType+"/"+reason+"/"+action)
+	})
 	reconcile(t, c)
 	require.Len(t, c.Held(), 7, "alone in the namespace")
 	require.True(t, c.Ready())
+	assert.Empty(t, events)
 
 	// A member of another group that runs the prober, there before this one (whose member lease the
 	// store does not hold: junior to any).
@@ -82,6 +94,7 @@ func TestAMemberDefersToALiveSeniorMemberOfAnotherGroup(t *testing.T) {
 	reconcile(t, c)
 	assert.Empty(t, c.Held(), "every partition released while the incumbent is live")
 	assert.False(t, c.Ready())
+	assert.Equal(t, []string{corev1.EventTypeWarning + "/ForeignGroupActive/" + ActionRebalance}, events, "one Event when the deferring begins")
 	for p := range 7 {
 		l, err := store.Get(context.Background(), leases.PartitionLeaseName("g", p))
 		require.NoError(t, err)
@@ -99,6 +112,8 @@ func TestAMemberDefersToALiveSeniorMemberOfAnotherGroup(t *testing.T) {
 	clk.Step(2 * time.Second)
 	reconcile(t, c)
 	assert.Len(t, c.Held(), 7, "unchanged for its duration: gone, and the share is taken again")
+	assert.Equal(t, []string{corev1.EventTypeWarning + "/ForeignGroupActive/" + ActionRebalance,
+		corev1.EventTypeNormal + "/ForeignGroupGone/" + ActionRebalance}, events, "one Event at each end, none while it lasts")
 }
 
 func TestWhichMembersOfAnotherGroupAMemberDefersTo(t *testing.T) {

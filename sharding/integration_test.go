@@ -180,7 +180,8 @@ func (g *group) start(name string, handlers ...sharding.PartitionHandler) *repli
 	client, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(cfg, s.PartitionCount))
 	require.NoError(g.t, err)
 	r := &replica{name: name, proxy: proxy, done: make(chan struct{}),
-		runner: sharding.NewRunner(s, client, g.logs.logger(name), append([]sharding.PartitionHandler{g.work.handler(name)}, handlers...)...)}
+		runner: sharding.NewRunner(sharding.RunnerOptions{Settings: s, Client: client, Log: g.logs.logger(name),
+			Handlers: append([]sharding.PartitionHandler{g.work.handler(name)}, handlers...)})}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { defer close(r.done); _ = r.runner.Start(ctx) }()
@@ -441,7 +442,7 @@ func TestRenewalsHaveAConnectionOfTheirOwn(t *testing.T) {
 	renewalsConfig, _ := test.ConfigThrough(t, env.Config)
 	renewals, err := kubernetes.NewForConfig(sharding.RenewalClientConfig(renewalsConfig))
 	require.NoError(t, err)
-	r := g.startWith("dwd-0", runnerOptions{runner: func(r *sharding.Runner) { r.Renewals = renewals }})
+	r := g.startWith("dwd-0", runnerOptions{runner: func(r *sharding.RunnerOptions) { r.Renewals = renewals }})
 	g.converge(t, 30*time.Second, "dwd-0")
 
 	r.proxy.Cut()

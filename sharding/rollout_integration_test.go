@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -117,7 +116,7 @@ func (l *moveLog) longestGapSince(since time.Time) (time.Duration, int) {
 // runnerOptions change one member of a group.
 type runnerOptions struct {
 	settings func(*config.Sharding)
-	runner   func(*sharding.Runner)
+	runner   func(*sharding.RunnerOptions)
 	handlers []sharding.PartitionHandler
 }
 
@@ -133,11 +132,12 @@ func (g *group) startWith(name string, opts runnerOptions) *replica {
 	client, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(cfg, s.PartitionCount))
 	require.NoError(g.t, err)
 	handlers := append([]sharding.PartitionHandler{g.work.handler(name)}, opts.handlers...)
-	runner := sharding.NewRunner(s, client, logr.Discard(), handlers...)
-	runner.Exit = func(code int) { g.t.Errorf("member %s exited with code %d: a fence overran", name, code) }
+	runnerOpts := sharding.RunnerOptions{Settings: s, Client: client, Handlers: handlers,
+		Exit: func(code int) { g.t.Errorf("member %s exited with code %d: a fence overran", name, code) }}
 	if opts.runner != nil {
-		opts.runner(runner)
+		opts.runner(&runnerOpts)
 	}
+	runner := sharding.NewRunner(runnerOpts)
 	r := &replica{name: name, runner: runner, proxy: proxy, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -319,7 +319,7 @@ func TestDepartingMemberLeavesNoLease(t *testing.T) {
 		g.settings.GroupName = "depart-hook"
 		g.startWith("dwd-0", runnerOptions{})
 		g.startWith("dwd-1", runnerOptions{})
-		leaving := g.startWith("dwd-2", runnerOptions{runner: func(r *sharding.Runner) {
+		leaving := g.startWith("dwd-2", runnerOptions{runner: func(r *sharding.RunnerOptions) {
 			r.Departing = func(context.Context) (bool, error) { return true, nil } // a StatefulSet scale-down
 		}})
 		g.converge(t, 30*time.Second, "dwd-0", "dwd-1", "dwd-2")

@@ -33,8 +33,10 @@ import (
 
 // Runner runs one replica's side of the sharding protocol against the API server: the member lease,
 // a cache of the group's Leases, and the coordinator's reconcile loop, triggered by every Lease event
-// and requeued at the next moment a member lease can expire. It is a manager.Runnable.
+// and requeued at the next moment a member lease can expire. It is a manager.Runnable; NewRunner
+// builds it from RunnerOptions.
 type Runner struct {
+	opts        RunnerOptions
 	settings    config.Sharding
 	client      kubernetes.Interface
 	log         logr.Logger
@@ -48,52 +50,93 @@ type Runner struct {
 	// lost is set when another process holds this member's name, or a fence overran.
 	lost    atomic.Pointer[string]
 	waiting atomic.Bool // the member lease waits for a predecessor's (logged once)
-
-	// Departing, when set, tells a graceful stop with leave mode auto whether this member leaves the
-	// group for good (a StatefulSet scale-down: true) or restarts (a rolling update: false). Without
-	// it, or when it fails, the stop hands the share over (StatefulSetPod.Departing).
-	Departing func(ctx context.Context) (bool, error)
-	// WontReturn, when set before Start, tells whether a member away on a returning leave will not be
-	// back within its grace, so that its share is taken over at once (StatefulSetPod.WontReturn,
-	// Config.WontReturn). Without it, a reservation lasts its grace.
-	WontReturn func(ctx context.Context, member string) (bool, error)
-	// Event, when set, records a Kubernetes Event about this member (normally on its Pod); eventType
-	// is corev1.EventTypeNormal or corev1.EventTypeWarning, action one of the Action constants (what
-	// the member did, as events.k8s.io/v1 asks for).
-	Event func(eventType, reason, action, message string)
-	// Exit ends the process when stopping the work after a fence takes longer than the margin the
-	// lease timings leave; os.Exit when nil.
-	Exit func(code int)
-	// Audit, when set before Start, records the member lease's renewals and the partitions whose work
-	// starts and stops here (the ownership audit, under the incarnation Incarnation returns).
-	Audit Audit
-	// Renewals, when set before Start, is the client the member lease is taken, renewed and released
-	// through (RenewalClientConfig): a connection and a rate limiter of its own, so that a renewal never
-	// queues behind a rebalance's burst of partition lease writes (docs/sharding.md, "Rate limits").
-	// Defaults to the client NewRunner was given.
-	Renewals kubernetes.Interface
 }
 
-// NewRunner prepares the sharding of one replica; handlers run the work of the partitions it holds.
-// client should come from LeaseClientConfig, so that rate limits cannot slow a handover down.
-func NewRunner(settings config.Sharding, client kubernetes.Interface, log logr.Logger, handlers ...PartitionHandler) *Runner {
-	incarnation := newIncarnation()
-	clk := clock.RealClock{}
-	store := leases.APIStore{Leases: client.CoordinationV1().Leases(settings.Namespace)}
+// RunnerOptions are the settings and dependencies of a Runner. Settings and Client are required;
+// NewRunner defaults the others on a copy.
+type RunnerOptions struct {
+	// Settings are the group's and this member's sharding settings.
+	Settings config.Sharding
+	// Client is the client of the partition leases and of the Lease caches; it should come from
+	// LeaseClientConfig, so that rate limits cannot slow a handover down.
+	Client kubernetes.Interface
+	// Renewals is the client the member lease is taken, renewed and released through
+	// (RenewalClientConfig): a connection and a rate limiter of its own, so that a renewal never
+	// queues behind a rebalance's burst of partition lease writes (docs/sharding.md, "Rate limits").
+	// Defaults to Client.
+	Renewals kubernetes.Interface
+	// Incarnation is this process's id in the member and partition leases and the audit; defaults to
+	// a new NewIncarnation.
+	Incarnation string
+	// Handlers run the work of the partitions this member holds.
+	Handlers []PartitionHandler
+	// Log defaults to a logger that discards.
+	Log logr.Logger
+	// Clock is the time of the member lease, the coordinator and the loops; defaults to the real clock.
+	Clock clock.WithTicker
+	// Departing tells a graceful stop with leave mode auto whether this member leaves the group for
+	// good (a StatefulSet scale-down: true) or restarts (a rolling update: false). Without it, or when
+	// it fails, the stop hands the share over (StatefulSetPod.Departing).
+	Departing func(ctx context.Context) (bool, error)
+	// WontReturn tells whether a member away on a returning leave will not be back within its grace,
+	// so that its share is taken over at once (StatefulSetPod.WontReturn, Config.WontReturn). Without
+	// it, a reservation lasts its grace.
+	WontReturn func(ctx context.Context, member string) (bool, error)
+	// Event records a Kubernetes Event about this member (normally on its Pod); eventType is
+	// corev1.EventTypeNormal or corev1.EventTypeWarning, action one of the Action constants (what the
+	// member did, as events.k8s.io/v1 asks for). Without it, no Event is recorded.
+	Event func(eventType, reason, action, message string)
+	// Exit ends the process when stopping the work after a fence takes longer than the margin the
+	// lease timings leave; defaults to os.Exit.
+	Exit func(code int)
+	// Audit records the member lease's renewals and the partitions whose work starts and stops here
+	// (the ownership audit, under the incarnation Incarnation returns); nothing is recorded without it.
+	Audit Audit
+}
+
+// defaulted returns a copy of o with its unset dependencies defaulted.
+func (o RunnerOptions) defaulted() RunnerOptions {
+	if o.Renewals == nil {
+		o.Renewals = o.Client
+	}
+	if o.Incarnation == "" {
+		o.Incarnation = NewIncarnation()
+	}
+	if o.Log.GetSink() == nil {
+		o.Log = logr.Discard()
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.Exit == nil {
+		o.Exit = os.Exit
+	}
+	return o
+}
+
+// NewRunner prepares the sharding of one replica.
+func NewRunner(opts RunnerOptions) *Runner {
+	opts = opts.defaulted()
+	settings, incarnation := opts.Settings, opts.Incarnation
 	ring := RingConfig{PartitionCount: settings.PartitionCount, ReplicationFactor: settings.ReplicationFactor, LoadBound: settings.RingLoadBound}
 	member := &leases.Member{
-		Store: store, Group: settings.GroupName, Name: settings.MemberName, Incarnation: incarnation,
+		Store: leases.APIStore{Leases: opts.Renewals.CoordinationV1().Leases(settings.Namespace)}, Group: settings.GroupName,
+		Name: settings.MemberName, Incarnation: incarnation,
 		LeaseDuration: settings.MemberLeaseDuration, RenewDeadline: settings.MemberRenewDeadline,
-		RetryPeriod: settings.MemberRetryPeriod, Clock: clk, Settings: Settings(ring, settings.Roles), PodUID: settings.PodUID,
+		RetryPeriod: settings.MemberRetryPeriod, Clock: opts.Clock, Settings: Settings(ring, settings.Roles), PodUID: settings.PodUID,
 	}
-	r := &Runner{settings: settings, client: client, log: log, clock: clk, member: member}
+	if opts.Audit != nil {
+		member.Audit = opts.Audit
+	}
+	r := &Runner{opts: opts, settings: settings, client: opts.Client, log: opts.Log, clock: opts.Clock, member: member}
 	workCtx, cancel := context.WithCancel(context.Background())
 	r.workCancel = cancel
+	store := leases.APIStore{Leases: opts.Client.CoordinationV1().Leases(settings.Namespace)}
 	r.coordinator = NewCoordinator(workCtx, Config{
 		Group: settings.GroupName, Member: settings.MemberName, Incarnation: incarnation, Ring: ring,
 		LeaseDuration: settings.MemberLeaseDuration, RetryPeriod: settings.MemberRetryPeriod, WriteConcurrency: 16,
-		Settings: member.Settings, Event: r.event,
-	}, store, nil, member, clk, log, handlers...)
+		Settings: member.Settings, Event: r.event, Audit: opts.Audit, WontReturn: opts.WontReturn,
+	}, store, nil, member, opts.Clock, opts.Log, opts.Handlers...)
 	return r
 }
 
@@ -177,14 +220,6 @@ func (r *Runner) loopHealthy() bool {
 // Start runs until ctx ends, then releases every partition and the member lease.
 func (r *Runner) Start(ctx context.Context) error {
 	defer r.workCancel()
-	if r.Audit != nil {
-		// Nothing renews or reconciles before this point.
-		r.member.Audit, r.coordinator.cfg.Audit = r.Audit, r.Audit
-	}
-	r.coordinator.cfg.WontReturn = r.WontReturn
-	if r.Renewals != nil {
-		r.member.Store = leases.APIStore{Leases: r.Renewals.CoordinationV1().Leases(r.settings.Namespace)}
-	}
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, r.settings.MemberRetryPeriod),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "sharding"})
@@ -394,10 +429,10 @@ func (r *Runner) leaveMode(ctx context.Context) (returning, departing bool) {
 	case config.LeaveHandover:
 		return false, false
 	}
-	if r.Departing == nil {
+	if r.opts.Departing == nil {
 		return false, false
 	}
-	departing, err := r.Departing(ctx)
+	departing, err := r.opts.Departing(ctx)
 	if err != nil {
 		r.log.Info("Cannot tell a restart from a departure: handing the share over", "reason", err.Error())
 		return false, false
@@ -427,16 +462,8 @@ func (r *Runner) onFence() {
 	msg := fmt.Sprintf("stopping all work after a fence took longer than %s; exiting before another member may take over", budget)
 	r.lost.Store(&msg)
 	r.log.Error(nil, "Fence overran: exiting", "budget", budget)
-	r.exit(1)
+	r.opts.Exit(1)
 	<-done
-}
-
-func (r *Runner) exit(code int) {
-	if r.Exit != nil {
-		r.Exit(code)
-		return
-	}
-	os.Exit(code)
 }
 
 func (r *Runner) onRenewFailure(err error) {
@@ -477,8 +504,8 @@ func (r *Runner) onStepDown(until time.Time) {
 
 // event records an Event about this member when the Runner has a way to.
 func (r *Runner) event(eventType, reason, action, message string) {
-	if r.Event != nil {
-		r.Event(eventType, reason, action, message)
+	if r.opts.Event != nil {
+		r.opts.Event(eventType, reason, action, message)
 	}
 }
 
@@ -492,8 +519,8 @@ func (l leaseLister) List() []*coordinationv1.Lease {
 	return list
 }
 
-// newIncarnation returns a random id for this process's start.
-func newIncarnation() string {
+// NewIncarnation returns a random id for a process's start (RunnerOptions.Incarnation).
+func NewIncarnation() string {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)

@@ -858,7 +858,7 @@ func TestFenceThatOverrunsItsBudgetExits(t *testing.T) {
 			require.Len(t, c.Held(), 7)
 			exits := make(chan int, 1)
 			r := &Runner{settings: settings, log: logr.Discard(), clock: clk, coordinator: c,
-				member: &leases.Member{Group: settings.GroupName, Name: "m"}, Exit: func(code int) { exits <- code }}
+				member: &leases.Member{Group: settings.GroupName, Name: "m"}, opts: RunnerOptions{Exit: func(code int) { exits <- code }}}
 			overruns := readMetric(t, fenceOverruns.WithLabelValues(settings.GroupName, "m"))
 
 			fenced := make(chan struct{})
@@ -1184,4 +1184,56 @@ func TestHolderStopsWhenItsNewPartitionLeaseIsDeletedBeforeItsCacheShowedIt(t *t
 	b := g.start("dwd-1", safetyOptions{})
 	g.running = append([]*safetyProc{b}, g.running[:len(g.running)-1]...)
 	g.runUntil(10*time.Second, g.converged("dwd-0", "dwd-1"), "two members converge")
+}
+
+// causeCounter counts the takeovers of each cause it is given.
+type causeCounter struct {
+	mu     *sync.Mutex
+	causes map[TakeoverCause]int
+}
+
+func (h causeCounter) Acquired(_ context.Context, _ int, to Takeover) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.causes[to.Cause]++
+}
+
+func (causeCounter) Released(int) {}
+
+// The receiving side of a leave (docs/sharding.md, "Graceful stops"): partitions still naming a
+// member that left are taken over as a handover when its member lease says it kept their state, and
+// as after a crash when it says the state was lost, so that the next holder re-opens what the work
+// may have missed (the weeder's windows).
+func TestPartitionsOfALeaveThatLostItsStateAreTakenOverAsAfterACrash(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		t.Run(fmt.Sprintf("state lost: %v", lost), func(t *testing.T) {
+			g := newSafetyGroup(t, fmt.Sprintf("lost-%v", lost), 31)
+			counter := causeCounter{mu: &sync.Mutex{}, causes: map[TakeoverCause]int{}}
+			g.start("dwd-0", safetyOptions{handlers: []PartitionHandler{counter}})
+			leaving := g.start("dwd-1", safetyOptions{})
+			g.runUntil(time.Minute, g.converged("dwd-0", "dwd-1"), "two members converge")
+			g.runFor(5 * time.Second)
+			share := len(leaving.held())
+			require.NotZero(t, share)
+			counter.mu.Lock()
+			clear(counter.causes)
+			counter.mu.Unlock()
+
+			// Its work stops, and it leaves without releasing its partitions: they still name it.
+			ctx := context.Background()
+			leaving.coord.Fence()
+			g.remove(leaving)
+			require.NoError(t, leaving.member.Release(ctx, g.clk.Now(), leases.Leave{StateLost: lost}))
+			leaving.cancel()
+			g.runUntil(safetyLease+5*time.Second, g.converged("dwd-0"), "dwd-0 takes the share of the member that left")
+
+			want := Handover
+			if lost {
+				want = Crash
+			}
+			counter.mu.Lock()
+			defer counter.mu.Unlock()
+			assert.Equal(t, map[TakeoverCause]int{want: share}, counter.causes)
+		})
+	}
 }

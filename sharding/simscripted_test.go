@@ -505,3 +505,84 @@ func (s *simulation) awayForGood() {
 	s.advance(simGracefulWindow+returnCheckEvery, false)
 	s.actedOnBy(procs[1].coordinator.rings.owners, "while "+away.incarnation+" is away for good")
 }
+
+// A rolling update that drops a role stops each pod as a restart: the old process leaves the dropped
+// role's group returning, and its next process, which does not run the role, ends that leave
+// (leases.ForgoReturn); the others must act on every partition a few seconds later, long before the
+// return grace (docs/sharding.md, "A group per role").
+func TestSimulatedARoleDroppedInARollingUpdateIsADeparture(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		s := newSimulation(t, seed, correctProtocol)
+		s.roleDropped()
+		require.NoError(t, s.failure, "seed %d", seed)
+	}
+}
+
+// roleDropped stops a member of a settled group of three to restart with a return grace far longer
+// than a lease duration; once it has left, its successor (a process of the other role only) ends the
+// returning leave, and the other two must act on every partition a few seconds later.
+func (s *simulation) roleDropped() {
+	procs := s.settledGroup(3)
+	away := procs[0]
+	s.lastFault = s.now
+	s.startLeave(away, 10*simLeaseDuration, false)
+	for range 100 {
+		if away.phase == procGone {
+			break
+		}
+		s.advance(100*time.Millisecond, false)
+	}
+	if away.phase != procGone {
+		s.failLiveness("%s did not leave", away.incarnation)
+		return
+	}
+	wrote, err := leases.ForgoReturn(context.Background(), s.store, simGroup, away.name)
+	if err != nil || !wrote {
+		s.failLiveness("the successor of %s could not end its returning leave: wrote %v, %v", away.incarnation, wrote, err)
+		return
+	}
+	s.advance(simGracefulWindow, false)
+	s.checkLiveness("after the successor of " + away.incarnation + " ended its returning leave")
+}
+
+// A settings change rolled out as a rolling update, which the protocol does not support (a group
+// needs a scale to 0 and back): the incumbents win. The restarted member's successor, whose settings
+// differ, must not join, and the two incumbents must act on every partition once the return grace of
+// its predecessor has passed (docs/sharding.md, "A setting changed by a rolling update anyway: the incumbents win").
+func TestSimulatedASettingsChangeRolledOutLeavesTheIncumbentsActing(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		s := newSimulation(t, seed, correctProtocol)
+		s.settingsRolledOut()
+		require.NoError(t, s.failure, "seed %d", seed)
+	}
+}
+
+// settingsRolledOut restarts a member of a settled group of three with another load bound, and checks
+// a few seconds after its return grace that the successor holds no member lease and that the two
+// incumbents act on every partition by the ring of the two.
+func (s *simulation) settingsRolledOut() {
+	procs := s.settledGroup(3)
+	restarted, incumbents := procs[0], procs[1:]
+	s.lastFault = s.now
+	cfg := s.groupConfig()
+	cfg.skew, cfg.ring.LoadBound = "load bound", 1.25
+	cfg.settings = Settings(cfg.ring, []string{"prober", "weeder"})
+	s.startLeave(restarted, simReturnGrace, false)
+	s.returns = append(s.returns, simReturn{at: s.now.Add(time.Second), name: restarted.name, cfg: cfg})
+	s.advance(simReturnGrace+simGracefulWindow, false)
+	successors := s.procsOf(restarted.name)
+	if len(successors) != 1 || successors[0] == restarted {
+		s.failLiveness("the successor of %s did not boot", restarted.incarnation)
+		return
+	}
+	if !successors[0].member.Fenced(successors[0].clock.Now()) {
+		s.failLiveness("%s, whose settings differ from the incumbents', took its member lease", successors[0].incarnation)
+		return
+	}
+	ring, err := NewRing([]string{incumbents[0].name, incumbents[1].name}, incumbents[0].cfg.ring)
+	if err != nil {
+		s.failLiveness("ring: %v", err)
+		return
+	}
+	s.ownersAct(ring, "after the return grace of "+restarted.incarnation+", its successor with other settings kept out")
+}

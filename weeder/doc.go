@@ -40,6 +40,11 @@
 //
 // Locking: the Tracker and the Registry lock themselves; mu in Manager guards the running windows'
 // watches and what Released keeps of a partition (its windows and when it stopped), and orders every
-// start and stop of a window's watch. Stopping a window under mu waits for its watches, which never
-// take mu.
+// start and stop of a window's watch. Decide under mu, wait outside it: Released, the end of a
+// window at its deadline and a synthetic window displaced by a real one take the windows' runs out
+// of the running ones under mu, then cancel them and wait for their watches (a pod delete in flight
+// finishes first) once mu is released, so that no other window, and no reader of Running, waits
+// behind a slow delete. Nothing can start those windows again meanwhile: the registry no longer runs
+// them, and a released partition is no longer owned. The lock order across sharding and the roles
+// is in the sharding package's doc: a partition's lock, then mu, then the coordinator's short lock.
 package weeder

@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -83,14 +82,15 @@ func startReplicaClocked(t testing.TB, leaseNS, member string, cfg *config.Weede
 	settings.Namespace, settings.MemberName = leaseNS, member
 	leaseClient, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(env.Config, settings.PartitionCount))
 	require.NoError(t, err)
-	runner := sharding.NewRunner(settings, leaseClient, logr.Discard())
+	runner := sharding.NewRunner(sharding.RunnerOptions{Settings: settings, Client: leaseClient})
 	require.NoError(t, mgr.Add(runner))
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := weeder.Setup(ctx, mgr, cfg, runner.Coordinator(), maxWindows, settings.PartitionCount, nil)
-	require.NoError(t, err)
+	opts := weeder.Options{Config: cfg, Owner: runner.Coordinator(), MaxWindows: maxWindows, PartitionCount: settings.PartitionCount}
 	if clk != nil {
-		w.Clock = clk
+		opts.Clock = clk
 	}
+	w, err := weeder.Setup(ctx, mgr, opts)
+	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = mgr.Start(ctx) }()
 	r := &replica{weeder: w, owns: runner.Coordinator().Owns, stop: func() { cancel(); <-done }}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -120,28 +122,31 @@ func (m *Manager) sleep(ctx context.Context) bool {
 // expire ends the windows whose deadline has passed and starts queued ones in the slots they free.
 func (m *Manager) expire() {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	ended, started := m.registry.Expire(m.Clock.Now())
-	for _, key := range ended {
-		m.stopLocked(key)
-	}
+	stopping := m.detachLocked(ended...)
 	m.startLocked(started)
+	m.mu.Unlock()
+	stopRuns(stopping)
 }
 
 // open opens (or extends) weeding window w, if this replica owns its namespace. The ownership check
-// and the start happen under mu, which Released holds too, so no window starts in a namespace whose
-// partition is being released. A window opened for a readiness change seen here (readinessChange)
-// is logged at info; those opened as part of a partition's start (resumed, synthetic) at debug, since a
-// takeover opens one per ready service.
+// and the start happen under mu, which Released holds while it decides, and the coordinator drops a
+// partition from what this replica owns before it calls Released, so no window starts in a namespace
+// whose partition is being released. A window opened for a readiness change seen here
+// (readinessChange) is logged at info; those opened as part of a partition's start (resumed,
+// synthetic) at debug, since a takeover opens one per ready service. The synthetic windows it
+// displaces are stopped once mu is released.
 func (m *Manager) open(w Window, readinessChange bool) bool {
+	var stopping []*windowRun
+	defer func() { stopRuns(stopping) }() // runs after the unlock below
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.Ownership.Owns(w.Key.Namespace) {
 		return false
 	}
 	result, displaced := m.registry.Open(w)
+	stopping = m.detachLocked(displaced...)
 	for _, key := range displaced {
-		m.stopLocked(key)
 		m.Log.V(1).Info("Synthetic weeding window yielded its slot to a readiness change", "namespace", key.Namespace, "service", key.Service)
 	}
 	if result == Started || result == Queued {
@@ -175,22 +180,38 @@ func (m *Manager) startLocked(windows []Window) {
 	m.updateGauges()
 }
 
-// stopLocked ends the pod watches of a window and waits for them; mu must be held.
-func (m *Manager) stopLocked(key ServiceKey) {
-	if run, ok := m.runs[key]; ok {
-		run.stop()
-		delete(m.runs, key)
-		m.Log.V(1).Info("Weeding window ended", "namespace", key.Namespace, "service", key.Service)
+// detachLocked takes the runs of the windows keys from the running ones and returns them, for
+// stopRuns once mu is released; mu must be held. Nothing starts a window of an unowned namespace,
+// and the registry no longer runs these windows, so nothing can start them again meanwhile.
+func (m *Manager) detachLocked(keys ...ServiceKey) []*windowRun {
+	var runs []*windowRun
+	for _, key := range keys {
+		if run, ok := m.runs[key]; ok {
+			runs = append(runs, run)
+			delete(m.runs, key)
+			m.Log.V(1).Info("Weeding window ended", "namespace", key.Namespace, "service", key.Service)
+		}
 	}
 	m.updateGauges()
+	return runs
+}
+
+// stopRuns ends the pod watches of detached runs and waits for them (a delete in flight finishes
+// first); mu must not be held, so that the other windows never wait behind it.
+func stopRuns(runs []*windowRun) {
+	for _, run := range runs {
+		run.cancel()
+	}
+	for _, run := range runs {
+		run.wg.Wait()
+	}
 }
 
 func (m *Manager) stopAll() {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	for key := range m.runs {
-		m.stopLocked(key)
-	}
+	stopping := m.detachLocked(slices.Collect(maps.Keys(m.runs))...)
+	m.mu.Unlock()
+	stopRuns(stopping)
 }
 
 func (m *Manager) updateGauges() {

@@ -2,6 +2,7 @@ package weeder
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,7 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -302,4 +305,65 @@ func TestHandedOverWindowsRunAtMostTheWatchDuration(t *testing.T) {
 			assert.Empty(t, f.m.Running(), "no window outlasts the watch duration")
 		})
 	}
+}
+
+// Released decides under the manager's lock and waits outside it (the package doc, Locking): while
+// the window of a released partition finishes a pod delete in flight, a window of another partition
+// opens, and the running windows can be read.
+func TestReleasedWaitsForItsWindowsOutsideTheLock(t *testing.T) {
+	f := newManagerFixture(t, 10)
+	f.own.partitions = map[string]int{"shoot--a": 0, "shoot--b": 1}
+	entered, unblock := make(chan struct{}, 1), make(chan struct{})
+	var end sync.Once
+	unblockDelete := func() { end.Do(func() { close(unblock) }) }
+	t.Cleanup(unblockDelete) // before the fixture's, should the test fail while the delete is blocked
+	client := f.m.Client.(*fake.Clientset)
+	client.PrependReactor("delete", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		entered <- struct{}{}
+		<-unblock
+		return false, nil, nil
+	})
+	pod := crashLoopingPod("stuck", "1")
+	pod.Labels = map[string]string{"role": "apiserver"}
+	_, err := client.CoreV1().Pods("shoot--a").Create(context.Background(), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	f.ready(svcKey("shoot--a", "kube-apiserver"))
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the window of shoot--a never deleted its crash-looping pod")
+	}
+
+	released := make(chan struct{})
+	go func() { defer close(released); f.m.Released(0) }()
+	opened := make(chan struct{})
+	go func() { defer close(opened); f.ready(svcKey("shoot--b", "kube-apiserver")) }()
+	select {
+	case <-opened:
+	case <-time.After(10 * time.Second):
+		unblockDelete()
+		t.Fatal("a window of another partition waited for the release of partition 0")
+	}
+	require.Eventually(t, func() bool {
+		return slices.Equal([]ServiceKey{svcKey("shoot--b", "kube-apiserver")}, keysOf(f.m.Running()))
+	}, 10*time.Second, time.Millisecond, "the window of partition 0 is taken out under the lock, which is then free")
+	select {
+	case <-released:
+		t.Fatal("Released returned while the delete of its window was in flight")
+	default:
+	}
+	unblockDelete()
+	select {
+	case <-released:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Released did not return after the delete ended")
+	}
+}
+
+func keysOf(windows []Window) []ServiceKey {
+	keys := make([]ServiceKey, 0, len(windows))
+	for _, w := range windows {
+		keys = append(keys, w.Key)
+	}
+	return keys
 }

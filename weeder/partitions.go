@@ -136,7 +136,6 @@ func (m *Manager) readyServices(p int) []readyService {
 // Resume, with the moment their work stopped.
 func (m *Manager) Released(p int) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	now := m.Clock.Now()
 	windows := m.registry.InNamespaces(func(ns string) bool { return m.Ownership.Partition(ns) == p })
 	keys := make([]ServiceKey, 0, len(windows))
@@ -144,14 +143,14 @@ func (m *Manager) Released(p int) {
 		keys = append(keys, w.Key)
 	}
 	started := m.registry.Close(now, keys...)
-	for _, key := range keys {
-		m.stopLocked(key)
-	}
+	stopping := m.detachLocked(keys...)
 	if len(windows) > 0 {
 		m.handover[p] = windows
 	}
 	m.stoppedAt[p] = now
 	m.startLocked(started)
+	m.mu.Unlock()
+	stopRuns(stopping)
 }
 
 // HandoverState hands the windows of a released partition to its next holder, once: they are

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -66,10 +65,10 @@ func startReplicaThrough(t *testing.T, restConfig *rest.Config, leaseNS, member 
 	settings.Namespace, settings.MemberName = leaseNS, member
 	leaseClient, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(env.Config, settings.PartitionCount))
 	require.NoError(t, err)
-	runner := sharding.NewRunner(settings, leaseClient, logr.Discard())
+	runner := sharding.NewRunner(sharding.RunnerOptions{Settings: settings, Client: leaseClient})
 	require.NoError(t, mgr.Add(runner))
 	ctx, cancel := context.WithCancel(context.Background())
-	w, err := weeder.Setup(ctx, mgr, cfg, runner.Coordinator(), 10, settings.PartitionCount, nil)
+	w, err := weeder.Setup(ctx, mgr, weeder.Options{Config: cfg, Owner: runner.Coordinator(), MaxWindows: 10, PartitionCount: settings.PartitionCount})
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = mgr.Start(ctx) }()

@@ -62,12 +62,31 @@ func trimSlice(obj any) (any, error) {
 	return out, nil
 }
 
+// Options are the weeder's settings and dependencies for Setup.
+type Options struct {
+	// Config is the weeder's config (required).
+	Config *config.WeederConfig
+	// Owner tells what this replica owns; the weeder registers with it as a partition handler
+	// (required).
+	Owner sharding.Owner
+	// MaxWindows bounds the weeding windows that run at once (--max-weeding-windows).
+	MaxWindows int
+	// PartitionCount is the sharding group's partition count.
+	PartitionCount int
+	// Audit records the pod deletes sent (the ownership audit); nil records nothing.
+	Audit *audit.Log
+	// Clock is the time of the windows and their deadlines; defaults to the real clock.
+	Clock clock.WithTicker
+}
+
 // Setup adds the weeder to mgr, whose cache must have been built with CacheOptions, and registers it
-// with coordinator, which tells it what this replica owns. auditLog, when not nil, records the pod
-// deletes sent (the ownership audit).
-func Setup(ctx context.Context, mgr manager.Manager, cfg *config.WeederConfig, coordinator sharding.Owner, maxWindows, partitionCount int,
-	auditLog *audit.Log) (*Manager, error) {
-	m, err := NewManager(cfg, maxWindows)
+// with opts.Owner, which tells it what this replica owns.
+func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Manager, error) {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	coordinator, partitionCount := opts.Owner, opts.PartitionCount
+	m, err := NewManager(opts.Config, opts.MaxWindows)
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +102,9 @@ func Setup(ctx context.Context, mgr manager.Manager, cfg *config.WeederConfig, c
 		return nil, fmt.Errorf("creating the pod delete client: %w", err)
 	}
 	m.Deletes = deletes.CoreV1()
-	m.Ownership, m.Clock, m.Log = coordinator, clock.RealClock{}, ctrl.Log.WithName("weeder")
+	m.Ownership, m.Clock, m.Log = coordinator, opts.Clock, ctrl.Log.WithName("weeder")
 	m.Recorder = mgr.GetEventRecorder("dependency-watchdog-weeder")
-	m.Audit = auditLog
+	m.Audit = opts.Audit
 	key := func(p int) string { return strconv.Itoa(p) }
 	err = mgr.GetFieldIndexer().IndexField(ctx, &discoveryv1.EndpointSlice{}, partitionIndex, func(o client.Object) []string {
 		return []string{key(sharding.PartitionOf(o.GetNamespace(), partitionCount))}

@@ -25,12 +25,6 @@ type windowRun struct {
 	wg     sync.WaitGroup
 }
 
-// stop ends the window's watches and waits for them.
-func (r *windowRun) stop() {
-	r.cancel()
-	r.wg.Wait()
-}
-
 // runWindow starts one pod watch per pod selector of the window's service.
 func (m *Manager) runWindow(w Window) *windowRun {
 	ctx, cancel := context.WithCancel(m.workCtx)

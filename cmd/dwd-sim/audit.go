@@ -5,7 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sharded-dwd/dependency-watchdog/audit"
+	"github.com/sharded-dwd/dependency-watchdog/audit/auditcheck"
 )
 
 // newAuditCommand builds `dwd-sim audit FILES...`, which checks the ownership audit files of the
@@ -21,7 +21,7 @@ fails when it finds an overlap or a write by a non-holder.`,
 		Example: "  dwd-sim audit /var/log/dwd/dwd-0.audit /var/log/dwd/dwd-1.audit /var/log/dwd/dwd-2.audit",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, files []string) error {
-			report, err := audit.CheckFiles(files...)
+			report, err := auditcheck.CheckFiles(files...)
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sharded-dwd/dependency-watchdog/audit"
+	"github.com/sharded-dwd/dependency-watchdog/audit/auditcheck"
 )
 
 // auditTimings are the member lease timings of the audit test: short, so that a crash's takeover
@@ -84,8 +85,8 @@ func holdAll(t *testing.T, ns, group string, members ...string) {
 }
 
 // longestBetween is the longest gap that began in [from, to).
-func longestBetween(r *audit.Report, from, to time.Time) audit.Unheld {
-	var longest audit.Unheld
+func longestBetween(r *auditcheck.Report, from, to time.Time) auditcheck.Unheld {
+	var longest auditcheck.Unheld
 	for _, g := range r.Gaps {
 		if !g.From.Before(from) && g.From.Before(to) && g.Duration > longest.Duration {
 			longest = g
@@ -119,7 +120,7 @@ func TestAuditProvesOwnershipOfRealReplicas(t *testing.T) {
 	replicas["dwd-0"].signal(t, syscall.SIGTERM)
 
 	files := []string{replicas["dwd-0"].audit, replicas["dwd-1"].audit, replicas["dwd-2"].audit}
-	report, err := audit.CheckFiles(files...)
+	report, err := auditcheck.CheckFiles(files...)
 	require.NoError(t, err)
 	t.Logf("audit report:\n%s", report)
 	require.NoError(t, report.OK())
@@ -176,7 +177,7 @@ func plantOverlap(t *testing.T, files []string) {
 	require.NoError(t, err)
 	require.NoError(t, f.Close())
 
-	report, err := audit.CheckFiles(copies...)
+	report, err := auditcheck.CheckFiles(copies...)
 	require.NoError(t, err)
 	require.Error(t, report.OK())
 	require.NotEmpty(t, report.Overlaps)

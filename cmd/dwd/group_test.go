@@ -152,3 +152,31 @@ func TestAReplicaThatGainsARoleStaysInTheGroupOfTheOther(t *testing.T) {
 	}
 	assert.Equal(t, map[string]bool{"dwd-prober": true, "dwd-weeder": true}, groups, "no third group")
 }
+
+// TestAReplicaThatDropsARoleLeavesThatRolesGroup: a rolling update that drops the weeder role stops
+// each pod as a restart (here: --leave-mode=return), so the old process leaves the weeder's group
+// returning; its next process, which runs the prober only, ends that leave, and the other member takes
+// the weeder share at once instead of after the return grace (two minutes here).
+func TestAReplicaThatDropsARoleLeavesThatRolesGroup(t *testing.T) {
+	env.Require(t)
+	ns := env.Namespace(t)
+	both := []string{"run", "--prober-config=testdata/prober.yaml", "--weeder-config=testdata/weeder.yaml",
+		"--shard-namespace=" + ns, "--leave-mode=return", "--return-grace=2m"}
+	startReplica(t, append(both, "--member-name=dwd-0")...)
+	dropping := startReplica(t, append(both, "--member-name=dwd-1")...)
+	ring, err := sharding.NewRing([]string{"dwd-0", "dwd-1"}, sharding.DefaultRingConfig())
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return heldPartitions(t, ns, "dwd-weeder", "dwd-1") == len(ring.PartitionsOf("dwd-1")) &&
+			heldPartitions(t, ns, "dwd-prober", "dwd-1") == len(ring.PartitionsOf("dwd-1"))
+	}, 60*time.Second, 100*time.Millisecond, "both groups split between the two")
+
+	require.Equal(t, 0, dropping.stop(t))
+	startReplica(t, "run", "--prober-config=testdata/prober.yaml", "--shard-namespace="+ns,
+		"--leave-mode=return", "--return-grace=2m", "--member-name=dwd-1")
+	require.Eventually(t, func() bool {
+		return heldPartitions(t, ns, "dwd-weeder", "dwd-0") == config.DefaultPartitionCount &&
+			heldPartitions(t, ns, "dwd-prober", "dwd-1") == len(ring.PartitionsOf("dwd-1"))
+	}, 20*time.Second, 100*time.Millisecond,
+		"dwd-0 holds the whole weeder share long before the return grace, and dwd-1 its prober share again")
+}

@@ -49,6 +49,20 @@ func TestGardenerProberCommandLineLeadsAlone(t *testing.T) {
 	}
 	assert.Equal(t, []string{"dwd-prober-leader-election"}, names, "no member or partition Leases")
 	assert.Equal(t, 0, r.stop(t))
+	assert.NotContains(t, r.stderr, "the leader stops writing sooner", "the original's timings keep the fence margin")
+}
+
+// TestALeaderRenewDeadlineWithoutMarginIsClampedWithAWarning: the original's flags still start when
+// the renew deadline leaves less margin before the lease duration than dwd keeps; the leader then
+// writes for less than the renew deadline after a renewal and says so at start.
+func TestALeaderRenewDeadlineWithoutMarginIsClampedWithAWarning(t *testing.T) {
+	env.Require(t)
+	ns := env.Namespace(t)
+	r := startReplica(t, "prober", "--config-file=testdata/prober.yaml", "--enable-leader-election",
+		"--leader-election-namespace="+ns, "--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=14500ms")
+	assert.Equal(t, 0, r.stop(t))
+	assert.Contains(t, r.stderr, "Warning: the leader stops writing sooner after a renewal than --leader-elect-renew-deadline says")
+	assert.Contains(t, r.stderr, `"writesUntil":12}`, "15 s less the margin of 3 s (20 %), in seconds")
 }
 
 // leaderIdentity returns the holder of the prober's leader lease in ns, or "".

@@ -24,16 +24,16 @@ func TestPodEventIsRecordedOnThePod(t *testing.T) {
 	o.baseRestConfig = env.Config
 	o.sharding.Namespace, o.sharding.MemberName = ns, "dwd-0"
 
-	runner, err := o.newShardingRunner(mgr, o.shardingFor(roleProber), roleProber)
+	opts, err := o.shardingRunnerOptions(mgr, o.shardingFor(roleProber), roleProber)
 	require.NoError(t, err)
-	assert.Nil(t, runner.Event, "no Events outside a Pod")
-	assert.NotNil(t, runner.Departing)
+	assert.Nil(t, opts.Event, "no Events outside a Pod")
+	assert.NotNil(t, opts.Departing)
 
 	o.pod = corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID}
-	runner, err = o.newShardingRunner(mgr, o.shardingFor(roleProber), roleProber)
+	opts, err = o.shardingRunnerOptions(mgr, o.shardingFor(roleProber), roleProber)
 	require.NoError(t, err)
-	require.NotNil(t, runner.Event)
-	runner.Event(corev1.EventTypeNormal, "Returning", "Leave", "stopping to restart; the others keep the shoots reserved")
+	require.NotNil(t, opts.Event)
+	opts.Event(corev1.EventTypeNormal, "Returning", "Leave", "stopping to restart; the others keep the shoots reserved")
 	e := eventOn(t, ns, pod.Name, "Returning")
 	assert.Equal(t, corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID}, e.Regarding)
 	assert.Equal(t, corev1.EventTypeNormal, e.Type)

@@ -28,6 +28,7 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
+	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 	"github.com/sharded-dwd/dependency-watchdog/weeder"
@@ -272,7 +273,7 @@ func (o *options) addLeader(ctx context.Context, mgr, gated manager.Manager, loc
 	var err error
 	// The audit names the leader lease as the group, so that the checker tells the original's mode
 	// from the sharded group of the same role and fails writes of both to one namespace
-	// (audit.Report.CrossGroupWrites).
+	// (auditcheck.Report.CrossGroupWrites).
 	auditLog, err := o.openAuditLog(le.id, host, uid, sharding.LeaderPartitions, le.renewDeadline, le.leaseDuration)
 	if err != nil {
 		return err
@@ -296,24 +297,58 @@ func (o *options) addShardingRunner(ctx context.Context, mgr, gated manager.Mana
 			return err
 		}
 	}
+	return o.forgoDroppedRoles(ctx)
+}
+
+// forgoDroppedRoles ends the returning leave of this member's earlier process in the group of each
+// role this process does not run: a rolling update that drops a role is a departure from that role's
+// group, so its members take this member's share there at once instead of keeping it for the return
+// grace (docs/sharding.md, "A group per role"). Failing to is no reason not to start: the share then
+// waits for the grace, as before.
+func (o *options) forgoDroppedRoles(ctx context.Context) error {
+	clientset, err := kubernetes.NewForConfig(o.baseRestConfig)
+	if err != nil {
+		return fmt.Errorf("creating the lease client: %w", err)
+	}
+	store := leases.APIStore{Leases: clientset.CoordinationV1().Leases(o.sharding.Namespace)}
+	for _, r := range []role{roleProber, roleWeeder} {
+		if slices.Contains(o.roles(), r) {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, o.sharding.MemberRenewDeadline)
+		wrote, err := leases.ForgoReturn(wctx, store, groupFor(r), o.sharding.MemberName)
+		cancel()
+		switch {
+		case err != nil:
+			ctrl.Log.WithName("sharding").Info("Could not end this member's returning leave in the group of a role it no longer runs; the others keep its share there for the return grace",
+				"group", groupFor(r), "error", err.Error())
+		case wrote:
+			ctrl.Log.WithName("sharding").Info("Ended this member's returning leave in the group of a role it no longer runs: the others take its share there at once",
+				"group", groupFor(r), "member", o.sharding.MemberName)
+		}
+	}
 	return nil
 }
 
 // addRoleMember adds the member of role r's group, the role under its coordinator, and its checks.
 func (o *options) addRoleMember(ctx context.Context, mgr, gated manager.Manager, r role) error {
 	s := o.shardingFor(r)
-	runner, err := o.newShardingRunner(gated, s, r)
+	opts, err := o.shardingRunnerOptions(gated, s, r)
 	if err != nil {
 		return err
 	}
-	auditLog, err := o.openAuditLog(s.GroupName, s.MemberName, runner.Incarnation(), s.PartitionCount, s.MemberRenewDeadline, s.MemberLeaseDuration)
+	incarnation := sharding.NewIncarnation()
+	auditLog, err := o.openAuditLog(s.GroupName, s.MemberName, incarnation, s.PartitionCount, s.MemberRenewDeadline, s.MemberLeaseDuration)
 	if err != nil {
 		return err
 	}
 	if auditLog != nil {
 		o.auditLogs = append(o.auditLogs, auditLog)
-		runner.Audit = auditLog
+		opts.Audit = auditLog
 	}
+	opts.Incarnation = incarnation
+	runner := sharding.NewRunner(opts)
+	runner.Coordinator().SetNamespaces(shootNamespaces(gated.GetCache(), r == roleProber))
 	if err := mgr.Add(runner); err != nil {
 		return err
 	}
@@ -387,7 +422,8 @@ func (o *options) setupRole(ctx context.Context, mgr manager.Manager, r role, ow
 		}
 		return nil
 	}
-	if _, err := weeder.Setup(ctx, mgr, o.weederConfig, owner, o.maxWeedingWindows, partitions, auditLog); err != nil {
+	if _, err := weeder.Setup(ctx, mgr, weeder.Options{Config: o.weederConfig, Owner: owner,
+		MaxWindows: o.maxWeedingWindows, PartitionCount: partitions, Audit: auditLog}); err != nil {
 		return fmt.Errorf("setting up the weeder: %w", err)
 	}
 	return nil
@@ -405,34 +441,35 @@ func (o *options) proberOptions() prober.Options {
 	}
 }
 
-// newShardingRunner builds this replica's member of role r's sharding group (settings s), with a Lease
-// client whose rate limits cannot slow a handover down.
-func (o *options) newShardingRunner(mgr manager.Manager, s config.Sharding, r role) (*sharding.Runner, error) {
+// shardingRunnerOptions are this replica's member of role r's sharding group (settings s), with a
+// Lease client whose rate limits cannot slow a handover down and a client of its own for renewals.
+func (o *options) shardingRunnerOptions(mgr manager.Manager, s config.Sharding, r role) (sharding.RunnerOptions, error) {
 	leaseConfig := sharding.LeaseClientConfig(o.baseRestConfig, s.PartitionCount)
 	leaseConfig.Wrap(apimetrics.CountRequests("seed", "sharding"))
 	client, err := kubernetes.NewForConfig(leaseConfig)
 	if err != nil {
-		return nil, fmt.Errorf("creating the lease client: %w", err)
+		return sharding.RunnerOptions{}, fmt.Errorf("creating the lease client: %w", err)
 	}
-	runner := sharding.NewRunner(s, client, ctrl.Log.WithName("sharding").WithValues("group", s.GroupName))
 	renewalConfig := sharding.RenewalClientConfig(o.baseRestConfig)
 	renewalConfig.Wrap(apimetrics.CountRequests("seed", "sharding"))
-	if runner.Renewals, err = kubernetes.NewForConfig(renewalConfig); err != nil {
-		return nil, fmt.Errorf("creating the member lease client: %w", err)
+	renewals, err := kubernetes.NewForConfig(renewalConfig)
+	if err != nil {
+		return sharding.RunnerOptions{}, fmt.Errorf("creating the member lease client: %w", err)
 	}
-	runner.Coordinator().SetNamespaces(shootNamespaces(mgr.GetCache(), r == roleProber))
+	opts := sharding.RunnerOptions{Settings: s, Client: client, Renewals: renewals,
+		Log: ctrl.Log.WithName("sharding").WithValues("group", s.GroupName)}
 	// Outside a Pod (no $POD_NAME) the member name stands for the pod's; reading it fails if there is
 	// no such Pod, and a graceful stop then hands the share over.
 	pod := sharding.StatefulSetPod{Client: client, Pod: types.NamespacedName{Namespace: o.pod.Namespace, Name: cmp.Or(o.pod.Name, o.sharding.MemberName)}}
-	runner.Departing = pod.Departing
+	opts.Departing = pod.Departing
 	if o.sharding.LeaveMode == config.LeaveAuto {
 		// The permissions StatefulSetPod needs are those of leave mode auto (options.needs).
-		runner.WontReturn = pod.WontReturn
+		opts.WontReturn = pod.WontReturn
 	}
 	if o.pod.Name != "" {
-		runner.Event = podEvent(mgr.GetEventRecorder("dependency-watchdog-sharding"), &o.pod)
+		opts.Event = podEvent(mgr.GetEventRecorder("dependency-watchdog-sharding"), &o.pod)
 	}
-	return runner, nil
+	return opts, nil
 }
 
 // shootNamespaces lists the shoot namespaces of the seed from the caches the roles already have:

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sharded-dwd/dependency-watchdog/audit"
+	"github.com/sharded-dwd/dependency-watchdog/audit/auditcheck"
 )
 
 // panicLines returns the lines of the replicas' logs that show a panic or a goroutine dump.
@@ -127,7 +127,7 @@ type auditOutcome struct {
 	problem             error
 	overlaps, nonHolder int
 	// gaps are the times a partition had no valid holder, over the whole run.
-	gaps   []audit.Unheld
+	gaps   []auditcheck.Unheld
 	report string
 }
 
@@ -143,7 +143,7 @@ func (c *cluster) checkAudit() (auditOutcome, error) {
 			files = append(files, f) // a process that exited at once opened none
 		}
 	}
-	report, err := audit.CheckFiles(files...)
+	report, err := auditcheck.CheckFiles(files...)
 	if err != nil {
 		return auditOutcome{}, fmt.Errorf("the audit: %w", err)
 	}

@@ -1,15 +1,14 @@
-package audit
+package auditcheck
 
 import (
-	"bufio"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/sharded-dwd/dependency-watchdog/audit"
 )
 
 // Holder is one process: a member's incarnation in one process.
@@ -34,14 +33,14 @@ type Overlap struct {
 // NonHolderWrite is a write sent while its sender did not validly hold the namespace's partition,
 // or that named the wrong partition.
 type NonHolderWrite struct {
-	Write  Record
+	Write  audit.Record
 	Reason string
 }
 
 // CrossGroupWrite is a write of one kind to a namespace that another group's process sent within a
 // fence interval of a write of that kind there: two groups acting on one shoot in one role.
 type CrossGroupWrite struct {
-	Write, Before Record
+	Write, Before audit.Record
 }
 
 // Unheld is a time a partition had no valid holder, between the end of one valid hold and the start
@@ -113,12 +112,12 @@ func (r *Report) String() string {
 	fmt.Fprintf(&b, "writes across groups: %d\n", len(r.CrossGroupWrites))
 	for _, w := range r.CrossGroupWrites {
 		fmt.Fprintf(&b, "  %s %s/%s sent %s by group %s (%s), %s after group %s (%s)\n", w.Write.Kind, w.Write.Namespace, w.Write.Object,
-			w.Write.Sent.Format(time.RFC3339Nano), w.Write.Group, w.Write.holder(), w.Write.Sent.Sub(w.Before.Sent), w.Before.Group, w.Before.holder())
+			w.Write.Sent.Format(time.RFC3339Nano), w.Write.Group, holderOf(w.Write), w.Write.Sent.Sub(w.Before.Sent), w.Before.Group, holderOf(w.Before))
 	}
 	fmt.Fprintf(&b, "writes by a non-holder: %d\n", len(r.NonHolderWrites))
 	for _, w := range r.NonHolderWrites {
 		fmt.Fprintf(&b, "  %s %s %s/%s sent %s by %s: %s\n", w.Write.Kind, w.Write.Result, w.Write.Namespace, w.Write.Object,
-			w.Write.Sent.Format(time.RFC3339Nano), w.Write.holder(), w.Reason)
+			w.Write.Sent.Format(time.RFC3339Nano), holderOf(w.Write), w.Reason)
 	}
 	if u := r.LongestUnheld; u.Duration > 0 {
 		fmt.Fprintf(&b, "longest unheld: %s, group %s partition %d, from %s to %s, after %s\n", u.Duration, u.Group, u.Partition,
@@ -132,9 +131,9 @@ func (r *Report) String() string {
 // CheckFiles reads the audit files and checks their records together. A malformed line or an
 // unknown event is an error naming the file and line.
 func CheckFiles(paths ...string) (*Report, error) {
-	var records []Record
+	var records []audit.Record
 	for _, path := range paths {
-		read, err := ReadFile(path)
+		read, err := audit.ReadFile(path)
 		if err != nil {
 			return nil, err
 		}
@@ -143,34 +142,8 @@ func CheckFiles(paths ...string) (*Report, error) {
 	return Check(records), nil
 }
 
-// ReadFile reads the records of one audit file.
-func ReadFile(path string) ([]Record, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading audit file: %w", err)
-	}
-	defer func() { _ = f.Close() }()
-	var records []Record
-	scanner := bufio.NewScanner(f)
-	scanner.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for line := 1; scanner.Scan(); line++ {
-		if len(strings.TrimSpace(scanner.Text())) == 0 {
-			continue
-		}
-		var r Record
-		if err := json.Unmarshal(scanner.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		records = append(records, r)
-	}
-	if err := scanner.Err(); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	return records, nil
-}
-
 // Check checks records, of any number of processes and in any order (see the package doc).
-func Check(records []Record) *Report {
+func Check(records []audit.Record) *Report {
 	records = inProcessOrder(records)
 	procs := replay(records)
 	report := &Report{Processes: len(procs), Writes: map[string]int{}}
@@ -196,7 +169,7 @@ func Check(records []Record) *Report {
 	sent := writes(records)
 	for _, w := range sent {
 		report.Writes[w.Kind+"/"+w.Result]++
-		if reason := procs[w.holder()].judge(w); reason != "" {
+		if reason := procs[holderOf(w)].judge(w); reason != "" {
 			report.NonHolderWrites = append(report.NonHolderWrites, NonHolderWrite{Write: w, Reason: reason})
 		}
 	}
@@ -207,9 +180,9 @@ func Check(records []Record) *Report {
 // crossGroupWrites finds, per namespace and kind of write, the writes sent within a fence interval of
 // the previous one there by a process of another group: whatever each group's holds say, two groups
 // acted on one shoot in one role. sent is in the order of sending.
-func crossGroupWrites(sent []Record, procs map[Holder]*process) []CrossGroupWrite {
+func crossGroupWrites(sent []audit.Record, procs map[Holder]*process) []CrossGroupWrite {
 	type target struct{ namespace, kind string }
-	last := map[target]Record{}
+	last := map[target]audit.Record{}
 	var out []CrossGroupWrite
 	for _, w := range sent {
 		t := target{w.Namespace, w.Kind}
@@ -218,7 +191,7 @@ func crossGroupWrites(sent []Record, procs map[Holder]*process) []CrossGroupWrit
 		if !ok || before.Group == w.Group {
 			continue
 		}
-		interval := max(procs[w.holder()].deadline(), procs[before.holder()].deadline())
+		interval := max(procs[holderOf(w)].deadline(), procs[holderOf(before)].deadline())
 		if w.Sent.Sub(before.Sent) < interval {
 			out = append(out, CrossGroupWrite{Write: w, Before: before})
 		}
@@ -229,9 +202,9 @@ func crossGroupWrites(sent []Record, procs map[Holder]*process) []CrossGroupWrit
 // inProcessOrder sorts records by process, and the records of a process by its monotonic clock
 // (then by wall time, for records without one): a step of a process's wall clock must not reorder
 // its acquires, releases, renewals and writes.
-func inProcessOrder(records []Record) []Record {
+func inProcessOrder(records []audit.Record) []audit.Record {
 	records = slices.Clone(records)
-	slices.SortStableFunc(records, func(a, b Record) int {
+	slices.SortStableFunc(records, func(a, b audit.Record) int {
 		return cmp.Or(cmp.Compare(a.Pid, b.Pid), cmp.Compare(a.Member, b.Member), cmp.Compare(a.Incarnation, b.Incarnation),
 			cmp.Compare(a.Mono, b.Mono), a.Wall.Compare(b.Wall))
 	})
@@ -240,30 +213,35 @@ func inProcessOrder(records []Record) []Record {
 
 // writes returns the writes to judge, by send time: each send with the result its write line gives
 // (ResultUnanswered when there is none), and each write line that has no send (no ID).
-func writes(records []Record) []Record {
+func writes(records []audit.Record) []audit.Record {
 	type key struct {
 		holder Holder
 		id     uint64
 	}
-	var out []Record
+	var out []audit.Record
 	sent := map[key]int{}
 	for _, r := range records {
-		if r.Event == EventSend {
-			r.Result = ResultUnanswered
-			sent[key{r.holder(), r.ID}] = len(out)
+		if r.Event == audit.EventSend {
+			r.Result = audit.ResultUnanswered
+			sent[key{holderOf(r), r.ID}] = len(out)
 			out = append(out, r)
 		}
 	}
 	for _, r := range records {
-		if r.Event != EventWrite {
+		if r.Event != audit.EventWrite {
 			continue
 		}
-		if i, ok := sent[key{r.holder(), r.ID}]; ok && r.ID != 0 {
+		if i, ok := sent[key{holderOf(r), r.ID}]; ok && r.ID != 0 {
 			out[i].Result = r.Result
 			continue
 		}
 		out = append(out, r)
 	}
-	slices.SortStableFunc(out, func(a, b Record) int { return a.Sent.Compare(b.Sent) })
+	slices.SortStableFunc(out, func(a, b audit.Record) int { return a.Sent.Compare(b.Sent) })
 	return out
+}
+
+// holderOf is the process that wrote r.
+func holderOf(r audit.Record) Holder {
+	return Holder{Member: r.Member, Incarnation: r.Incarnation, Pid: r.Pid}
 }

@@ -1,10 +1,12 @@
-package audit
+package auditcheck
 
 import (
 	"cmp"
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/sharded-dwd/dependency-watchdog/audit"
 
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
@@ -47,10 +49,10 @@ type process struct {
 }
 
 // replay sorts records, each process's in its order (see inProcessOrder), into processes.
-func replay(records []Record) map[Holder]*process {
+func replay(records []audit.Record) map[Holder]*process {
 	procs := map[Holder]*process{}
 	for _, r := range records {
-		h := r.holder()
+		h := holderOf(r)
 		p := procs[h]
 		if p == nil {
 			p = &process{holder: h, group: r.Group, spans: map[slot][]span{}}
@@ -61,20 +63,20 @@ func replay(records []Record) map[Holder]*process {
 	return procs
 }
 
-func (p *process) add(r Record) {
+func (p *process) add(r audit.Record) {
 	p.last = r.Wall
 	s := slot{group: r.Group, partition: r.Partition}
 	switch r.Event {
-	case EventStart:
+	case audit.EventStart:
 		p.partitions, p.renewDeadline = r.Partitions, r.RenewDeadline
-	case EventRenew:
+	case audit.EventRenew:
 		p.renewals = append(p.renewals, renewal{at: r.Wall, fence: r.Fence})
-	case EventAcquire:
+	case audit.EventAcquire:
 		p.acquires++
 		if open := p.open(s); open == nil {
 			p.spans[s] = append(p.spans[s], span{from: r.Wall})
 		}
-	case EventRelease:
+	case audit.EventRelease:
 		p.releases++
 		if open := p.open(s); open != nil {
 			open.to, open.cause = r.Wall, r.Cause
@@ -131,7 +133,7 @@ func (p *process) validHolds() map[slot][]hold {
 // intersect is the valid part of span sp within the fenced time f.
 func (p *process) intersect(sp span, f hold) (hold, bool) {
 	from := later(sp.from, f.from)
-	to, cause := f.to, CauseFenceExpired
+	to, cause := f.to, audit.CauseFenceExpired
 	if !sp.to.IsZero() && !sp.to.After(to) {
 		to, cause = sp.to, sp.cause
 	}
@@ -142,7 +144,7 @@ func (p *process) intersect(sp span, f hold) (hold, bool) {
 }
 
 // judge returns why write w was not sent by a valid holder of its namespace's partition, or "".
-func (p *process) judge(w Record) string {
+func (p *process) judge(w audit.Record) string {
 	if p == nil || p.partitions == 0 {
 		return "no start record of its process gives the partition count"
 	}

@@ -1,8 +1,10 @@
-package audit
+package auditcheck
 
 import (
 	"testing"
 	"time"
+
+	"github.com/sharded-dwd/dependency-watchdog/audit"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,44 +22,44 @@ type proc struct {
 	pid    int
 }
 
-func (p proc) rec(event string, s float64) Record {
-	return Record{Event: event, Wall: at(s), Mono: at(s).Sub(t0), Member: p.member, Incarnation: "inc-" + p.member, Group: "g", Pid: p.pid}
+func (p proc) rec(event string, s float64) audit.Record {
+	return audit.Record{Event: event, Wall: at(s), Mono: at(s).Sub(t0), Member: p.member, Incarnation: "inc-" + p.member, Group: "g", Pid: p.pid}
 }
 
-func (p proc) start(s float64, partitions int) Record {
-	r := p.rec(EventStart, s)
+func (p proc) start(s float64, partitions int) audit.Record {
+	r := p.rec(audit.EventStart, s)
 	r.Partitions, r.RenewDeadline, r.LeaseDuration = partitions, 10*time.Second, 15*time.Second
 	return r
 }
 
-func (p proc) renew(s float64) Record {
-	r := p.rec(EventRenew, s)
+func (p proc) renew(s float64) audit.Record {
+	r := p.rec(audit.EventRenew, s)
 	r.Fence = at(s + 10)
 	return r
 }
 
-func (p proc) acquire(s float64, partition int, cause string) Record {
-	r := p.rec(EventAcquire, s)
+func (p proc) acquire(s float64, partition int, cause string) audit.Record {
+	r := p.rec(audit.EventAcquire, s)
 	r.Partition, r.Cause = partition, cause
 	return r
 }
 
-func (p proc) release(s float64, partition int, cause string) Record {
-	r := p.rec(EventRelease, s)
+func (p proc) release(s float64, partition int, cause string) audit.Record {
+	r := p.rec(audit.EventRelease, s)
 	r.Partition, r.Cause = partition, cause
 	return r
 }
 
-func (p proc) write(sent float64, namespace string, partition int) Record {
-	r := p.rec(EventWrite, sent+0.01)
-	r.Kind, r.Namespace, r.Object, r.Partition, r.Sent, r.Result = KindScale, namespace, "Deployment/kcm", partition, at(sent), ResultOK
+func (p proc) write(sent float64, namespace string, partition int) audit.Record {
+	r := p.rec(audit.EventWrite, sent+0.01)
+	r.Kind, r.Namespace, r.Object, r.Partition, r.Sent, r.Result = audit.KindScale, namespace, "Deployment/kcm", partition, at(sent), audit.ResultOK
 	return r
 }
 
 // send is the line written before the request of write id; its write line is p.write with that id.
-func (p proc) send(sent float64, namespace string, partition int, id uint64) Record {
-	r := p.rec(EventSend, sent)
-	r.ID, r.Kind, r.Namespace, r.Object, r.Partition, r.Sent = id, KindScale, namespace, "Deployment/kcm", partition, at(sent)
+func (p proc) send(sent float64, namespace string, partition int, id uint64) audit.Record {
+	r := p.rec(audit.EventSend, sent)
+	r.ID, r.Kind, r.Namespace, r.Object, r.Partition, r.Sent = id, audit.KindScale, namespace, "Deployment/kcm", partition, at(sent)
 	return r
 }
 
@@ -66,18 +68,18 @@ var a, b = proc{"dwd-0", 100}, proc{"dwd-1", 200}
 func TestCheckOverlap(t *testing.T) {
 	tests := []struct {
 		name     string
-		records  []Record
+		records  []audit.Record
 		overlaps int
 	}{
-		{"both renewing hold at once", []Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"), a.renew(8),
+		{"both renewing hold at once", []audit.Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"), a.renew(8),
 			b.start(0, 1), b.renew(5), b.acquire(12, 0, "expired-holder"), b.renew(14)}, 1},
-		{"a fenced holder whose fence passed is no overlap", []Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"),
+		{"a fenced holder whose fence passed is no overlap", []audit.Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"),
 			b.start(0, 1), b.renew(5), b.acquire(10, 0, "expired-holder")}, 0},
-		{"release before acquire is no overlap", []Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"), a.release(4, 0, "handover"),
+		{"release before acquire is no overlap", []audit.Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"), a.release(4, 0, "handover"),
 			b.start(0, 1), b.renew(3), b.acquire(4.1, 0, "handover")}, 0},
-		{"another partition is no overlap", []Record{a.start(0, 2), a.renew(0), a.acquire(1, 0, "fresh"),
+		{"another partition is no overlap", []audit.Record{a.start(0, 2), a.renew(0), a.acquire(1, 0, "fresh"),
 			b.start(0, 2), b.renew(0), b.acquire(1, 1, "fresh")}, 0},
-		{"the same member's earlier process still valid", []Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"),
+		{"the same member's earlier process still valid", []audit.Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"),
 			proc{"dwd-0", 101}.start(2, 1), proc{"dwd-0", 101}.renew(2), proc{"dwd-0", 101}.acquire(3, 0, "expired-holder")}, 1},
 	}
 	for _, tt := range tests {
@@ -100,23 +102,23 @@ func TestCheckOverlap(t *testing.T) {
 func TestCheckWrites(t *testing.T) {
 	ns := "shoot--p--s"
 	p := sharding.PartitionOf(ns, 4)
-	base := []Record{a.start(0, 4), a.renew(0), a.acquire(1, p, "fresh")}
+	base := []audit.Record{a.start(0, 4), a.renew(0), a.acquire(1, p, "fresh")}
 	tests := []struct {
 		name   string
-		extra  []Record
+		extra  []audit.Record
 		reason string
 	}{
-		{"a holder's write", []Record{a.write(2, ns, p)}, ""},
-		{"a write after the fence", []Record{a.write(10.5, ns, p)}, "fence"},
-		{"a write after a renewal that moved the fence", []Record{a.renew(8), a.write(10.5, ns, p)}, ""},
-		{"a write after the release", []Record{a.release(3, p, "handover"), a.write(3.5, ns, p)}, "did not hold"},
-		{"a write before the acquire", []Record{a.write(0.5, ns, p)}, "did not hold"},
-		{"a write to another partition", []Record{a.write(2, ns, (p+1)%4)}, "is in partition"},
-		{"a write by a process without a start", []Record{b.renew(0), b.acquire(1, p, "fresh"), b.write(2, ns, p)}, "no start record"},
+		{"a holder's write", []audit.Record{a.write(2, ns, p)}, ""},
+		{"a write after the fence", []audit.Record{a.write(10.5, ns, p)}, "fence"},
+		{"a write after a renewal that moved the fence", []audit.Record{a.renew(8), a.write(10.5, ns, p)}, ""},
+		{"a write after the release", []audit.Record{a.release(3, p, "handover"), a.write(3.5, ns, p)}, "did not hold"},
+		{"a write before the acquire", []audit.Record{a.write(0.5, ns, p)}, "did not hold"},
+		{"a write to another partition", []audit.Record{a.write(2, ns, (p+1)%4)}, "is in partition"},
+		{"a write by a process without a start", []audit.Record{b.renew(0), b.acquire(1, p, "fresh"), b.write(2, ns, p)}, "no start record"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := Check(append(append([]Record{}, base...), tt.extra...))
+			r := Check(append(append([]audit.Record{}, base...), tt.extra...))
 			assert.Equal(t, 1, r.Writes["scale/ok"])
 			if tt.reason == "" {
 				assert.Empty(t, r.NonHolderWrites)
@@ -134,26 +136,26 @@ func TestCheckWrites(t *testing.T) {
 func TestCheckLongestUnheld(t *testing.T) {
 	t.Run("after a crash", func(t *testing.T) {
 		// a renews at 0 and 2 and crashes; its fence passes at 12; b takes over at 17.5.
-		r := Check([]Record{a.start(0, 1), a.renew(0), a.acquire(0.5, 0, "fresh"), a.renew(2),
+		r := Check([]audit.Record{a.start(0, 1), a.renew(0), a.acquire(0.5, 0, "fresh"), a.renew(2),
 			b.start(0, 1), b.renew(1), b.renew(11), b.renew(16), b.acquire(17.5, 0, "expired-holder"), b.renew(18)})
 		require.NoError(t, r.OK())
-		assert.Equal(t, Unheld{Duration: 5500 * time.Millisecond, Group: "g", Partition: 0, From: at(12), To: at(17.5), Cause: CauseFenceExpired}, r.LongestUnheld)
+		assert.Equal(t, Unheld{Duration: 5500 * time.Millisecond, Group: "g", Partition: 0, From: at(12), To: at(17.5), Cause: audit.CauseFenceExpired}, r.LongestUnheld)
 	})
 	t.Run("after a handover", func(t *testing.T) {
-		r := Check([]Record{a.start(0, 1), a.renew(0), a.acquire(0.5, 0, "fresh"), a.release(3, 0, "handover"),
+		r := Check([]audit.Record{a.start(0, 1), a.renew(0), a.acquire(0.5, 0, "fresh"), a.release(3, 0, "handover"),
 			b.start(0, 1), b.renew(1), b.acquire(3.2, 0, "handover")})
 		assert.Equal(t, "handover", r.LongestUnheld.Cause)
 		assert.Equal(t, 200*time.Millisecond, r.LongestUnheld.Duration.Round(time.Millisecond))
 		assert.Len(t, r.Gaps, 1)
 	})
 	t.Run("not before the first acquire nor after the last hold", func(t *testing.T) {
-		r := Check([]Record{a.start(0, 1), a.renew(0), a.acquire(5, 0, "fresh"), a.release(6, 0, "leave"), a.renew(9)})
+		r := Check([]audit.Record{a.start(0, 1), a.renew(0), a.acquire(5, 0, "fresh"), a.release(6, 0, "leave"), a.renew(9)})
 		assert.Empty(t, r.Gaps)
 		assert.Zero(t, r.LongestUnheld)
 		assert.Contains(t, r.String(), "longest unheld: none")
 	})
 	t.Run("the longest of several", func(t *testing.T) {
-		r := Check([]Record{a.start(0, 2), a.renew(0), a.acquire(0.5, 0, "fresh"), a.acquire(0.5, 1, "fresh"),
+		r := Check([]audit.Record{a.start(0, 2), a.renew(0), a.acquire(0.5, 0, "fresh"), a.acquire(0.5, 1, "fresh"),
 			a.release(1, 0, "handover"), a.release(1, 1, "handover"),
 			b.start(0, 2), b.renew(0), b.acquire(1.1, 0, "handover"), b.acquire(1.7, 1, "handover")})
 		assert.Equal(t, 1, r.LongestUnheld.Partition)
@@ -162,7 +164,7 @@ func TestCheckLongestUnheld(t *testing.T) {
 }
 
 func TestCheckCounts(t *testing.T) {
-	r := Check([]Record{a.start(0, 1), a.renew(0), a.acquire(0.5, 0, "fresh"), a.release(3, 0, "leave"),
+	r := Check([]audit.Record{a.start(0, 1), a.renew(0), a.acquire(0.5, 0, "fresh"), a.release(3, 0, "leave"),
 		b.start(0, 1), b.renew(1), b.renew(3), b.acquire(3.2, 0, "handover"), b.write(4, "ns", 0)})
 	assert.Equal(t, 2, r.Processes)
 	assert.Equal(t, 2, r.Acquires)
@@ -178,12 +180,12 @@ func TestAWriteInFlightAtAKillIsJudged(t *testing.T) {
 	ns := "shoot--p--s" // one partition: every namespace is in partition 0
 	answered := b.write(6, ns, 0)
 	answered.ID = 1
-	r := Check([]Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"), a.renew(8),
+	r := Check([]audit.Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"), a.renew(8),
 		b.start(0, 1), b.renew(5), b.send(6, ns, 0, 1), answered,
 		b.send(7, ns, 0, 2)}) // b is killed with its second write in flight
 	require.Len(t, r.NonHolderWrites, 2, r)
-	assert.Equal(t, ResultOK, r.NonHolderWrites[0].Write.Result, "the send has the result its write line gives")
-	assert.Equal(t, ResultUnanswered, r.NonHolderWrites[1].Write.Result, "a write without an answer is judged by its send")
+	assert.Equal(t, audit.ResultOK, r.NonHolderWrites[0].Write.Result, "the send has the result its write line gives")
+	assert.Equal(t, audit.ResultUnanswered, r.NonHolderWrites[1].Write.Result, "a write without an answer is judged by its send")
 	assert.Equal(t, map[string]int{"scale/ok": 1, "scale/unanswered": 1}, r.Writes, "a send and its result are one write")
 }
 
@@ -196,13 +198,13 @@ func TestAProcessLinesAreOrderedByItsMonotonicClock(t *testing.T) {
 	renew := a.renew(4)
 	renew.Wall, renew.Mono = at(1.5), at(4.5).Sub(t0)
 	renew.Fence = at(11.5)
-	r := Check([]Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"), a.release(3, 0, "handover"), reacquire, renew,
+	r := Check([]audit.Record{a.start(0, 1), a.renew(0), a.acquire(1, 0, "fresh"), a.release(3, 0, "handover"), reacquire, renew,
 		b.start(0, 1), b.renew(5), b.acquire(5, 0, "handover")})
 	assert.Len(t, r.Overlaps, 1, r)
 }
 
 // inGroup is the records of p as a process of group g.
-func inGroup(g string, records ...Record) []Record {
+func inGroup(g string, records ...audit.Record) []audit.Record {
 	for i := range records {
 		records[i].Group = g
 	}
@@ -218,7 +220,7 @@ func TestCheckWritesAcrossGroups(t *testing.T) {
 	prober := inGroup("dwd-prober", a.start(0, 1), a.renew(0), a.acquire(1, p, "fresh"), a.renew(8), a.write(2, ns, p))
 	tests := []struct {
 		name  string
-		other []Record
+		other []audit.Record
 		cross int
 	}{
 		{"another group writes the shoot soon after", inGroup("dependency-watchdog", b.start(0, 1), b.renew(0), b.acquire(1, p, "fresh"), b.write(5, ns, p)), 1},
@@ -228,7 +230,7 @@ func TestCheckWritesAcrossGroups(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := Check(append(append([]Record{}, prober...), tt.other...))
+			r := Check(append(append([]audit.Record{}, prober...), tt.other...))
 			assert.Len(t, r.CrossGroupWrites, tt.cross)
 			if tt.cross > 0 {
 				assert.ErrorContains(t, r.OK(), "another group wrote within a fence interval")
@@ -240,6 +242,6 @@ func TestCheckWritesAcrossGroups(t *testing.T) {
 	}
 	// Writes of the weeder and of the prober to one shoot are no conflict.
 	weeder := inGroup("dwd-weeder", b.start(0, 1), b.renew(0), b.acquire(1, p, "fresh"), b.write(3, ns, p))
-	weeder[len(weeder)-1].Kind = KindDelete
-	assert.Empty(t, Check(append(append([]Record{}, prober...), weeder...)).CrossGroupWrites)
+	weeder[len(weeder)-1].Kind = audit.KindDelete
+	assert.Empty(t, Check(append(append([]audit.Record{}, prober...), weeder...)).CrossGroupWrites)
 }
