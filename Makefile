@@ -86,12 +86,18 @@ test: verify ## Everything CI runs: formatting, vet, unit and integration tests 
 	@# The control plane's build and the race build of the test binaries each keep about one and a
 	@# half of two cores busy: side by side they take minutes less than one after the other.
 	$(MAKE) --no-print-directory -j2 tools test-build
-	$(MAKE) --no-print-directory test-run mutants test-rules
+	@# The mutants whose tests need no control plane (48 of 54: each mostly a link of its package's
+	@# test binary) are checked beside the tests, at the lowest CPU priority, so that they take little
+	@# but what the tests leave idle. Those that start the control plane, whose tests keep time, are
+	@# checked after the tests.
+	$(MAKE) --no-print-directory -j2 test-run mutants-beside
+	$(MAKE) --no-print-directory mutants-after test-rules
 
 .PHONY: verify
-verify: fuzz-targets ## Fail if gofmt would change a file or a fuzz target is missing from FUZZ_TARGETS (test-build vets).
+verify: fuzz-targets ## Fail if gofmt would change a file, a fuzz target is missing from FUZZ_TARGETS, or the lint finds a broken import floor, a time.Sleep, a real clock not injected or a function over 60 lines (docs/development.md; test-build vets).
 	@files=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 		if [ -n "$$files" ]; then echo "gofmt would change:"; echo "$$files"; exit 1; fi
+	$(GO) test -count=1 -run '^(TestTheTreeKeepsItsLayeringAndRules|TestTheLintFindsAPlantedViolationOfEachRule|TestNothingCitesDocumentsOutsideTheRepository)$$' ./internal/treecheck
 
 .PHONY: fuzz-targets
 fuzz-targets: ## Fail if a fuzz target is missing from FUZZ_TARGETS (make fuzz would never run it).
@@ -171,6 +177,16 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 3s; e.g. make fuzz FUZ
 .PHONY: mutants
 mutants: tools ## Mutation check: each mutant of a package's testdata/mutants.yaml (a safety rule switched off) must fail one of the tests it names.
 	$(GO) run ./internal/mutants/run
+
+# make test checks the mutants in two parts: those whose tests need no control plane beside the
+# tests, at the lowest CPU priority (nice 19), and those whose tests start the control plane after
+# them.
+.PHONY: mutants-beside mutants-after
+mutants-beside:
+	nice -n 19 $(GO) run ./internal/mutants/run -which=unit
+
+mutants-after: tools
+	$(GO) run ./internal/mutants/run -which=control-plane
 
 ##@ Benchmarks
 

@@ -1,7 +1,8 @@
 // Command run checks the lists of mutants (package mutants): those given as arguments, or every
 // <package>/testdata/mutants.yaml of the module in the working directory. It prints one line per
 // mutant and fails unless every mutant was killed. make mutants runs it; -only NAME,... checks only
-// the mutants named.
+// the mutants named, -which unit or control-plane only the mutants whose tests run without or with
+// the real control plane (make test checks the first beside the tests, the second after them).
 package main
 
 import (
@@ -24,23 +25,36 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	only := flag.String("only", "", "check only the mutants of these names (comma-separated)")
+	which := flag.String("which", "all", "check all mutants, only those whose tests run without the control plane (unit), or only those whose tests need it (control-plane)")
 	flag.Parse()
 	var names []string
 	if *only != "" {
 		names = strings.Split(*only, ",")
 	}
-	if err := run(ctx, flag.Args(), names); err != nil {
+	keep, ok := kinds[*which]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "-which must be all, unit or control-plane, not %q\n", *which)
+		os.Exit(2)
+	}
+	if err := run(ctx, flag.Args(), names, keep); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, paths, only []string) error {
-	lists, err := load(paths, only)
+// kinds are the values of -which: whether a mutant is kept, by whether its tests need the control plane.
+var kinds = map[string]func(mutants.Mutant) bool{
+	"all":           func(mutants.Mutant) bool { return true },
+	"unit":          func(m mutants.Mutant) bool { return !m.ControlPlane },
+	"control-plane": func(m mutants.Mutant) bool { return m.ControlPlane },
+}
+
+func run(ctx context.Context, paths, only []string, keep func(mutants.Mutant) bool) error {
+	lists, err := load(paths, only, keep)
 	if err != nil {
 		return err
 	}
-	if len(lists) == 0 {
+	if len(lists) == 0 && only != nil {
 		return fmt.Errorf("no mutant named %s", strings.Join(only, ", "))
 	}
 	// Every list is checked at once, its baseline and its mutants holding slots of one pool: a list
@@ -87,8 +101,9 @@ func run(ctx context.Context, paths, only []string) error {
 }
 
 // load loads the lists at paths, or every list under the working directory when none is given,
-// keeping only the mutants named in only when it is set; lists left empty are dropped.
-func load(paths, only []string) ([]*mutants.List, error) {
+// keeping only the mutants named in only when it is set, and those keep keeps; lists left empty are
+// dropped.
+func load(paths, only []string, keep func(mutants.Mutant) bool) ([]*mutants.List, error) {
 	if len(paths) == 0 {
 		found, err := mutants.Find(".")
 		if err != nil {
@@ -105,9 +120,9 @@ func load(paths, only []string) ([]*mutants.List, error) {
 		if err != nil {
 			return nil, err
 		}
-		if only != nil {
-			list.Mutants = slices.DeleteFunc(list.Mutants, func(m mutants.Mutant) bool { return !slices.Contains(only, m.Name) })
-		}
+		list.Mutants = slices.DeleteFunc(list.Mutants, func(m mutants.Mutant) bool {
+			return (only != nil && !slices.Contains(only, m.Name)) || !keep(m)
+		})
 		if len(list.Mutants) > 0 {
 			lists = append(lists, list)
 		}
