@@ -356,11 +356,7 @@ func (s *simulation) partitionLeasesDeletedUnderTheirHolder(lagging bool) {
 // none steps down, since none could hand its share to a member that does not fence; 5 s after the
 // third heals, every partition is acted on by its owner.
 func TestSimulatedBrownoutsDoNotBlindTheGroup(t *testing.T) {
-	for seed := uint64(1); seed <= 4; seed++ {
-		s := newSimulation(t, seed, correctProtocol)
-		s.brownouts()
-		require.NoError(t, s.failure, "seed %d", seed)
-	}
+	forSeeds(t, 4, (*simulation).brownouts)
 }
 
 // A member whose own link flaps while the others renew well does step down, and they hold its share.
@@ -405,11 +401,7 @@ func (s *simulation) brownouts() {
 }
 
 func TestSimulatedFirstRenewalAfterFailuresRevivesNoExpiredMember(t *testing.T) {
-	for seed := uint64(1); seed <= 8; seed++ {
-		s := newSimulation(t, seed, correctProtocol)
-		s.firstRenewalAfterFailures()
-		require.NoError(t, s.failure, "seed %d", seed)
-	}
+	forSeeds(t, 8, (*simulation).firstRenewalAfterFailures)
 }
 
 // firstRenewalAfterFailures crashes a member of a settled group, lets the others take its share over,
@@ -437,11 +429,7 @@ func (s *simulation) firstRenewalAfterFailures() {
 // leave hands the crashed member's share to the members present, not to the one away, and the share
 // reserved for it waits for it alone (docs/sharding.md, "Graceful stops").
 func TestSimulatedAReturningMemberAttractsNothingWhileAway(t *testing.T) {
-	for seed := uint64(1); seed <= 4; seed++ {
-		s := newSimulation(t, seed, correctProtocol)
-		s.crashWhileAnotherIsAway()
-		require.NoError(t, s.failure, "seed %d", seed)
-	}
+	forSeeds(t, 4, (*simulation).crashWhileAnotherIsAway)
 }
 
 // crashWhileAnotherIsAway stops a member of a settled group of three to restart, crashes another a
@@ -484,11 +472,7 @@ func (s *simulation) crashWhileAnotherIsAway() {
 // new Pod that cannot start) has its reserved share taken over at once, not at the end of its grace
 // (docs/sharding.md, "Graceful stops").
 func TestSimulatedAMemberThatWillNotReturnIsNotWaitedFor(t *testing.T) {
-	for seed := uint64(1); seed <= 4; seed++ {
-		s := newSimulation(t, seed, correctProtocol)
-		s.awayForGood()
-		require.NoError(t, s.failure, "seed %d", seed)
-	}
+	forSeeds(t, 4, (*simulation).awayForGood)
 }
 
 // awayForGood stops a member of a settled group of three to restart, with a return grace far longer
@@ -511,11 +495,7 @@ func (s *simulation) awayForGood() {
 // (leases.ForgoReturn); the others must act on every partition a few seconds later, long before the
 // return grace (docs/sharding.md, "A group per role").
 func TestSimulatedARoleDroppedInARollingUpdateIsADeparture(t *testing.T) {
-	for seed := uint64(1); seed <= 4; seed++ {
-		s := newSimulation(t, seed, correctProtocol)
-		s.roleDropped()
-		require.NoError(t, s.failure, "seed %d", seed)
-	}
+	forSeeds(t, 4, (*simulation).roleDropped)
 }
 
 // roleDropped stops a member of a settled group of three to restart with a return grace far longer
@@ -550,11 +530,7 @@ func (s *simulation) roleDropped() {
 // differ, must not join, and the two incumbents must act on every partition once the return grace of
 // its predecessor has passed (docs/sharding.md, "A setting changed by a rolling update anyway: the incumbents win").
 func TestSimulatedASettingsChangeRolledOutLeavesTheIncumbentsActing(t *testing.T) {
-	for seed := uint64(1); seed <= 4; seed++ {
-		s := newSimulation(t, seed, correctProtocol)
-		s.settingsRolledOut()
-		require.NoError(t, s.failure, "seed %d", seed)
-	}
+	forSeeds(t, 4, (*simulation).settingsRolledOut)
 }
 
 // settingsRolledOut restarts a member of a settled group of three with another load bound, and checks
@@ -585,4 +561,15 @@ func (s *simulation) settingsRolledOut() {
 		return
 	}
 	s.ownersAct(ring, "after the return grace of "+restarted.incarnation+", its successor with other settings kept out")
+}
+
+// forSeeds plays scenario on the correct protocol with the seeds 1 to n, and fails on the first
+// seed whose run failed.
+func forSeeds(t *testing.T, n uint64, scenario func(*simulation)) {
+	t.Helper()
+	for seed := uint64(1); seed <= n; seed++ {
+		s := newSimulation(t, seed, correctProtocol)
+		scenario(s)
+		require.NoError(t, s.failure, "seed %d", seed)
+	}
 }

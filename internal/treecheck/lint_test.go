@@ -5,7 +5,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -92,21 +91,8 @@ func readTree(root string) (*tree, error) {
 		return nil, err
 	}
 	t := &tree{module: module, imports: map[string][]string{}}
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(root, path)
-		if err != nil {
-			return err
-		}
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if name := d.Name(); rel != "." && (name == "testdata" || name == "bin" || strings.HasPrefix(name, ".")) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	skip := func(_, name string) bool { return name == "testdata" || name == "bin" || strings.HasPrefix(name, ".") }
+	err = walk(root, skip, func(path, rel string) error {
 		if !strings.HasSuffix(rel, ".go") {
 			return nil
 		}
