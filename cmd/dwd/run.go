@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -306,7 +307,9 @@ func (o *options) addShardingRunner(ctx context.Context, mgr, gated manager.Mana
 // grace (docs/sharding.md, "A group per role"). Failing to is no reason not to start: the share then
 // waits for the grace, as before.
 func (o *options) forgoDroppedRoles(ctx context.Context) error {
-	clientset, err := kubernetes.NewForConfig(o.baseRestConfig)
+	cfg := rest.CopyConfig(o.baseRestConfig)
+	cfg.Wrap(apimetrics.CountRequests("seed", "sharding"))
+	clientset, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("creating the lease client: %w", err)
 	}
