@@ -181,8 +181,11 @@ func (m *Manager) startLocked(windows []Window) {
 }
 
 // detachLocked takes the runs of the windows keys from the running ones and returns them, for
-// stopRuns once mu is released; mu must be held. Nothing starts a window of an unowned namespace,
-// and the registry no longer runs these windows, so nothing can start them again meanwhile.
+// stopRuns once mu is released; mu must be held. A released partition's windows cannot start again
+// meanwhile (its namespaces are no longer owned). A window ended at its deadline, or a synthetic one
+// displaced, can be opened again by a readiness change while its old watches finish a delete in
+// flight: both may then send a delete of the same pod, and the second finds it gone (deletes carry
+// the pod's UID as a precondition), which is no harm.
 func (m *Manager) detachLocked(keys ...ServiceKey) []*windowRun {
 	var runs []*windowRun
 	for _, key := range keys {

@@ -304,9 +304,15 @@ func (o *options) addShardingRunner(ctx context.Context, mgr, gated manager.Mana
 // forgoDroppedRoles ends the returning leave of this member's earlier process in the group of each
 // role this process does not run: a rolling update that drops a role is a departure from that role's
 // group, so its members take this member's share there at once instead of keeping it for the return
-// grace (docs/sharding.md, "A group per role"). Failing to is no reason not to start: the share then
+// grace (docs/sharding.md, "A group per role"). It assumes the default group names, and does nothing
+// for a process whose group --shard-group names. Failing to is no reason not to start: the share then
 // waits for the grace, as before.
 func (o *options) forgoDroppedRoles(ctx context.Context) error {
+	for _, r := range o.roles() {
+		if o.shardingFor(r).GroupName != groupFor(r) {
+			return nil // groups named by --shard-group: the other role's group is not known
+		}
+	}
 	cfg := rest.CopyConfig(o.baseRestConfig)
 	cfg.Wrap(apimetrics.CountRequests("seed", "sharding"))
 	clientset, err := kubernetes.NewForConfig(cfg)

@@ -51,7 +51,7 @@ var layering = []layerRule{
 // runtime are the packages a dwd process is built from (and their sub-packages but test helpers):
 // they never import a test helper or the simulation.
 var runtime = []string{"access", "audit", "config", "leases", "sharding", "scaler", "prober", "weeder",
-	"replica", "internal/apimetrics", "cmd/dwd"}
+	"internal/apimetrics", "cmd/dwd"}
 
 // testHelper tells whether the package at dir (slash-separated, from the module root) exists for tests
 // or the simulation: anything under test/ or benchmarks/, a package whose name ends in "test", and
@@ -84,14 +84,16 @@ type tree struct {
 	problems []string
 }
 
-// readTree parses every Go file under root (but bin/, .git, testdata and vendored folders).
+// readTree parses every Go file under root (but bin/, vendor/, testdata and hidden folders).
 func readTree(root string) (*tree, error) {
 	module, err := modulePath(root)
 	if err != nil {
 		return nil, err
 	}
 	t := &tree{module: module, imports: map[string][]string{}}
-	skip := func(_, name string) bool { return name == "testdata" || name == "bin" || strings.HasPrefix(name, ".") }
+	skip := func(_, name string) bool {
+		return name == "testdata" || name == "bin" || name == "vendor" || strings.HasPrefix(name, ".")
+	}
 	err = walk(root, skip, func(path, rel string) error {
 		if !strings.HasSuffix(rel, ".go") {
 			return nil
@@ -153,6 +155,7 @@ func (t *tree) readFile(path, rel string) error {
 func callProblems(fset *token.FileSet, file *ast.File, rel string, isTest bool) []string {
 	var problems []string
 	var defaulting []ast.Node
+	timeName, clockName := localName(file, "time"), localName(file, "k8s.io/utils/clock")
 	ast.Inspect(file, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.IfStmt:
@@ -160,17 +163,31 @@ func callProblems(fset *token.FileSet, file *ast.File, rel string, isTest bool) 
 				defaulting = append(defaulting, n.Body)
 			}
 		case *ast.SelectorExpr:
-			if isPackageSelector(n, "time", "Sleep") {
+			if isPackageSelector(n, timeName, "Sleep") {
 				problems = append(problems, fmt.Sprintf("%s:%d: time.Sleep: poll for the condition or step a clock", rel, fset.Position(n.Pos()).Line))
 			}
 		case *ast.CompositeLit:
-			if sel, ok := n.Type.(*ast.SelectorExpr); ok && isPackageSelector(sel, "clock", "RealClock") && !isTest && !inside(n, defaulting) {
+			if sel, ok := n.Type.(*ast.SelectorExpr); ok && isPackageSelector(sel, clockName, "RealClock") && !isTest && !inside(n, defaulting) {
 				problems = append(problems, fmt.Sprintf("%s:%d: clock.RealClock{} outside nil-defaulting: take the clock as a dependency", rel, fset.Position(n.Pos()).Line))
 			}
 		}
 		return true
 	})
 	return problems
+}
+
+// localName is the name under which file refers to the package at path: its import's alias, else the
+// last element of the path; "" when file does not import it.
+func localName(file *ast.File, path string) string {
+	for _, spec := range file.Imports {
+		if p, _ := strconv.Unquote(spec.Path.Value); p == path {
+			if spec.Name != nil {
+				return spec.Name.Name
+			}
+			return path[strings.LastIndex(path, "/")+1:]
+		}
+	}
+	return ""
 }
 
 // isNilCheck tells whether cond is `x == nil`.
@@ -350,6 +367,10 @@ func TestTheLintFindsAPlantedViolationOfEachRule(t *testing.T) {
 			"weeder/s_test.go:5: time.Sleep"},
 		"a real clock not defaulted": {map[string]string{"prober/c.go": "package prober\n\nimport \"k8s.io/utils/clock\"\n\nvar c clock.Clock = clock.RealClock{}\n"},
 			"prober/c.go:5: clock.RealClock{} outside nil-defaulting"},
+		"a real clock under another name": {map[string]string{"prober/c.go": "package prober\n\nimport uc \"k8s.io/utils/clock\"\n\nvar c uc.Clock = uc.RealClock{}\n"},
+			"prober/c.go:5: clock.RealClock{} outside nil-defaulting"},
+		"time.Sleep under another name": {map[string]string{"weeder/s.go": "package weeder\n\nimport t \"time\"\n\nfunc f() { t.Sleep(t.Second) }\n"},
+			"weeder/s.go:5: time.Sleep"},
 		"a long function": {map[string]string{"config/long.go": "package config\n\nfunc long() {\n" + strings.Repeat("\t_ = 1\n", 59) + "}\n"},
 			"config/long.go:3: long spans 61 lines (at most 60)"},
 		"a floor gone": {map[string]string{"leases/leases.go": ""},
