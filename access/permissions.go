@@ -103,9 +103,9 @@ func Required(n Needs) []Permission {
 			"get", "list", "watch")
 	}
 	if n.PodNamespace != "" {
-		add("", "pods", n.PodNamespace, "", "--leave-mode=auto: whether a graceful stop restarts (cmd/dwd/pod.go)",
+		add("", "pods", n.PodNamespace, "", "--leave-mode=auto: whether a graceful stop restarts (sharding.StatefulSetPod)",
 			"every graceful stop hands the share over", "get")
-		add("apps", "statefulsets", n.PodNamespace, "", "--leave-mode=auto: whether a graceful stop scales down (cmd/dwd/pod.go)",
+		add("apps", "statefulsets", n.PodNamespace, "", "--leave-mode=auto: whether a graceful stop scales down (sharding.StatefulSetPod)",
 			"every graceful stop hands the share over", "get")
 	}
 	if n.LeaderLease != "" {

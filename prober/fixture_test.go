@@ -95,7 +95,7 @@ func startReplica(t *testing.T, leaseNS, member string) *replica {
 	runner := sharding.NewRunner(sharding.RunnerOptions{Settings: settings, Client: leaseClient})
 	require.NoError(t, mgr.Add(runner))
 	ctx, cancel := context.WithCancel(context.Background())
-	m, err := prober.Setup(ctx, mgr, cfg, runner.Coordinator(), prober.Options{Workers: 8, PartitionCount: settings.PartitionCount, QPS: 50, Burst: 100})
+	m, err := prober.Setup(ctx, mgr, prober.Options{Config: cfg, Owner: runner.Coordinator(), Workers: 8, PartitionCount: settings.PartitionCount, QPS: 50, Burst: 100})
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = mgr.Start(ctx) }()

@@ -27,6 +27,11 @@ import (
 
 // Options tune the prober of one replica.
 type Options struct {
+	// Config is the prober config (the original's format); required.
+	Config *config.ProberConfig
+	// Owner tells what this replica owns and fences its writes (a sharding Coordinator, or the Leader
+	// of the original's mode); required. The returned Manager is added to it as a PartitionHandler.
+	Owner sharding.Owner
 	// Workers bounds the probes in flight; 0 bounds them by the shoots only (a shoot has at most one in
 	// flight), so that a shoot that answers late never delays another's probe. Scale flows have their
 	// own scheduler (ScaleWorkers).
@@ -103,15 +108,19 @@ func (o Options) defaulted() Options {
 // Setup adds the prober to mgr, whose cache must have been built with CacheOptions: the Cluster
 // controller, the probe and flow schedulers, the dependent-resource cache, the scaler, and this
 // replica's part of dwd_shoot_scaled_down (the marked shoots it owns, see scaledDownCollector). The returned
-// Manager is a sharding.PartitionHandler for coordinator, which also tells it what this replica owns.
+// Manager is a sharding.PartitionHandler of opts.Owner, which also tells it what this replica owns.
 //
 // Every seed informer a probe reads is registered here: Clusters, kubeconfig Secrets and Machines in
 // the manager's cache, whose sync the manager waits for before it starts the prober, and the dependents
 // in their own caches, whose sync the schedulers wait for before the first probe. No probe ever waits
 // for a first sync while it holds shoot data whose age it measures.
-func Setup(ctx context.Context, mgr manager.Manager, cfg *config.ProberConfig, coordinator sharding.Owner, opts Options) (*Manager, error) {
+func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Manager, error) {
+	if opts.Config == nil || opts.Owner == nil {
+		return nil, errors.New("setting up the prober: Options.Config and Options.Owner are required")
+	}
 	registerMetrics()
 	opts = opts.defaulted()
+	cfg, coordinator := opts.Config, opts.Owner
 	machines, err := registerInformers(ctx, mgr, opts.PartitionCount)
 	if err != nil {
 		return nil, err

@@ -5,11 +5,14 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
@@ -44,4 +47,22 @@ func TestReplicaRecordsShardingEventsOnItsPod(t *testing.T) {
 	assert.Equal(t, pod.UID, e.Regarding.UID)
 	assert.Contains(t, e.Note, `dwd-9 advertises "partitions=7"`)
 	assert.Equal(t, 0, r.stop(t))
+}
+
+// eventOn waits for an events.k8s.io Event with reason about the Pod ns/pod and returns it.
+func eventOn(t *testing.T, ns, pod, reason string) eventsv1.Event {
+	t.Helper()
+	var found eventsv1.Event
+	require.Eventually(t, func() bool {
+		list := &eventsv1.EventList{}
+		require.NoError(t, env.Client.List(context.Background(), list, client.InNamespace(ns)))
+		for _, e := range list.Items {
+			if e.Reason == reason && e.Regarding.Kind == "Pod" && e.Regarding.Name == pod {
+				found = e
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 100*time.Millisecond, "an events.k8s.io Event %s on pod %s/%s", reason, ns, pod)
+	return found
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
+	"github.com/sharded-dwd/dependency-watchdog/replica"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
@@ -46,7 +47,7 @@ func TestCompleteShardingFromRoles(t *testing.T) {
 			assert.Equal(t, tt.wantRoles, o.sharding.Roles)
 			for _, r := range o.roles() {
 				s := o.shardingFor(r)
-				assert.Equal(t, cmp.Or(tt.group, groupFor(r)), s.GroupName, "the group of %s", r)
+				assert.Equal(t, cmp.Or(tt.group, replica.GroupFor(r)), s.GroupName, "the group of %s", r)
 				assert.Equal(t, []string{string(r)}, s.Roles, "a member of %s's group runs that role alone", r)
 			}
 		})
@@ -62,8 +63,8 @@ func TestAReplicaOfBothRolesTakesNoShardGroup(t *testing.T) {
 }
 
 func TestRoleCommandsUseTheGroupsOfRunWithOneRole(t *testing.T) {
-	for _, r := range []role{roleProber, roleWeeder} {
-		assert.Equal(t, groupFor(r), subcommand(t, string(r)).Flags().Lookup("shard-group").DefValue)
+	for _, r := range []replica.Role{replica.RoleProber, replica.RoleWeeder} {
+		assert.Equal(t, replica.GroupFor(r), subcommand(t, string(r)).Flags().Lookup("shard-group").DefValue)
 	}
 	assert.Empty(t, subcommand(t, "run").Flags().Lookup("shard-group").DefValue, "run chooses its group from its roles")
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sharded-dwd/dependency-watchdog/audit"
+	"github.com/sharded-dwd/dependency-watchdog/replica"
 )
 
 // TestGardenerProberCommandLineLeadsAlone runs the original's command line as Gardener passes it: the
@@ -85,7 +86,7 @@ func TestShardingFlagGiven(t *testing.T) {
 		{args: []string{"--shard-group=g"}, want: true},
 		{args: []string{"--kube-api-qps=20"}, want: false},
 	} {
-		cmd := newRoleCommand(roleProber)
+		cmd := newRoleCommand(replica.RoleProber)
 		require.NoError(t, cmd.ParseFlags(tc.args))
 		assert.Equal(t, tc.want, shardingFlagGiven(cmd.Flags()), "%v", tc.args)
 	}

@@ -18,19 +18,10 @@ import (
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/client/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
-	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
+	"github.com/sharded-dwd/dependency-watchdog/replica"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
-)
-
-// role is a part of the watchdog a replica can run.
-type role string
-
-const (
-	roleProber role = "prober"
-	roleWeeder role = "weeder"
 )
 
 // Defaults of the original dependency-watchdog's command line.
@@ -76,7 +67,7 @@ type options struct {
 	maxBytesInFlight     int64
 	allowInsecureShoots  bool
 	maxWeedingWindows    int
-	leaderElection       leaderElectionOptions
+	leaderElection       replica.LeaderElection
 	auditLogPath         string
 	sharding             config.Sharding
 	zap                  zap.Options
@@ -84,32 +75,17 @@ type options struct {
 	// original does, the leader owning every shoot, with no Leases but the leader lease.
 	leaderOnly bool
 
-	// Set by complete. restConfig counts its requests; baseRestConfig is the same without counting,
-	// for clients that count under their own name.
+	// Set by complete. baseRestConfig is the seed client config every client of the replica starts
+	// from.
 	baseRestConfig *rest.Config
-	restConfig     *rest.Config
 	proberConfig   *config.ProberConfig
 	weederConfig   *config.WeederConfig
-	// auditLogs write the ownership audit's file, one per group of this process, opened by newManager
-	// once the incarnations are known; none without --audit-log.
-	auditLogs []*audit.Log
 	// pod is this replica's Pod from the downward API ($POD_NAME, $POD_NAMESPACE, $POD_UID); its name
 	// is empty outside a Pod, and its namespace then the group's.
 	pod corev1.ObjectReference
 	// unknownKeys are the keys of the config files that the configs do not have, ignored with a
 	// warning when the watchdog runs.
 	unknownKeys []unknownKey
-}
-
-// leaderElectionOptions are the original's leader election flags, honoured by `dwd prober` and
-// `dwd weeder`: with leader election on, a replica waits for the role's leader lease before it works.
-type leaderElectionOptions struct {
-	enabled       bool
-	id            string
-	namespace     string
-	leaseDuration time.Duration
-	renewDeadline time.Duration
-	retryPeriod   time.Duration
 }
 
 // newOptions returns the defaults of a replica in the given sharding group.
@@ -127,11 +103,11 @@ func newOptions(group string) *options {
 		maxResponseBytes:     defaultMaxResponseBytes,
 		maxResponseItems:     defaultMaxResponseItems,
 		maxWeedingWindows:    defaultMaxWeedingWindows,
-		leaderElection: leaderElectionOptions{
-			namespace:     defaultLeaderElectionNS,
-			leaseDuration: 15 * time.Second,
-			renewDeadline: 10 * time.Second,
-			retryPeriod:   2 * time.Second,
+		leaderElection: replica.LeaderElection{
+			Namespace:     defaultLeaderElectionNS,
+			LeaseDuration: 15 * time.Second,
+			RenewDeadline: 10 * time.Second,
+			RetryPeriod:   2 * time.Second,
 		},
 		sharding: config.DefaultSharding(group),
 	}
@@ -187,15 +163,15 @@ func (o *options) addWeederFlags(fs *pflag.FlagSet) {
 }
 
 // addRoleFlags binds the flags only the original's `prober` and `weeder` commands have.
-func (o *options) addRoleFlags(fs *pflag.FlagSet, r role) {
+func (o *options) addRoleFlags(fs *pflag.FlagSet, r replica.Role) {
 	path := &o.proberConfigPath
-	if r == roleWeeder {
+	if r == replica.RoleWeeder {
 		path = &o.weederConfigPath
 	}
 	addSection(fs, sectionWatchdog, func(fs *pflag.FlagSet) {
 		fs.StringVar(path, "config-file", "", "Path to the "+string(r)+" config file (YAML), as in the original dependency-watchdog.")
 		fs.IntVar(&o.concurrentReconciles, "concurrent-reconciles", o.concurrentReconciles, "Maximum number of concurrent reconciles of the "+string(r)+"'s controllers.")
-		if r == roleProber {
+		if r == replica.RoleProber {
 			o.addProberFlags(fs)
 		} else {
 			o.addWeederFlags(fs)
@@ -203,11 +179,11 @@ func (o *options) addRoleFlags(fs *pflag.FlagSet, r role) {
 	})
 	le := &o.leaderElection
 	addSection(fs, sectionLeaderElection, func(fs *pflag.FlagSet) {
-		fs.BoolVar(&le.enabled, "enable-leader-election", le.enabled, "Wait for the "+string(r)+"'s leader lease before doing any work (the original's single-active-replica mode).")
-		fs.StringVar(&le.namespace, "leader-election-namespace", le.namespace, "Namespace of the leader lease. A sharded replica not behind --enable-leader-election holds no shoot while another process holds its role's leader lease there (the original, or dwd in the original's mode).")
-		fs.DurationVar(&le.leaseDuration, "leader-elect-lease-duration", le.leaseDuration, "How long a non-leader waits after the last observed renewal before taking the leader lease.")
-		fs.DurationVar(&le.renewDeadline, "leader-elect-renew-deadline", le.renewDeadline, "How long the leader keeps trying to renew before it gives up leadership.")
-		fs.DurationVar(&le.retryPeriod, "leader-elect-retry-period", le.retryPeriod, "Interval between attempts to take or renew the leader lease.")
+		fs.BoolVar(&le.Enabled, "enable-leader-election", le.Enabled, "Wait for the "+string(r)+"'s leader lease before doing any work (the original's single-active-replica mode).")
+		fs.StringVar(&le.Namespace, "leader-election-namespace", le.Namespace, "Namespace of the leader lease. A sharded replica not behind --enable-leader-election holds no shoot while another process holds its role's leader lease there (the original, or dwd in the original's mode).")
+		fs.DurationVar(&le.LeaseDuration, "leader-elect-lease-duration", le.LeaseDuration, "How long a non-leader waits after the last observed renewal before taking the leader lease.")
+		fs.DurationVar(&le.RenewDeadline, "leader-elect-renew-deadline", le.RenewDeadline, "How long the leader keeps trying to renew before it gives up leadership.")
+		fs.DurationVar(&le.RetryPeriod, "leader-elect-retry-period", le.RetryPeriod, "Interval between attempts to take or renew the leader lease.")
 	})
 }
 
@@ -222,8 +198,6 @@ func (o *options) complete() field.ErrorList {
 		return errs
 	}
 	o.baseRestConfig = cfg
-	o.restConfig = rest.CopyConfig(cfg)
-	o.restConfig.Wrap(apimetrics.CountRequests("seed", "watchdog"))
 	return errs
 }
 
@@ -233,7 +207,7 @@ func (o *options) complete() field.ErrorList {
 func (o *options) completeSharding() {
 	roles := o.roles()
 	if o.sharding.GroupName == "" && len(roles) == 1 {
-		o.sharding.GroupName = groupFor(roles[0])
+		o.sharding.GroupName = replica.GroupFor(roles[0])
 	}
 	var names []string
 	for _, r := range roles {
@@ -244,7 +218,7 @@ func (o *options) completeSharding() {
 		o.sharding.MemberName = defaultMemberName()
 	}
 	if o.sharding.Namespace == "" {
-		o.sharding.Namespace = defaultNamespace(o.leaderElection.namespace)
+		o.sharding.Namespace = defaultNamespace(o.leaderElection.Namespace)
 	}
 	o.pod = corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Name: os.Getenv("POD_NAME"),
 		Namespace: cmp.Or(os.Getenv("POD_NAMESPACE"), o.sharding.Namespace), UID: types.UID(os.Getenv("POD_UID"))}
@@ -260,12 +234,12 @@ func (o *options) loadConfigs(strict bool) field.ErrorList {
 	if o.proberConfigPath != "" {
 		cfg, unknown, fileErrs := config.ReadProberConfig(o.proberConfigPath)
 		o.proberConfig = cfg
-		errs = append(errs, o.acceptUnknownKeys(roleProber, o.proberConfigPath, unknown, fileErrs, strict)...)
+		errs = append(errs, o.acceptUnknownKeys(replica.RoleProber, o.proberConfigPath, unknown, fileErrs, strict)...)
 	}
 	if o.weederConfigPath != "" {
 		cfg, unknown, fileErrs := config.ReadWeederConfig(o.weederConfigPath)
 		o.weederConfig = cfg
-		errs = append(errs, o.acceptUnknownKeys(roleWeeder, o.weederConfigPath, unknown, fileErrs, strict)...)
+		errs = append(errs, o.acceptUnknownKeys(replica.RoleWeeder, o.weederConfigPath, unknown, fileErrs, strict)...)
 	}
 	if len(errs) > 0 {
 		o.proberConfig, o.weederConfig = nil, nil
@@ -276,7 +250,7 @@ func (o *options) loadConfigs(strict bool) field.ErrorList {
 // acceptUnknownKeys returns the problems of the config file at path: its errors, and its unknown keys
 // when strict or when the file fails anyway (a misspelt key often explains a missing one). Otherwise
 // it keeps the unknown keys for a warning and counts them.
-func (o *options) acceptUnknownKeys(kind role, path string, unknown, fileErrs field.ErrorList, strict bool) field.ErrorList {
+func (o *options) acceptUnknownKeys(kind replica.Role, path string, unknown, fileErrs field.ErrorList, strict bool) field.ErrorList {
 	if strict || len(fileErrs) > 0 {
 		return prefixErrors(path, append(unknown, fileErrs...))
 	}
@@ -344,7 +318,7 @@ func defaultKubeconfigs() []byte {
 }
 
 // validate checks the flags of a command that runs the given roles, after complete.
-func (o *options) validate(roles []role) field.ErrorList {
+func (o *options) validate(roles []replica.Role) field.ErrorList {
 	var errs field.ErrorList
 	if len(roles) == 0 {
 		errs = append(errs, field.Required(field.NewPath("--prober-config"), "give --prober-config, --weeder-config or both"))
@@ -362,39 +336,22 @@ func (o *options) validate(roles []role) field.ErrorList {
 	if o.concurrentReconciles < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("--concurrent-reconciles"), o.concurrentReconciles, "must be at least 1"))
 	}
-	errs = append(errs, o.leaderElection.validate()...)
+	errs = append(errs, validateLeaderElection(o.leaderElection)...)
 	if len(roles) > 1 && o.sharding.GroupName != "" {
 		errs = append(errs, field.Invalid(field.NewPath("--shard-group"), o.sharding.GroupName, fmt.Sprintf(
 			"a replica that runs both roles is a member of the prober's group (%s) and of the weeder's (%s), so that adding or dropping a role never moves the other to a new group; leave --shard-group out, or run each role in a process of its own",
-			groupFor(roleProber), groupFor(roleWeeder))))
+			replica.GroupFor(replica.RoleProber), replica.GroupFor(replica.RoleWeeder))))
 		return errs
 	}
 	// The members of both roles share every setting but the group and the role.
-	s := o.shardingFor(append(roles, roleProber)[0])
+	s := o.shardingFor(append(roles, replica.RoleProber)[0])
 	return append(errs, s.Validate()...)
 }
 
-// shardingFor is the sharding settings of this replica's member of role r's group: the flags', the
-// group of the role unless --shard-group named one, and that role alone.
-func (o *options) shardingFor(r role) config.Sharding {
-	s := o.sharding
-	s.GroupName = cmp.Or(s.GroupName, groupFor(r))
-	s.Roles = []string{string(r)}
-	// A group that does not run behind the leader lease itself defers to whoever holds it: the
-	// original, or dwd in the original's mode, in --leader-election-namespace.
-	if !o.leaderElection.enabled {
-		s.LeaderNamespace, s.LeaderLeases = o.leaderElection.namespace, []string{leaderLeaseName(r)}
-	}
-	return s
-}
-
-// groups names the sharding group of each role this replica runs.
-func (o *options) groups() []string {
-	var groups []string
-	for _, r := range o.roles() {
-		groups = append(groups, o.shardingFor(r).GroupName)
-	}
-	return groups
+// shardingFor is the sharding settings of this replica's member of role r's group
+// (replica.Options.ShardingFor).
+func (o *options) shardingFor(r replica.Role) config.Sharding {
+	return replica.Options{Sharding: o.sharding, LeaderElection: o.leaderElection}.ShardingFor(r)
 }
 
 // validateProberFlags checks the prober's own flags.
@@ -425,36 +382,36 @@ func (o *options) validateProberFlags() field.ErrorList {
 	return errs
 }
 
-// validate checks the leader election flags when leader election is on.
-func (le *leaderElectionOptions) validate() field.ErrorList {
-	if !le.enabled {
+// validateLeaderElection checks the leader election flags when leader election is on.
+func validateLeaderElection(le replica.LeaderElection) field.ErrorList {
+	if !le.Enabled {
 		return nil
 	}
 	var errs field.ErrorList
-	if le.namespace == "" {
+	if le.Namespace == "" {
 		errs = append(errs, field.Required(field.NewPath("--leader-election-namespace"), ""))
 	}
 	// The lease records its duration in whole seconds, and the others wait that long: the renew
 	// deadline, where the leader stops writing, must be shorter than the duration they read.
-	if le.retryPeriod <= 0 || le.renewDeadline <= le.retryPeriod || le.leaseDuration.Truncate(time.Second) <= le.renewDeadline {
-		errs = append(errs, field.Invalid(field.NewPath("--leader-elect-renew-deadline"), le.renewDeadline.String(),
+	if le.RetryPeriod <= 0 || le.RenewDeadline <= le.RetryPeriod || le.LeaseDuration.Truncate(time.Second) <= le.RenewDeadline {
+		errs = append(errs, field.Invalid(field.NewPath("--leader-elect-renew-deadline"), le.RenewDeadline.String(),
 			"need 0 < --leader-elect-retry-period < --leader-elect-renew-deadline < --leader-elect-lease-duration in whole seconds"))
-	} else if sharding.LeaderFenceWindow(le.renewDeadline, le.leaseDuration) <= 0 {
-		errs = append(errs, field.Invalid(field.NewPath("--leader-elect-lease-duration"), le.leaseDuration.String(),
+	} else if sharding.LeaderFenceWindow(le.RenewDeadline, le.LeaseDuration) <= 0 {
+		errs = append(errs, field.Invalid(field.NewPath("--leader-elect-lease-duration"), le.LeaseDuration.String(),
 			fmt.Sprintf("leaves no time to write: the leader stops writing %s before the lease could be taken over (the larger of %s and %d%% of it)",
-				config.FenceMargin(le.leaseDuration), config.MinFenceMargin, config.MinFenceMarginPercent)))
+				config.FenceMargin(le.LeaseDuration), config.MinFenceMargin, config.MinFenceMarginPercent)))
 	}
 	return errs
 }
 
 // roles returns the roles the loaded configs ask for.
-func (o *options) roles() []role {
-	var roles []role
+func (o *options) roles() []replica.Role {
+	var roles []replica.Role
 	if o.proberConfigPath != "" {
-		roles = append(roles, roleProber)
+		roles = append(roles, replica.RoleProber)
 	}
 	if o.weederConfigPath != "" {
-		roles = append(roles, roleWeeder)
+		roles = append(roles, replica.RoleWeeder)
 	}
 	return roles
 }
@@ -494,4 +451,16 @@ func printErrors(w interface{ Write([]byte) (int, error) }, errs field.ErrorList
 		fmt.Fprintln(w, e.Error())
 	}
 	return errInvalid
+}
+
+// shardingFlagGiven reports whether a flag of the sharding section was given: then `dwd prober` and
+// `dwd weeder` shard even behind leader election.
+func shardingFlagGiven(fs *pflag.FlagSet) bool {
+	given := false
+	fs.Visit(func(f *pflag.Flag) {
+		if s := f.Annotations[sectionAnnotation]; len(s) > 0 && s[0] == sectionSharding {
+			given = true
+		}
+	})
+	return given
 }

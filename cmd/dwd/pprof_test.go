@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/replica"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +23,7 @@ import (
 // checked in TestRoleCommandsTakeEveryUpstreamFlag.)
 
 func TestPprofIsOffByDefault(t *testing.T) {
-	assert.Empty(t, newOptions(groupFor(roleProber)).pprofBindAddress)
+	assert.Empty(t, newOptions(replica.GroupFor(replica.RoleProber)).pprofBindAddress)
 	f := subcommand(t, "run").Flags().Lookup("pprof-bind-addr")
 	require.NotNil(t, f)
 	assert.Empty(t, f.DefValue)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/sharded-dwd/dependency-watchdog/prober"
+	"github.com/sharded-dwd/dependency-watchdog/replica"
 )
 
 // scaleAndBoundFlags are the prober's scale path and shoot answer flags with their defaults.
@@ -85,7 +86,7 @@ func TestValidateProberFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			o := newOptions(groupFor(roleProber))
+			o := newOptions(replica.GroupFor(replica.RoleProber))
 			tt.mutate(o)
 			assert.Equal(t, tt.want, fieldNames(o.validateProberFlags()))
 		})

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sharded-dwd/dependency-watchdog/replica"
 	"github.com/spf13/cobra"
 )
 
@@ -29,7 +30,7 @@ and accepts its command lines (dwd prober, dwd weeder).`,
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SetUsageTemplate(usageTemplate)
-	root.AddCommand(newRunCommand(), newRoleCommand(roleProber), newRoleCommand(roleWeeder),
+	root.AddCommand(newRunCommand(), newRoleCommand(replica.RoleProber), newRoleCommand(replica.RoleWeeder),
 		newConfigCommand(), newShardsCommand(), newVersionCommand())
 	return root
 }

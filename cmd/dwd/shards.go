@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sharded-dwd/dependency-watchdog/leases"
+	"github.com/sharded-dwd/dependency-watchdog/replica"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
@@ -28,7 +29,7 @@ var clusterResource = schema.GroupVersionResource{Group: "extensions.gardener.cl
 
 // newShardsCommand builds `dwd shards`, a read-only view of a sharding group.
 func newShardsCommand() *cobra.Command {
-	o := newOptions(groupFor(roleProber))
+	o := newOptions(replica.GroupFor(replica.RoleProber))
 	output := "table"
 	cmd := &cobra.Command{
 		Use:   "shards",
@@ -78,7 +79,7 @@ func (o *options) runShards(ctx context.Context, out io.Writer, output string) e
 		return fmt.Errorf("-o %q: must be table or json", output)
 	}
 	if o.sharding.Namespace == "" {
-		o.sharding.Namespace = defaultNamespace(o.leaderElection.namespace)
+		o.sharding.Namespace = defaultNamespace(o.leaderElection.Namespace)
 	}
 	cfg, err := o.buildRestConfig()
 	if err != nil {

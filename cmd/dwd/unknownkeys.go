@@ -5,12 +5,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sharded-dwd/dependency-watchdog/replica"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // unknownKey is a key of a config file that the config does not have.
 type unknownKey struct {
-	kind  role
+	kind  replica.Role
 	file  string
 	field string // its field path, e.g. dependentResourceInfos[0].scaleUp.delay
 }
@@ -26,7 +27,7 @@ var registerUnknownFields sync.Once
 
 // countUnknownKeys adds n unknown keys of a file of the given kind; with n = 0 it makes the series
 // exist, so that an alert sees the 0.
-func countUnknownKeys(kind role, n int) {
+func countUnknownKeys(kind replica.Role, n int) {
 	registerUnknownFields.Do(func() { metrics.Registry.MustRegister(unknownFields) })
 	unknownFields.WithLabelValues(string(kind)).Add(float64(n))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"github.com/sharded-dwd/dependency-watchdog/replica"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -14,16 +15,16 @@ import (
 
 func TestUnknownKeysAreWarningsWhenRunning(t *testing.T) {
 	proberBefore, weederBefore := unknownFieldsCount(t, "prober"), unknownFieldsCount(t, "weeder")
-	o := newOptions(groupFor(roleProber))
+	o := newOptions(replica.GroupFor(replica.RoleProber))
 	o.proberConfigPath, o.weederConfigPath = "testdata/prober-unknown-key.yaml", "testdata/weeder-unknown-key.yaml"
 
 	require.Empty(t, o.loadConfigs(false), "the run commands load a config with unknown keys")
 	assert.NotNil(t, o.proberConfig)
 	assert.NotNil(t, o.weederConfig)
 	assert.Equal(t, []unknownKey{
-		{kind: roleProber, file: "testdata/prober-unknown-key.yaml", field: "internalKubeConfigSecretName"},
-		{kind: roleProber, file: "testdata/prober-unknown-key.yaml", field: "dependentResourceInfos[2].scaleUp.maxAttempts"},
-		{kind: roleWeeder, file: "testdata/weeder-unknown-key.yaml", field: "watchTimeout"},
+		{kind: replica.RoleProber, file: "testdata/prober-unknown-key.yaml", field: "internalKubeConfigSecretName"},
+		{kind: replica.RoleProber, file: "testdata/prober-unknown-key.yaml", field: "dependentResourceInfos[2].scaleUp.maxAttempts"},
+		{kind: replica.RoleWeeder, file: "testdata/weeder-unknown-key.yaml", field: "watchTimeout"},
 	}, o.unknownKeys)
 	assert.Equal(t, 2.0, unknownFieldsCount(t, "prober")-proberBefore, "counted in controller-runtime's registry")
 	assert.Equal(t, 1.0, unknownFieldsCount(t, "weeder")-weederBefore)
@@ -50,7 +51,7 @@ func TestUnknownKeysAreErrorsWhenValidating(t *testing.T) {
 }
 
 func TestUnknownKeysDoNotHideOtherErrors(t *testing.T) {
-	o := newOptions(groupFor(roleProber))
+	o := newOptions(replica.GroupFor(replica.RoleProber))
 	o.proberConfigPath = "testdata/prober-unknown-key-and-invalid.yaml"
 	errs := o.loadConfigs(false)
 	var got []string

@@ -36,22 +36,24 @@ type layerRule struct {
 
 // layering is the floors of docs/development.md, "Layering": config and leases import nothing of
 // the module; sharding only those; the audit log nothing (its checker is above sharding); scaler
-// never sharding; the two roles never each other.
+// never sharding; the two roles never each other; only the commands import the replica that
+// assembles them.
 var layering = []layerRule{
 	{pkg: "config", only: []string{}},
 	{pkg: "leases", only: []string{}},
 	{pkg: "internal/apimetrics", only: []string{}},
 	{pkg: "audit", only: []string{}},
+	{pkg: "access", only: []string{}},
 	{pkg: "sharding", only: []string{"config", "leases"}},
-	{pkg: "scaler", never: []string{"sharding"}},
-	{pkg: "prober", never: []string{"weeder"}},
-	{pkg: "weeder", never: []string{"prober"}},
+	{pkg: "scaler", never: []string{"sharding", "replica"}},
+	{pkg: "prober", never: []string{"weeder", "replica"}},
+	{pkg: "weeder", never: []string{"prober", "replica"}},
 }
 
 // runtime are the packages a dwd process is built from (and their sub-packages but test helpers):
 // they never import a test helper or the simulation.
 var runtime = []string{"access", "audit", "config", "leases", "sharding", "scaler", "prober", "weeder",
-	"internal/apimetrics", "cmd/dwd"}
+	"internal/apimetrics", "replica", "cmd/dwd"}
 
 // testHelper tells whether the package at dir (slash-separated, from the module root) exists for tests
 // or the simulation: anything under test/ or benchmarks/, a package whose name ends in "test", and

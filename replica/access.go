@@ -1,4 +1,4 @@
-package main
+package replica
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -27,69 +27,59 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
-// shardingFlagGiven reports whether a flag of the sharding section was given: then `dwd prober` and
-// `dwd weeder` shard even behind leader election.
-func shardingFlagGiven(fs *pflag.FlagSet) bool {
-	given := false
-	fs.Visit(func(f *pflag.Flag) {
-		if s := f.Annotations[sectionAnnotation]; len(s) > 0 && s[0] == sectionSharding {
-			given = true
-		}
-	})
-	return given
-}
-
-// needs says what this replica runs, for the permissions it checks.
-func (o *options) needs() access.Needs {
-	n := access.Needs{Prober: o.proberConfig != nil, Weeder: o.weederConfig != nil, MetricsAuth: o.metricsSecure}
-	if o.proberConfig != nil {
-		for _, info := range o.proberConfig.DependentResourceInfos {
+// Needs says what a replica of opts runs, for the permissions it checks.
+func (o Options) Needs() access.Needs {
+	n := access.Needs{Prober: o.ProberConfig != nil, Weeder: o.WeederConfig != nil, MetricsAuth: o.Servers.MetricsSecure}
+	if o.ProberConfig != nil {
+		for _, info := range o.ProberConfig.DependentResourceInfos {
 			if !slices.Contains(n.ScaledKinds, info.Ref.Kind) {
 				n.ScaledKinds = append(n.ScaledKinds, info.Ref.Kind)
 			}
 		}
 	}
-	if o.leaderElection.enabled {
-		n.LeaderNamespace, n.LeaderLease = o.leaderElection.namespace, o.leaderElection.id
+	le := o.LeaderElection
+	if le.Enabled {
+		n.LeaderNamespace, n.LeaderLease = le.Namespace, le.ID
 	}
-	if !o.leaderOnly {
-		n.ShardNamespace = o.sharding.Namespace
-		if !o.leaderElection.enabled {
-			n.WatchedLeaderNamespace = o.leaderElection.namespace
-			for _, r := range o.roles() {
-				n.WatchedLeaders = append(n.WatchedLeaders, leaderLeaseName(r))
-			}
+	if o.LeaderOnly {
+		return n
+	}
+	n.ShardNamespace = o.Sharding.Namespace
+	if !le.Enabled {
+		n.WatchedLeaderNamespace = le.Namespace
+		for _, r := range o.Roles() {
+			n.WatchedLeaders = append(n.WatchedLeaders, LeaderLeaseName(r))
 		}
-		if o.sharding.LeaveMode == config.LeaveAuto {
-			n.PodNamespace = o.pod.Namespace
-		}
+	}
+	if o.Sharding.LeaveMode == config.LeaveAuto {
+		n.PodNamespace = o.Pod.Namespace
 	}
 	return n
 }
 
 // accessChecker returns the checker of this replica's permissions on the seed.
-func (o *options) accessChecker(log logr.Logger) (*access.Checker, error) {
-	cfg := rest.CopyConfig(o.baseRestConfig)
+func (r *Replica) accessChecker() (*access.Checker, error) {
+	cfg := rest.CopyConfig(r.base)
 	cfg.Wrap(apimetrics.CountRequests("seed", "access"))
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating the access review client: %w", err)
 	}
 	return &access.Checker{Reviews: client.AuthorizationV1().SelfSubjectAccessReviews(),
-		Permissions: access.Required(o.needs()), Log: log}, nil
+		Permissions: access.Required(r.opts.Needs()), Log: r.opts.Log.WithName("access")}, nil
 }
 
 // addAccessChecks makes readiness fail while a required permission is missing or the caches have not
 // synced: a replica that cannot read what it watches does nothing, and must not look healthy.
-func addAccessChecks(mgr manager.Manager, checker *access.Checker, synced *cacheSync) error {
-	if err := mgr.AddReadyzCheck("permissions", checker.ReadyCheck); err != nil {
+func (r *Replica) addAccessChecks() error {
+	if err := r.mgr.AddReadyzCheck("permissions", r.checker.ReadyCheck); err != nil {
 		return err
 	}
-	synced.cache, synced.log = mgr.GetCache(), mgr.GetLogger().WithName("caches")
-	if err := mgr.Add(synced); err != nil {
+	r.synced.cache, r.synced.log = r.mgr.GetCache(), r.mgr.GetLogger().WithName("caches")
+	if err := r.mgr.Add(r.synced); err != nil {
 		return err
 	}
-	return mgr.AddReadyzCheck("caches", synced.ReadyCheck)
+	return r.mgr.AddReadyzCheck("caches", r.synced.ReadyCheck)
 }
 
 // cacheSync tells whether the manager's caches have synced. The manager starts it only then, so it
@@ -119,13 +109,14 @@ func (c *cacheSync) ReadyCheck(*http.Request) error {
 	return nil
 }
 
-// metricsOptions serve the metrics, behind authentication and authorization with --metrics-secure.
-func (o *options) metricsOptions() metricsserver.Options {
-	opts := metricsserver.Options{BindAddress: o.metricsBindAddress}
-	if o.metricsSecure {
+// metricsOptions serve the metrics, behind authentication and authorization with MetricsSecure.
+func (r *Replica) metricsOptions() metricsserver.Options {
+	servers := r.opts.Servers
+	opts := metricsserver.Options{BindAddress: servers.MetricsBindAddress}
+	if servers.MetricsSecure {
 		opts.SecureServing = true
 		opts.FilterProvider = filters.WithAuthenticationAndAuthorization
-		opts.CertDir = o.metricsCertDir
+		opts.CertDir = servers.MetricsCertDir
 	}
 	return opts
 }
@@ -133,11 +124,11 @@ func (o *options) metricsOptions() metricsserver.Options {
 // leaderLock returns the original's leader lease lock, which records when its renewals were sent so
 // that the leader's writes are fenced by them; its client is bounded as controller-runtime's is, so
 // that one hung request cannot cost the lease.
-func (o *options) leaderLock() (*sharding.FencedLock, error) {
-	le := o.leaderElection
-	cfg := rest.AddUserAgent(rest.CopyConfig(o.baseRestConfig), "leader-election")
+func (r *Replica) leaderLock() (*sharding.FencedLock, error) {
+	le := r.opts.LeaderElection
+	cfg := rest.AddUserAgent(rest.CopyConfig(r.base), "leader-election")
 	cfg.Wrap(apimetrics.CountRequests("seed", "leader-election"))
-	cfg.Timeout = max(le.renewDeadline/2, time.Second)
+	cfg.Timeout = max(le.RenewDeadline/2, time.Second)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("creating the leader election client: %w", err)
@@ -147,12 +138,12 @@ func (o *options) leaderLock() (*sharding.FencedLock, error) {
 		return nil, err
 	}
 	id := host + "_" + string(uuid.NewUUID())
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, le.namespace, le.id, client.CoreV1(), client.CoordinationV1(),
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, le.Namespace, le.ID, client.CoreV1(), client.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: id})
 	if err != nil {
 		return nil, fmt.Errorf("creating the leader lock: %w", err)
 	}
-	return sharding.NewFencedLock(lock, le.renewDeadline, le.leaseDuration, nil), nil
+	return sharding.NewFencedLock(lock, le.RenewDeadline, le.LeaseDuration, nil), nil
 }
 
 // lockInterface returns lock as the manager's option: nil when there is none, so that the manager
@@ -175,4 +166,12 @@ type eventGate struct {
 // GetEventRecorder returns the manager's events.k8s.io recorder for name, gated.
 func (g eventGate) GetEventRecorder(name string) recorder.EventRecorder {
 	return access.Recorder(g.Manager.GetEventRecorder(name), g.may)
+}
+
+// podEvent returns the sharding Runner's Event hook, which records events.k8s.io Events on pod
+// through recorder.
+func podEvent(recorder recorder.EventRecorder, pod *corev1.ObjectReference) func(eventType, reason, action, message string) {
+	return func(eventType, reason, action, message string) {
+		recorder.Eventf(pod, nil, eventType, reason, action, "%s", message)
+	}
 }

@@ -1,0 +1,69 @@
+package replica
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
+)
+
+// recordedEvent is an Event a fakeRecorder was asked to record.
+type recordedEvent struct {
+	regarding                       runtime.Object
+	eventType, reason, action, note string
+}
+
+// fakeRecorder records the Events it is given.
+type fakeRecorder struct{ events []recordedEvent }
+
+func (f *fakeRecorder) Eventf(regarding, _ runtime.Object, eventType, reason, action, note string, args ...any) {
+	f.events = append(f.events, recordedEvent{regarding, eventType, reason, action, fmt.Sprintf(note, args...)})
+}
+
+func (f *fakeRecorder) AnnotatedEventf(regarding, related runtime.Object, _ map[string]string, eventType, reason, action, note string, args ...any) {
+	f.Eventf(regarding, related, eventType, reason, action, note, args...)
+}
+
+// recorderManager is a manager whose only working method is GetEventRecorder.
+type recorderManager struct {
+	manager.Manager
+	recorder *fakeRecorder
+	names    []string
+}
+
+func (m *recorderManager) GetEventRecorder(name string) recorder.EventRecorder {
+	m.names = append(m.names, name)
+	return m.recorder
+}
+
+// A member in a Pod records the sharding's Events on that Pod, as the sharding controller; outside a
+// Pod it records none, and the member name stands for the Pod a graceful stop reads.
+func TestAMemberRecordsItsEventsOnItsPodAndNoneOutsideOne(t *testing.T) {
+	r := &Replica{opts: Options{Sharding: config.DefaultSharding("dwd-prober")}, base: &rest.Config{Host: "https://127.0.0.1:1"}}
+	r.opts.Sharding.MemberName = "dwd-0"
+	mgr := &recorderManager{recorder: &fakeRecorder{}}
+
+	opts, err := r.shardingRunnerOptions(mgr, r.opts.ShardingFor(RoleProber))
+	require.NoError(t, err)
+	assert.Nil(t, opts.Event, "no Events outside a Pod")
+	assert.NotNil(t, opts.Departing)
+
+	pod := corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "garden", Name: "dwd-0", UID: "u-1"}
+	r.opts.Pod = pod
+	opts, err = r.shardingRunnerOptions(mgr, r.opts.ShardingFor(RoleProber))
+	require.NoError(t, err)
+	require.NotNil(t, opts.Event)
+	opts.Event(corev1.EventTypeNormal, "Returning", "Leave", "stopping to restart; 100% of the shoots stay reserved")
+	require.Len(t, mgr.recorder.events, 1)
+	assert.Equal(t, recordedEvent{&pod, corev1.EventTypeNormal, "Returning", "Leave", "stopping to restart; 100% of the shoots stay reserved"}, mgr.recorder.events[0],
+		"the message is the note, never a format")
+	assert.Equal(t, []string{"dependency-watchdog-sharding"}, mgr.names)
+}
