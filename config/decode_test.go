@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 const minimalProber = `kubeConfigSecretName: probe
@@ -19,7 +20,7 @@ dependentResourceInfos:
 `
 
 func TestDecodeProberConfigDefaults(t *testing.T) {
-	got, errs := DecodeProberConfig([]byte(minimalProber))
+	got, errs := decodeProberConfig([]byte(minimalProber))
 	require.Empty(t, errs)
 	scale := func(level int) *ScaleInfo {
 		return &ScaleInfo{Level: level, InitialDelay: duration(DefaultScaleInitialDelay), Timeout: duration(DefaultScaleTimeout)}
@@ -101,7 +102,7 @@ dependentResourceInfos:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, errs := DecodeProberConfig([]byte(tt.yaml))
+			got, errs := decodeProberConfig([]byte(tt.yaml))
 			assert.ElementsMatch(t, tt.want, fieldErrs(errs))
 			assert.Equal(t, len(tt.want) > 0, got == nil, "config returned together with errors, or neither")
 		})
@@ -142,7 +143,7 @@ func TestDecodeWeederConfig(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, errs := DecodeWeederConfig([]byte(tt.yaml))
+			got, errs := decodeWeederConfig([]byte(tt.yaml))
 			assert.ElementsMatch(t, tt.want, fieldErrs(errs))
 			assert.Equal(t, len(tt.want) > 0, got == nil, "config returned together with errors, or neither")
 		})
@@ -192,7 +193,7 @@ func TestDecodeProberConfigLenient(t *testing.T) {
 			assert.ElementsMatch(t, tt.wantErrs, fieldErrs(errs))
 			assert.Equal(t, len(tt.wantErrs) > 0, got == nil, "config returned together with errors, or neither")
 
-			_, strictErrs := DecodeProberConfig([]byte(tt.yaml))
+			_, strictErrs := decodeProberConfig([]byte(tt.yaml))
 			assert.ElementsMatch(t, append(tt.wantUnknown, tt.wantErrs...), fieldErrs(strictErrs),
 				"a strict decode reports the unknown keys as errors")
 		})
@@ -205,6 +206,26 @@ func TestDecodeWeederConfigLenient(t *testing.T) {
 	assert.Equal(t, []fieldErr{notSupported("watchTime")}, fieldErrs(unknown))
 	assert.Equal(t, DefaultWatchDuration, got.WatchDuration.Duration)
 
-	_, strictErrs := DecodeWeederConfig([]byte(minimalWeeder + "watchTime: 5m\n"))
+	_, strictErrs := decodeWeederConfig([]byte(minimalWeeder + "watchTime: 5m\n"))
 	assert.Equal(t, []fieldErr{notSupported("watchTime")}, fieldErrs(strictErrs))
+}
+
+// decodeProberConfig decodes the YAML data strictly (a key the config does not have is an error too), defaults and validates
+// it. It returns either the config or every problem found, never both.
+func decodeProberConfig(data []byte) (*ProberConfig, field.ErrorList) {
+	return strict(DecodeProberConfigLenient(data))
+}
+
+// decodeWeederConfig decodes the YAML data strictly, defaults and validates
+// it. It returns either the config or every problem found, never both.
+func decodeWeederConfig(data []byte) (*WeederConfig, field.ErrorList) {
+	return strict(DecodeWeederConfigLenient(data))
+}
+
+// strict makes the unknown keys of a lenient decode errors.
+func strict[T any](c *T, unknown, errs field.ErrorList) (*T, field.ErrorList) {
+	if errs = append(unknown, errs...); len(errs) > 0 {
+		return nil, errs
+	}
+	return c, nil
 }

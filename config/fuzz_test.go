@@ -37,8 +37,8 @@ func FuzzDecodeProberConfig(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, errs := DecodeProberConfig(data)
-		again, againErrs := DecodeProberConfig(data)
+		cfg, errs := decodeProberConfig(data)
+		again, againErrs := decodeProberConfig(data)
 		require.Equal(t, cfg, again, "not deterministic")
 		require.Equal(t, errs, againErrs, "not deterministic")
 		checkDecodeResult(t, cfg == nil, errs)
@@ -52,7 +52,7 @@ func FuzzDecodeProberConfig(f *testing.F) {
 			defaulted := *cfg
 			SetProberDefaults(&defaulted)
 			require.Equal(t, cfg, &defaulted, "not fully defaulted")
-			requireRoundTrip(t, cfg, DecodeProberConfig)
+			requireRoundTrip(t, cfg, decodeProberConfig)
 		}
 	})
 }
@@ -68,8 +68,8 @@ func FuzzDecodeWeederConfig(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, errs := DecodeWeederConfig(data)
-		again, againErrs := DecodeWeederConfig(data)
+		cfg, errs := decodeWeederConfig(data)
+		again, againErrs := decodeWeederConfig(data)
 		require.Equal(t, cfg, again, "not deterministic")
 		require.Equal(t, errs, againErrs, "not deterministic")
 		checkDecodeResult(t, cfg == nil, errs)
@@ -81,7 +81,7 @@ func FuzzDecodeWeederConfig(f *testing.F) {
 			defaulted := *cfg
 			SetWeederDefaults(&defaulted)
 			require.Equal(t, cfg, &defaulted, "not fully defaulted")
-			requireRoundTrip(t, cfg, DecodeWeederConfig)
+			requireRoundTrip(t, cfg, decodeWeederConfig)
 			// The weeder converts every pod selector when it starts: a valid config must not fail there.
 			for service, deps := range cfg.ServicesAndDependantSelectors {
 				for i, s := range deps.PodSelectors {

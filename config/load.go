@@ -7,25 +7,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// DecodeProberConfig decodes the YAML data strictly, defaults and validates
-// it. It returns either the config or every problem found, never both.
-func DecodeProberConfig(data []byte) (*ProberConfig, field.ErrorList) {
-	return strict(DecodeProberConfigLenient(data))
-}
-
-// DecodeWeederConfig decodes the YAML data strictly, defaults and validates
-// it. It returns either the config or every problem found, never both.
-func DecodeWeederConfig(data []byte) (*WeederConfig, field.ErrorList) {
-	return strict(DecodeWeederConfigLenient(data))
-}
-
-// DecodeProberConfigLenient decodes like DecodeProberConfig, except that a
-// key the config does not have is no error: it is returned in unknown, with
-// its field path, for the caller to warn about. The original ignores such
-// keys, so a config written for another version of it loads; everything
-// else (a wrong type, a repeated key, an invalid value) is still an error in
-// errs. It returns either the config or errs, never both; unknown may come
-// with either.
+// DecodeProberConfigLenient decodes the YAML data, defaults and validates it.
+// A key the config does not have is no error: it is returned in unknown, with
+// its field path, for the caller to warn about (or to refuse, as `dwd config
+// validate` does). The original ignores such keys, so a config written for
+// another version of it loads; everything else (a wrong type, a repeated key,
+// an invalid value) is an error in errs. It returns either the config or errs,
+// never both; unknown may come with either.
 func DecodeProberConfigLenient(data []byte) (c *ProberConfig, unknown, errs field.ErrorList) {
 	return decode(data, SetProberDefaults, ValidateProberConfig)
 }
@@ -60,14 +48,6 @@ func decode[T any](data []byte, setDefaults func(*T), validate func(*T) field.Er
 		return nil, unknown, errs
 	}
 	return c, unknown, nil
-}
-
-// strict makes the unknown keys of a lenient decode errors.
-func strict[T any](c *T, unknown, errs field.ErrorList) (*T, field.ErrorList) {
-	if errs = append(unknown, errs...); len(errs) > 0 {
-		return nil, errs
-	}
-	return c, nil
 }
 
 // read reads the file at path and decodes it with decode.

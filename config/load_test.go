@@ -113,7 +113,7 @@ func loadWeeder(path string) error {
 }
 
 func TestProberConfigWithEveryMistake(t *testing.T) {
-	got, errs := DecodeProberConfig(readTestdata(t, "prober-mistakes.yaml"))
+	got, errs := decodeProberConfig(readTestdata(t, "prober-mistakes.yaml"))
 	assert.Nil(t, got)
 	assert.ElementsMatch(t, []fieldErr{
 		notSupported("probeTimout"),
@@ -132,7 +132,7 @@ func TestProberConfigWithEveryMistake(t *testing.T) {
 }
 
 func TestWeederConfigWithEveryMistake(t *testing.T) {
-	got, errs := DecodeWeederConfig(readTestdata(t, "weeder-mistakes.yaml"))
+	got, errs := decodeWeederConfig(readTestdata(t, "weeder-mistakes.yaml"))
 	assert.Nil(t, got)
 	assert.ElementsMatch(t, []fieldErr{
 		invalid("watchDuration"),
@@ -150,9 +150,9 @@ func TestWeederConfigWithEveryMistake(t *testing.T) {
 // document gives the same errors in the same order.
 func TestErrorsAreDeterministic(t *testing.T) {
 	data := readTestdata(t, "weeder-mistakes.yaml")
-	_, first := DecodeWeederConfig(data)
+	_, first := decodeWeederConfig(data)
 	for range 20 {
-		_, again := DecodeWeederConfig(data)
+		_, again := decodeWeederConfig(data)
 		require.Equal(t, first, again)
 	}
 }

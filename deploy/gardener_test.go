@@ -9,12 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sharded-dwd/dependency-watchdog/config/configtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/sharded-dwd/dependency-watchdog/config"
 )
 
 // Gardener's conventions for the original's workloads (gardener/gardener,
@@ -137,8 +136,8 @@ func TestGardenerConfigsAreTheBases(t *testing.T) {
 	objs := mustBuild(t, "overlays/gardener")
 	prober := configMapWithPrefix(t, objs, "dependency-watchdog-prober-config-").Data[gardenerConfigKey]
 	weeder := configMapWithPrefix(t, objs, "dependency-watchdog-weeder-config-").Data[gardenerConfigKey]
-	assert.Equal(t, decode(t, base["prober.yaml"], config.DecodeProberConfig), decode(t, prober, config.DecodeProberConfig))
-	assert.Equal(t, decode(t, base["weeder.yaml"], config.DecodeWeederConfig), decode(t, weeder, config.DecodeWeederConfig))
+	assert.Equal(t, configtest.Prober(t, base["prober.yaml"]), configtest.Prober(t, prober))
+	assert.Equal(t, configtest.Weeder(t, base["weeder.yaml"]), configtest.Weeder(t, weeder))
 }
 
 // networkLabels returns the network-policy labels among labels.

@@ -17,11 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/config/configtest"
 )
 
 // The ports dwd serves on by default (cmd/dwd/options.go; the original's).
@@ -243,31 +243,20 @@ func TestNoRuleHasAWildcard(t *testing.T) {
 func TestBaseConfigsAreGardeners(t *testing.T) {
 	base := configMaps(t, mustBuild(t, "base"))
 	require.Len(t, base, 1)
-	prober, errs := config.DecodeProberConfig([]byte(base[0].Data["prober.yaml"]))
-	require.Empty(t, errs)
-	assert.Equal(t, decodeFile(t, "../config/testdata/prober-gardener.yaml", config.DecodeProberConfig), prober,
+	prober := configtest.Prober(t, base[0].Data["prober.yaml"])
+	assert.Equal(t, configtest.Prober(t, readFile(t, "../config/testdata/prober-gardener.yaml")), prober,
 		"the prober config Gardener writes (config/testdata)")
-	weeder, errs := config.DecodeWeederConfig([]byte(base[0].Data["weeder.yaml"]))
-	require.Empty(t, errs)
-	assert.Equal(t, decodeFile(t, "../config/testdata/weeder-example.yaml", config.DecodeWeederConfig), weeder,
+	weeder := configtest.Weeder(t, base[0].Data["weeder.yaml"])
+	assert.Equal(t, configtest.Weeder(t, readFile(t, "../config/testdata/weeder-example.yaml")), weeder,
 		"the weeder config Gardener writes (config/testdata)")
 }
 
-func decodeFile[T any](t *testing.T, path string, decode func([]byte) (*T, field.ErrorList)) *T {
+// readFile returns the contents of the file at path.
+func readFile(t *testing.T, path string) string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	v, errs := decode(data)
-	require.Empty(t, errs, path)
-	return v
-}
-
-// decode decodes a config strictly for a test.
-func decode[T any](t *testing.T, data string, decodeConfig func([]byte) (*T, field.ErrorList)) *T {
-	t.Helper()
-	v, errs := decodeConfig([]byte(data))
-	require.Empty(t, errs)
-	return v
+	return string(data)
 }
 
 // deref returns *p, else *fallback, else the zero value.

@@ -35,7 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/config/configtest"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
 
@@ -200,8 +200,7 @@ func newCycleFixture(t *testing.T, nodes int) *cycleFixture {
 	registerMetrics()
 	clk := clocktesting.NewFakeClock(time.Now())
 	shoot, srv := newLyingShoot(t, clk, nodes)
-	cfg, errs := config.DecodeProberConfig([]byte(cycleConfig))
-	require.Empty(t, errs)
+	cfg := configtest.Prober(t, cycleConfig)
 	objs := []client.Object{&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: cfg.KubeConfigSecretName, Namespace: cycleNS},
 		Data: map[string][]byte{KubeconfigKey: kubeconfig(srv.URL, map[string]any{"token": "t"})}}}
 	for _, name := range cycleDependents {
@@ -580,11 +579,11 @@ func TestAFlowInTheOtherDirectionReplacesTheRunningOne(t *testing.T) {
 	dir, ok := f.flowStarted()
 	require.True(t, ok)
 	assert.Equal(t, scaler.Up, dir)
-	assert.True(t, f.m.Flows.Scheduled(cycleNS))
+	assert.True(t, f.m.Flows.scheduled(cycleNS))
 	f.m.stopFlow(cycleNS)
 	_, ok = f.flowStarted()
 	assert.False(t, ok)
-	assert.False(t, f.m.Flows.Scheduled(cycleNS))
+	assert.False(t, f.m.Flows.scheduled(cycleNS))
 }
 
 // blockingLimiter never hands out a token: a scale budget that is used up. It counts the requests

@@ -66,10 +66,10 @@ func (f *cycleFixture) holdEveryPartition(t *testing.T) (*leases.Member, *shardi
 	member := &leases.Member{Store: store, Group: "g", Name: "m", Incarnation: "i", LeaseDuration: 20 * time.Second,
 		RenewDeadline: 15 * time.Second, RetryPeriod: 2 * time.Second, Clock: f.clk}
 	require.NoError(t, member.Renew(context.Background(), f.clk.Now()))
-	coordinator := sharding.NewCoordinator(context.Background(), sharding.Config{Group: "g", Member: "m", Incarnation: "i",
+	coordinator := sharding.NewCoordinator(sharding.Config{Group: "g", Member: "m", Incarnation: "i",
 		Ring:          sharding.RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25},
-		LeaseDuration: 20 * time.Second, RetryPeriod: 2 * time.Second, WriteConcurrency: 1},
-		store, store, member, f.clk, logr.Discard())
+		LeaseDuration: 20 * time.Second, RetryPeriod: 2 * time.Second, WriteConcurrency: 1,
+		Store: store, Lister: store, Liveness: member, Clock: f.clk, Log: logr.Discard()})
 	_, err := coordinator.Reconcile(context.Background())
 	require.NoError(t, err)
 	require.Len(t, coordinator.Held(), 7)

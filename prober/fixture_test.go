@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -30,11 +29,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/config/configtest"
 	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
+	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 	"github.com/sharded-dwd/dependency-watchdog/test"
@@ -77,8 +77,7 @@ type replica struct {
 
 // startReplica runs a prober replica as member of a group whose leases live in leaseNS.
 func startReplica(t *testing.T, leaseNS, member string) *replica {
-	cfg, errs := config.DecodeProberConfig([]byte(proberConfig))
-	require.Empty(t, errs)
+	cfg := configtest.Prober(t, proberConfig)
 	scheme := runtime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	seedConfig := rest.CopyConfig(seed.Config)
@@ -384,37 +383,9 @@ func (s *shootNS) awaitSeenRenewing() {
 	s.t.Helper()
 	last, seen := 0.0, 0
 	require.Eventually(s.t, func() bool {
-		if v := metricSum(s.t, "dwd_shoot_last_successful_probe_timestamp_seconds", map[string]string{"namespace": s.name}); v > last {
+		if v := metricstest.Sum(s.t, "dwd_shoot_last_successful_probe_timestamp_seconds", map[string]string{"namespace": s.name}); v > last {
 			last, seen = v, seen+1
 		}
 		return seen >= 3
 	}, 20*time.Second, 50*time.Millisecond, "%s probed successfully three times", s.name)
-}
-
-// metricSum adds up the samples of a counter or gauge whose labels include want.
-func metricSum(t *testing.T, name string, want map[string]string) float64 {
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	sum := 0.0
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if hasLabels(m.GetLabel(), want) {
-				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return sum
-}
-
-func hasLabels(labels []*dto.LabelPair, want map[string]string) bool {
-	matched := 0
-	for _, l := range labels {
-		if v, ok := want[l.GetName()]; ok && v == l.GetValue() {
-			matched++
-		}
-	}
-	return matched == len(want)
 }

@@ -14,6 +14,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/config/configtest"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
@@ -25,8 +26,7 @@ import (
 func TestSetupRegistersEveryInformerAProbeReads(t *testing.T) {
 	seed.Require(t)
 	s := newShoot(t, 3)
-	cfg, errs := config.DecodeProberConfig([]byte(proberConfig))
-	require.Empty(t, errs)
+	cfg := configtest.Prober(t, proberConfig)
 	scheme := runtime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
 	mgr, err := ctrl.NewManager(seed.Config, manager.Options{

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
@@ -167,7 +168,7 @@ func TestBrokenKubeconfigIsReported(t *testing.T) {
 	seed.Require(t)
 	s := newShoot(t, 2)
 	s.setSecret([]byte("this is not a kubeconfig"))
-	reported := metricSum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "kubeconfig"})
+	reported := metricstest.Sum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "kubeconfig"})
 	startReplica(t, seed.Namespace(t), "dwd-0")
 	require.Eventually(t, func() bool {
 		events := &corev1.EventList{}
@@ -180,7 +181,7 @@ func TestBrokenKubeconfigIsReported(t *testing.T) {
 		}
 		return false
 	}, 20*time.Second, 100*time.Millisecond, "an Event on the Secret says what is wrong")
-	assert.Equal(t, reported+1, metricSum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "kubeconfig"}),
+	assert.Equal(t, reported+1, metricstest.Sum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "kubeconfig"}),
 		"counted once, not on every probe")
 }
 
@@ -190,7 +191,7 @@ func TestMalformedShootAffectsOnlyItsCluster(t *testing.T) {
 	broken.updateShoot(shootJSON(func(shoot map[string]any) {
 		shoot["spec"].(map[string]any)["hibernation"] = map[string]any{"enabled": "not a boolean"}
 	}))
-	reported := metricSum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "cluster"})
+	reported := metricstest.Sum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "cluster"})
 	r := startReplica(t, seed.Namespace(t), "dwd-0")
 	require.Eventually(t, func() bool { return r.prober.Probing(healthy.name) }, 20*time.Second, 50*time.Millisecond)
 	require.Eventually(t, func() bool {
@@ -205,7 +206,7 @@ func TestMalformedShootAffectsOnlyItsCluster(t *testing.T) {
 		return false
 	}, 20*time.Second, 100*time.Millisecond, "an Event on the Cluster names the bad field")
 	assert.False(t, r.prober.Probing(broken.name))
-	assert.Equal(t, reported+1, metricSum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "cluster"}))
+	assert.Equal(t, reported+1, metricstest.Sum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "cluster"}))
 
 	healthy.awaitSeenRenewing()
 	healthy.renewLeases(2, time.Now().Add(-expired))
@@ -294,9 +295,9 @@ func TestHealthyProbesMakeNoSeedRequests(t *testing.T) {
 		}
 		return true
 	}, 20*time.Second, 50*time.Millisecond)
-	healthy := func() float64 { return metricSum(t, "dwd_probes_total", map[string]string{"result": "healthy"}) }
+	healthy := func() float64 { return metricstest.Sum(t, "dwd_probes_total", map[string]string{"result": "healthy"}) }
 	seedRequests := func() float64 {
-		return metricSum(t, "dwd_api_requests_total", map[string]string{"api": "seed", "client": "dwd-0-" + leaseNS})
+		return metricstest.Sum(t, "dwd_api_requests_total", map[string]string{"api": "seed", "client": "dwd-0-" + leaseNS})
 	}
 	start := healthy()
 	require.Eventually(t, func() bool { return healthy() >= start+3 }, 20*time.Second, 50*time.Millisecond, "steady state")

@@ -366,8 +366,8 @@ func (m *Manager) endProbe(ns string) {
 	m.Log.V(1).Info("Stopped probe", "namespace", ns)
 }
 
-// Probing reports whether a probe of ns is running here.
-func (m *Manager) Probing(ns string) bool {
+// probing reports whether a probe of ns is running here.
+func (m *Manager) probing(ns string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, ok := m.probes[ns]

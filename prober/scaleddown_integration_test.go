@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
 
@@ -37,7 +36,7 @@ func TestScaledDownShootStaysExportedWithoutAProbe(t *testing.T) {
 	require.Eventually(t, func() bool { return scaledDownValue(t, s.name) == "1" }, 10*time.Second, 50*time.Millisecond,
 		"a marked shoot is exported at 1 though no probe runs")
 	assert.False(t, r.prober.Probing(s.name))
-	assert.Equal(t, float64(scaledDownCount(t)), metricSum(t, "dwd_shoots_scaled_down", nil),
+	assert.Equal(t, float64(scaledDownCount(t)), metricstest.Sum(t, "dwd_shoots_scaled_down", nil),
 		"the count is the number of shoots exported at 1")
 
 	s.markMeltdown("machine-controller-manager", false)
@@ -64,10 +63,8 @@ func (s *shootNS) markMeltdown(name string, marked bool) {
 
 // scaledDownValue is the value of dwd_shoot_scaled_down{namespace=ns}, "" when there is none.
 func scaledDownValue(t *testing.T, ns string) string {
-	for _, m := range seriesOf(t, "dwd_shoot_scaled_down") {
-		if hasLabels(m.GetLabel(), map[string]string{"namespace": ns}) {
-			return strconv.FormatFloat(m.GetGauge().GetValue(), 'g', -1, 64)
-		}
+	for _, m := range metricstest.Gathered(t, "dwd_shoot_scaled_down", map[string]string{"namespace": ns}) {
+		return strconv.FormatFloat(m.GetGauge().GetValue(), 'g', -1, 64)
 	}
 	return ""
 }
@@ -75,22 +72,10 @@ func scaledDownValue(t *testing.T, ns string) string {
 // scaledDownCount is the number of dwd_shoot_scaled_down series at 1.
 func scaledDownCount(t *testing.T) int {
 	n := 0
-	for _, m := range seriesOf(t, "dwd_shoot_scaled_down") {
+	for _, m := range metricstest.Gathered(t, "dwd_shoot_scaled_down", nil) {
 		if m.GetGauge().GetValue() == 1 {
 			n++
 		}
 	}
 	return n
-}
-
-// seriesOf returns the series of a metric in the registry.
-func seriesOf(t *testing.T, name string) []*dto.Metric {
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() == name {
-			return f.GetMetric()
-		}
-	}
-	return nil
 }

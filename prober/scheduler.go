@@ -90,8 +90,8 @@ func (s *Scheduler) Schedule(key string, at time.Time, job Job) {
 	s.signal()
 }
 
-// Scheduled reports whether key is scheduled.
-func (s *Scheduler) Scheduled(key string) bool {
+// scheduled reports whether key is scheduled.
+func (s *Scheduler) scheduled(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	_, ok := s.tasks[key]

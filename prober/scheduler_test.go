@@ -91,7 +91,7 @@ func TestSchedulerRemoveCancelsAndWaits(t *testing.T) {
 	<-started
 	s.Remove("a")
 	assert.True(t, ended.Load(), "Remove returns only after the run in flight has ended")
-	assert.False(t, s.Scheduled("a"))
+	assert.False(t, s.scheduled("a"))
 	s.Remove("a") // removing twice is harmless
 }
 
@@ -192,7 +192,7 @@ func TestSchedulerEndsATaskWhoseJobIsDone(t *testing.T) {
 	})
 	require.Eventually(t, func() bool { return runs.Load() == 1 }, 5*time.Second, time.Millisecond)
 	stepWhenWaiting(t, clk, time.Second)
-	require.Eventually(t, func() bool { return !s.Scheduled("flow") }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !s.scheduled("flow") }, 5*time.Second, time.Millisecond)
 	clk.Step(time.Hour)
 	s.Remove("flow") // nothing to wait for
 	assert.Equal(t, int32(2), runs.Load())

@@ -93,8 +93,8 @@ func (r *Replica) addRoleMember(ctx context.Context, gated manager.Manager, role
 	if auditLog != nil {
 		opts.Audit = auditLog
 	}
+	opts.Namespaces = shootNamespaces(gated.GetCache(), role == RoleProber)
 	runner := sharding.NewRunner(opts)
-	runner.Coordinator().SetNamespaces(shootNamespaces(gated.GetCache(), role == RoleProber))
 	if err := r.mgr.Add(runner); err != nil {
 		return err
 	}

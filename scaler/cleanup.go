@@ -6,21 +6,9 @@ import (
 	"fmt"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/sharded-dwd/dependency-watchdog/config"
 )
 
-// NeedsCleanup tells from the cache whether a resource above 0 replicas carries a lone replicas
-// annotation: what the original dependency-watchdog leaves after every scale-up, so that after a
-// cut-over from it a shoot it once scaled down needs a cleanup, not a scale-up flow. Ignored resources
-// do not count.
-func (s *Scaler) NeedsCleanup(ctx context.Context, namespace string) (bool, error) {
-	return s.anyCached(ctx, namespace, func(_ config.DependentResourceInfo, obj client.Object) bool {
-		return obj != nil && leftover(specReplicas(obj), obj.GetAnnotations())
-	})
-}
-
-// Cleanup removes such leftover annotations, one precondition-guarded patch per resource, through the
+// Cleanup removes the leftover replicas annotations (Needs.Cleanup), one precondition-guarded patch per resource, through the
 // Limiter and the Guard; no delays, no Events beyond a log line. A write the Guard refuses ends it,
 // with an error wrapping ErrRefused. Each patch is bounded by the resource's scale-up timeout. A
 // resource that changed since the cache read fails with Conflict and is left for the next

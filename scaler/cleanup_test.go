@@ -56,9 +56,6 @@ func TestCleanup(t *testing.T) {
 			tokens := &tokenCounter{}
 			f.scaler.Limiter = tokens
 
-			needs, err := f.scaler.NeedsCleanup(context.Background(), f.ns)
-			require.NoError(t, err)
-			assert.Equal(t, tt.needs, needs, "NeedsCleanup")
 			up, err := f.scaler.NeedsScaling(context.Background(), f.ns, scaler.Up)
 			require.NoError(t, err)
 			assert.Equal(t, tt.needsUp, up, "NeedsScaling(Up)")

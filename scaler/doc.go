@@ -111,7 +111,7 @@
 //
 // The original removes only the meltdown marker after a scale-up, leaving a lone ReplicasAnnotation on
 // every resource it ever scaled. Such a leftover does not make NeedsScaling report a scale-up; instead
-// NeedsCleanup reports it and Cleanup removes it, one precondition-guarded patch per resource through
-// the Limiter, with no delays and no Events. NeedsOf answers both, reading each resource once: what a
-// healthy probe asks every cycle.
+// NeedsOf reports it (Needs.Cleanup) and Cleanup removes it, one precondition-guarded patch per
+// resource through the Limiter, with no delays and no Events. NeedsOf answers both, reading each
+// resource once: what a healthy probe asks every cycle.
 package scaler

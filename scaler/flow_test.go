@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
 
@@ -186,7 +187,7 @@ func TestLimiterWaitIsNotATimeout(t *testing.T) {
 		tokens := newGate()
 		f.scaler.Limiter = tokens
 		f.create(t, kcm, 2, nil)
-		failed := metricValue(t, opsMetric, ops(scaler.Down, "failed"))
+		failed := metricstest.Sum(t, opsMetric, ops(scaler.Down, "failed"))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- f.scaler.Scale(ctx, f.ns, scaler.Down, meltdown) }()
@@ -198,7 +199,7 @@ func TestLimiterWaitIsNotATimeout(t *testing.T) {
 		require.ErrorIs(t, <-done, context.Canceled)
 		assert.Empty(t, f.journal.done())
 		assert.Empty(t, f.recorded())
-		assert.Equal(t, failed, metricValue(t, opsMetric, ops(scaler.Down, "failed")))
+		assert.Equal(t, failed, metricstest.Sum(t, opsMetric, ops(scaler.Down, "failed")))
 	})
 }
 

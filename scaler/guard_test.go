@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
@@ -56,7 +57,7 @@ func TestGuardedWritesAreNeverSentWhenRefused(t *testing.T) {
 				f.create(t, name, n, nil)
 			}
 			f.scaler.Guard = tt.guard.guard
-			failed := metricValue(t, opsMetric, ops(scaler.Down, "failed"))
+			failed := metricstest.Sum(t, opsMetric, ops(scaler.Down, "failed"))
 
 			err := f.scaler.Scale(context.Background(), f.ns, scaler.Down, meltdown)
 
@@ -68,7 +69,7 @@ func TestGuardedWritesAreNeverSentWhenRefused(t *testing.T) {
 			}
 			assert.Equal(t, 2, tt.guard.calls, "one check per resource of the first level, no retries; the flow ends there")
 			assert.Empty(t, f.recorded(), "a refusal is no failure: no Events")
-			assert.Equal(t, failed, metricValue(t, opsMetric, ops(scaler.Down, "failed")), "nor a failure counted")
+			assert.Equal(t, failed, metricstest.Sum(t, opsMetric, ops(scaler.Down, "failed")), "nor a failure counted")
 		})
 	}
 }

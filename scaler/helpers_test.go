@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
@@ -312,44 +310,4 @@ func index(t *testing.T, writes []write, name string) int {
 	i := slices.IndexFunc(writes, func(w write) bool { return w.name == name })
 	require.GreaterOrEqual(t, i, 0, "no write of %s in %v", name, writes)
 	return i
-}
-
-// metricValue returns the sum of a counter's values, or of a histogram's sample counts, over the series
-// in the controller-runtime registry that carry the given labels (and any others); 0 when none has a
-// sample yet.
-func metricValue(t *testing.T, name string, labels map[string]string) float64 {
-	t.Helper()
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	total := 0.0
-	for _, fam := range families {
-		if fam.GetName() != name {
-			continue
-		}
-		for _, m := range fam.GetMetric() {
-			if !hasLabels(m.GetLabel(), labels) {
-				continue
-			}
-			if h := m.GetHistogram(); h != nil {
-				total += float64(h.GetSampleCount())
-				continue
-			}
-			total += m.GetCounter().GetValue()
-		}
-	}
-	return total
-}
-
-// hasLabels tells whether pairs hold every one of labels.
-func hasLabels(pairs []*dto.LabelPair, labels map[string]string) bool {
-	got := map[string]string{}
-	for _, l := range pairs {
-		got[l.GetName()] = l.GetValue()
-	}
-	for k, v := range labels {
-		if got[k] != v {
-			return false
-		}
-	}
-	return true
 }

@@ -15,7 +15,7 @@ import (
 //   - Down: a resource that is not ignored has replicas above 0;
 //   - Up: a resource that is not ignored has 0 replicas (the original's rule), or still carries the
 //     meltdown annotation (a flow cut short, or a manual scale-up while scaled down); a lone replicas
-//     annotation on a running resource does not count, see NeedsCleanup;
+//     annotation on a running resource does not count, see Needs.Cleanup;
 //   - either: an ignored resource still carries the meltdown annotation, which a flow removes;
 //   - either: a required resource is missing, so that the flow runs and reports the failure.
 //
@@ -27,12 +27,15 @@ func (s *Scaler) NeedsScaling(ctx context.Context, namespace string, dir Directi
 }
 
 // Needs is what a namespace needs in one direction, from one read of each resource: Scaling as
-// NeedsScaling reports it, Cleanup as NeedsCleanup does (for Up only).
+// NeedsScaling reports it; Cleanup (for Up only) whether a resource above 0 replicas carries a lone
+// replicas annotation: what the original dependency-watchdog leaves after every scale-up, so that
+// after a cut-over from it a shoot it once scaled down needs a cleanup, not a scale-up flow. Ignored
+// resources do not count.
 type Needs struct {
 	Scaling, Cleanup bool
 }
 
-// NeedsOf reports NeedsScaling and, for Up, NeedsCleanup, reading each resource once.
+// NeedsOf reports NeedsScaling and, for Up, Needs.Cleanup, reading each resource once.
 func (s *Scaler) NeedsOf(ctx context.Context, namespace string, dir Direction) (Needs, error) {
 	var n Needs
 	_, err := s.anyCached(ctx, namespace, func(info config.DependentResourceInfo, obj client.Object) bool {

@@ -4,10 +4,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/config/configtest"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
 
@@ -41,9 +41,7 @@ const (
 // upstreamInfos returns the dependent resources of upstreamConfig, loaded like the binary loads them.
 func upstreamInfos(t testing.TB) []config.DependentResourceInfo {
 	t.Helper()
-	c, errs := config.DecodeProberConfig([]byte(upstreamConfig))
-	require.Empty(t, errs)
-	return c.DependentResourceInfos
+	return configtest.Prober(t, upstreamConfig).DependentResourceInfos
 }
 
 // levelInfo returns a Deployment entry with the given levels.

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
 
@@ -43,12 +44,12 @@ func TestScaleDownInLevelOrder(t *testing.T) {
 	for name, n := range before {
 		f.create(t, name, n, map[string]string{"other": "kept"})
 	}
-	success := metricValue(t, opsMetric, ops(scaler.Down, "success"))
+	success := metricstest.Sum(t, opsMetric, ops(scaler.Down, "success"))
 	perResource := map[string]float64{}
 	for name := range before {
-		perResource[name] = metricValue(t, opsMetric, map[string]string{"direction": "down", "resource": name, "result": "success"})
+		perResource[name] = metricstest.Sum(t, opsMetric, map[string]string{"direction": "down", "resource": name, "result": "success"})
 	}
-	flows := metricValue(t, durationMetric, map[string]string{"direction": "down"})
+	flows := metricstest.Sum(t, durationMetric, map[string]string{"direction": "down"})
 
 	require.NoError(t, f.scaler.Scale(context.Background(), f.ns, scaler.Down, meltdown))
 
@@ -67,11 +68,11 @@ func TestScaleDownInLevelOrder(t *testing.T) {
 		"Normal ScaledDown Scaled down from 2 to 0 replicas: node leases expired (expired fraction 0.75)",
 		"Normal ScaledDown Scaled down from 3 to 0 replicas: node leases expired (expired fraction 0.75)",
 	}, f.recorded())
-	assert.Equal(t, success+3, metricValue(t, opsMetric, ops(scaler.Down, "success")))
+	assert.Equal(t, success+3, metricstest.Sum(t, opsMetric, ops(scaler.Down, "success")))
 	for name := range before {
-		assert.Equal(t, perResource[name]+1, metricValue(t, opsMetric, map[string]string{"direction": "down", "resource": name, "result": "success"}), name)
+		assert.Equal(t, perResource[name]+1, metricstest.Sum(t, opsMetric, map[string]string{"direction": "down", "resource": name, "result": "success"}), name)
 	}
-	assert.Equal(t, flows+1, metricValue(t, durationMetric, map[string]string{"direction": "down"}))
+	assert.Equal(t, flows+1, metricstest.Sum(t, durationMetric, map[string]string{"direction": "down"}))
 }
 
 func TestScaleUpInLevelOrder(t *testing.T) {
@@ -165,7 +166,7 @@ func TestIgnoreScaling(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, only(withoutDelays(upstreamInfos(t)), mcm))
 			f.create(t, mcm, tt.replicas, tt.annotations)
-			skipped := metricValue(t, opsMetric, ops(tt.dir, "skipped"))
+			skipped := metricstest.Sum(t, opsMetric, ops(tt.dir, "skipped"))
 
 			require.NoError(t, f.scaler.Scale(context.Background(), f.ns, tt.dir, meltdown))
 
@@ -175,7 +176,7 @@ func TestIgnoreScaling(t *testing.T) {
 				want = []write{{op: opPatch, name: mcm, annotations: map[string]*string{scaler.MeltdownProtectionAnnotation: nil}}}
 			}
 			assert.Equal(t, want, f.journal.done(), "no replicas written")
-			assert.Equal(t, skipped+1, metricValue(t, opsMetric, ops(tt.dir, "skipped")))
+			assert.Equal(t, skipped+1, metricstest.Sum(t, opsMetric, ops(tt.dir, "skipped")))
 		})
 	}
 }
@@ -195,7 +196,7 @@ func TestMissingResources(t *testing.T) {
 		f := newFixture(t, upstreamInfos(t))
 		f.create(t, kcm, 1, nil)
 		f.create(t, ca, 2, nil)
-		failed := metricValue(t, opsMetric, ops(scaler.Down, "failed"))
+		failed := metricstest.Sum(t, opsMetric, ops(scaler.Down, "failed"))
 
 		err := f.scaler.Scale(context.Background(), f.ns, scaler.Down, meltdown)
 
@@ -207,7 +208,7 @@ func TestMissingResources(t *testing.T) {
 		assert.Equal(t, state{replicas: 1}, f.state(t, kcm), "higher level, untouched")
 		events := strings.Join(f.recorded(), "\n")
 		assert.Contains(t, events, "Warning ScaleFailed Scale-down failed: required resource missing")
-		assert.Equal(t, failed+1, metricValue(t, opsMetric, ops(scaler.Down, "failed")))
+		assert.Equal(t, failed+1, metricstest.Sum(t, opsMetric, ops(scaler.Down, "failed")))
 	})
 }
 

@@ -57,10 +57,10 @@ func TestCoordinatorAuditsAcquireBeforeWorkAndReleaseAfter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := leasestest.NewStore()
 			trail := &auditTrail{}
-			c := NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i",
+			c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
 				Ring: RingConfig{PartitionCount: 1, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-				RetryPeriod: 2 * time.Second, WriteConcurrency: 1, Audit: trail}, store, store, &switchLiveness{},
-				clocktesting.NewFakeClock(time.Now()), logr.Discard(), trailHandler{trail})
+				RetryPeriod: 2 * time.Second, WriteConcurrency: 1, Audit: trail,
+				Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clocktesting.NewFakeClock(time.Now()), Log: logr.Discard(), Handlers: []PartitionHandler{trailHandler{trail}}})
 			_, err := c.Reconcile(context.Background())
 			require.NoError(t, err)
 			tt.stop(c)

@@ -48,7 +48,8 @@ type Liveness interface {
 	ContinuousSince() time.Time
 }
 
-// Config is what a Coordinator needs to know about its group.
+// Config is what a Coordinator needs to know about its group, and its dependencies. NewCoordinator
+// defaults Clock, Log and WorkContext on a copy when they are left nil.
 type Config struct {
 	Group       string
 	Member      string
@@ -78,6 +79,25 @@ type Config struct {
 	// its grace (StatefulSetPod.WontReturn); if so, the partitions reserved for it are taken over at
 	// once instead of at the end of the grace (returns.go).
 	WontReturn func(ctx context.Context, member string) (bool, error)
+
+	// Store is where the partition leases are read and written by compare-and-swap.
+	Store leases.Store
+	// Lister lists the group's Leases from the replica's cache.
+	Lister Lister
+	// Liveness is this replica's member lease (leases.Member), which fences its work.
+	Liveness Liveness
+	// Handlers run the work of the partitions this member holds; AddHandler adds more before the
+	// first reconcile.
+	Handlers []PartitionHandler
+	// Namespaces, when set, lists the shoot namespaces known to the replica, for the shoots-owned
+	// metric; it must answer from a cache and give up when its context ends.
+	Namespaces func(ctx context.Context) []string
+	// Clock defaults to the real clock.
+	Clock clock.PassiveClock
+	// Log defaults to a logger that discards.
+	Log logr.Logger
+	// WorkContext is the parent of every partition's work context; defaults to context.Background().
+	WorkContext context.Context
 }
 
 // Coordinator runs this replica's side of the sharding protocol (docs/sharding.md): it decides from
@@ -196,18 +216,27 @@ type heldPartition struct {
 	cancel  context.CancelFunc
 }
 
-// NewCoordinator returns a Coordinator; workCtx is the parent of every partition's work context.
-func NewCoordinator(workCtx context.Context, cfg Config, store leases.Store, lister Lister, liveness Liveness,
-	clk clock.PassiveClock, log logr.Logger, handlers ...PartitionHandler) *Coordinator {
+// NewCoordinator returns the Coordinator of cfg.
+func NewCoordinator(cfg Config) *Coordinator {
 	if cfg.WriteConcurrency < 1 {
 		cfg.WriteConcurrency = 1
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Log.GetSink() == nil {
+		cfg.Log = logr.Discard()
+	}
+	if cfg.WorkContext == nil {
+		cfg.WorkContext = context.Background()
 	}
 	m := newMemberMetrics(cfg.Group, cfg.Member)
 	m.setSettings(cfg.Ring.PartitionCount, cfg.Settings)
 	return &Coordinator{
-		cfg: cfg, store: store, lister: lister, liveness: liveness, clock: clk, log: log, handlers: handlers,
+		cfg: cfg, store: cfg.Store, lister: cfg.Lister, liveness: cfg.Liveness, clock: cfg.Clock, log: cfg.Log,
+		handlers: cfg.Handlers, namespaces: cfg.Namespaces,
 		metrics:      m,
-		workCtx:      workCtx,
+		workCtx:      cfg.WorkContext,
 		observer:     leases.NewObserver(cfg.LeaseDuration),
 		partitions:   make([]sync.Mutex, cfg.Ring.PartitionCount),
 		held:         map[int]*heldPartition{},
@@ -221,12 +250,6 @@ func NewCoordinator(workCtx context.Context, cfg Config, store leases.Store, lis
 // AddHandler adds a handler of the partitions' work. Call it before the first reconcile.
 func (c *Coordinator) AddHandler(h PartitionHandler) {
 	c.handlers = append(c.handlers, h)
-}
-
-// SetNamespaces gives the Coordinator the list of shoot namespaces to count for the shoots-owned
-// metric; list must answer from a cache and give up when ctx ends. Call it before the first reconcile.
-func (c *Coordinator) SetNamespaces(list func(ctx context.Context) []string) {
-	c.namespaces = list
 }
 
 // Partition returns the partition of namespace.

@@ -92,10 +92,10 @@ func TestNoWorkStartsOnAReplySentBeforeAFence(t *testing.T) {
 		}
 	}}
 	started := 0
-	c = NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i",
+	c = NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
 		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-		RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store.Store, liveness,
-		clocktesting.NewFakeClock(time.Now()), logr.Discard(), countingHandler{&started})
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 1,
+		Store: store, Lister: store.Store, Liveness: liveness, Clock: clocktesting.NewFakeClock(time.Now()), Log: logr.Discard(), Handlers: []PartitionHandler{countingHandler{&started}}})
 
 	_, err := c.Reconcile(context.Background())
 	require.NoError(t, err)
@@ -117,10 +117,10 @@ func TestLeavingReplicaOwnsNothingWhileItsPartitionsStop(t *testing.T) {
 	store := leasestest.NewStore()
 	var c *Coordinator
 	handler := &ownershipProbe{owns: func(ns string) bool { return c.Owns(ns) }, held: func(p int) bool { return c.Holds(p) }, partition: func(ns string) int { return c.Partition(ns) }}
-	c = NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i",
+	c = NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
 		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-		RetryPeriod: 2 * time.Second, WriteConcurrency: 4}, store, store, &switchLiveness{},
-		clocktesting.NewFakeClock(time.Now()), logr.Discard(), handler)
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 4,
+		Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clocktesting.NewFakeClock(time.Now()), Log: logr.Discard(), Handlers: []PartitionHandler{handler}})
 	_, err := c.Reconcile(context.Background())
 	require.NoError(t, err)
 	require.Len(t, c.Held(), 7)
@@ -163,13 +163,14 @@ func (h *ownershipProbe) Released(int) {
 }
 
 func TestShootsOwnedIsRecountedOnlyWhenHeldPartitionsChangeOrPeriodically(t *testing.T) {
+	lists := 0
 	store := leasestest.NewStore()
 	clk := clocktesting.NewFakeClock(time.Now())
-	c := NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i",
+	c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
 		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-		RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store, &switchLiveness{}, clk, logr.Discard())
-	lists := 0
-	c.SetNamespaces(func(context.Context) []string { lists++; return []string{"ns-0", "ns-1", "ns-2"} })
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 1,
+		Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard(),
+		Namespaces: func(context.Context) []string { lists++; return []string{"ns-0", "ns-1", "ns-2"} }})
 	reconcile := func() {
 		t.Helper()
 		_, err := c.Reconcile(context.Background())
@@ -216,10 +217,10 @@ func TestLeaveWritesNoPartitionLeaseForAdvisoryStateAlone(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := leasestest.NewStore()
-			c := NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i",
+			c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
 				Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-				RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store, &switchLiveness{},
-				clocktesting.NewFakeClock(time.Now()), logr.Discard(), tc.handlers...)
+				RetryPeriod: 2 * time.Second, WriteConcurrency: 1,
+				Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clocktesting.NewFakeClock(time.Now()), Log: logr.Discard(), Handlers: tc.handlers})
 			_, err := c.Reconcile(context.Background())
 			require.NoError(t, err)
 			require.Len(t, c.Held(), 7)
@@ -249,10 +250,10 @@ func TestALeaveHandsOverTheStateOfPartitionsAFenceStopped(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store := leasestest.NewStore()
-			c := NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i",
+			c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
 				Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-				RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store, &switchLiveness{},
-				clocktesting.NewFakeClock(time.Now()), logr.Discard(), stateHandler{key})
+				RetryPeriod: 2 * time.Second, WriteConcurrency: 1,
+				Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clocktesting.NewFakeClock(time.Now()), Log: logr.Discard(), Handlers: []PartitionHandler{stateHandler{key}}})
 			_, err := c.Reconcile(context.Background())
 			require.NoError(t, err)
 			require.Len(t, c.Held(), 7)
@@ -278,10 +279,10 @@ func TestALeaveHandsOverTheStateOfPartitionsAFenceStopped(t *testing.T) {
 // precondition (docs/sharding.md, "Release to nobody").
 func TestAReleaseIsNotSentAgainOnTheCopyItReplaced(t *testing.T) {
 	store := leasestest.NewStore()
-	c := NewCoordinator(context.Background(), Config{Group: "p3", Member: "m", Incarnation: "i",
+	c := NewCoordinator(Config{Group: "p3", Member: "m", Incarnation: "i",
 		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-		RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store, &switchLiveness{},
-		clocktesting.NewFakeClock(time.Now()), logr.Discard())
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 1,
+		Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clocktesting.NewFakeClock(time.Now()), Log: logr.Discard()})
 	_, err := c.Reconcile(context.Background())
 	require.NoError(t, err)
 	stale, err := store.Get(context.Background(), leases.PartitionLeaseName("p3", 3))
@@ -318,10 +319,10 @@ func TestAFencedPartitionResumesWithoutAWriteOnlyWhenTheMemberLeaseWasHeldContin
 			clk := clocktesting.NewFakeClock(time.Now())
 			liveness := &switchLiveness{}
 			var takeovers []Takeover
-			c := NewCoordinator(ctx, Config{Group: "g", Member: "m", Incarnation: "i",
+			c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
 				Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-				RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store, liveness, clk, logr.Discard(),
-				recordingHandler{&takeovers})
+				RetryPeriod: 2 * time.Second, WriteConcurrency: 1,
+				WorkContext: ctx, Store: store, Lister: store, Liveness: liveness, Clock: clk, Log: logr.Discard(), Handlers: []PartitionHandler{recordingHandler{&takeovers}}})
 			own := &leases.Member{Store: store, Group: "g", Name: "m", Incarnation: "i", LeaseDuration: 15 * time.Second,
 				RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second, Clock: clk}
 			require.NoError(t, own.Renew(ctx, clk.Now()), "the member lease, for the cache to show")

@@ -117,9 +117,9 @@ func TestFenceIsAWarningEventOnTheMember(t *testing.T) {
 		MemberLeaseDuration: safetyLease, MemberRenewDeadline: safetyRenew, MemberRetryPeriod: safetyRetry}
 	clk := clocktesting.NewFakeClock(safetyT0)
 	store := leasestest.NewStore()
-	c := NewCoordinator(context.Background(), Config{Group: settings.GroupName, Member: "m", Incarnation: "i",
-		Ring: safetyRing(7), LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 1},
-		store, store, &switchLiveness{}, clk, logr.Discard())
+	c := NewCoordinator(Config{Group: settings.GroupName, Member: "m", Incarnation: "i",
+		Ring: safetyRing(7), LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 1,
+		Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()})
 	_, err := c.Reconcile(context.Background())
 	require.NoError(t, err)
 	require.Len(t, c.Held(), 7)

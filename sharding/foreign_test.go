@@ -63,9 +63,10 @@ func foreignCoordinatorWithEvents(t *testing.T, store *leasestest.Store, foreign
 	event func(eventType, reason, action, message string)) *Coordinator {
 	t.Helper()
 	ring := RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}
-	return NewCoordinator(context.Background(), Config{Group: "g", Member: "m", Incarnation: "i", Ring: ring,
+	return NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i", Ring: ring,
 		LeaseDuration: 15 * time.Second, RetryPeriod: 2 * time.Second, WriteConcurrency: 4,
-		Settings: Settings(ring, []string{"prober"}), Foreign: foreign, Event: event}, store, store, &switchLiveness{}, clk, logr.Discard())
+		Settings: Settings(ring, []string{"prober"}), Foreign: foreign, Event: event,
+		Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()})
 }
 
 func reconcile(t *testing.T, c *Coordinator) {

@@ -41,8 +41,9 @@ func TestUnheldPartitions(t *testing.T) {
 
 func TestSettingsMetrics(t *testing.T) {
 	ring := RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}
-	NewCoordinator(context.Background(), Config{Group: "settings-g", Member: "m", Ring: ring,
-		Settings: Settings(ring, []string{"weeder", "prober"})}, nil, nil, nil, clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	NewCoordinator(Config{Group: "settings-g", Member: "m", Ring: ring,
+		Settings: Settings(ring, []string{"weeder", "prober"}),
+		Clock:    clocktesting.NewFakeClock(time.Now()), Log: logr.Discard()})
 
 	assert.InDelta(t, 7, testutil.ToFloat64(partitions.WithLabelValues("settings-g", "m")), 0)
 	assert.InDelta(t, 1, testutil.ToFloat64(settingsInfo.WithLabelValues("settings-g", "m", "7", "10", "1.25", PartitionFunction, "prober+weeder")), 0,
@@ -55,9 +56,10 @@ func TestReconcileCountsUnheldPartitions(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	_, err := leases.Acquire(ctx, store, "unheld-g", 7, 3, nil, "other", "inc", clk.Now())
 	require.NoError(t, err)
-	c := NewCoordinator(ctx, Config{Group: "unheld-g", Member: "m", Incarnation: "i",
+	c := NewCoordinator(Config{Group: "unheld-g", Member: "m", Incarnation: "i",
 		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-		RetryPeriod: 2 * time.Second, WriteConcurrency: 1}, store, store, &switchLiveness{}, clk, logr.Discard())
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 1,
+		WorkContext: ctx, Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()})
 	unheld := func() float64 {
 		t.Helper()
 		_, err := c.Reconcile(ctx)
@@ -75,8 +77,7 @@ func TestReconcileCountsUnheldPartitions(t *testing.T) {
 }
 
 func TestRunnerExportsTheLastRenewal(t *testing.T) {
-	c := NewCoordinator(context.Background(), Config{Group: "renew-g", Member: "m"}, nil, nil, nil,
-		clocktesting.NewFakeClock(time.Now()), logr.Discard())
+	c := NewCoordinator(Config{Group: "renew-g", Member: "m", Clock: clocktesting.NewFakeClock(time.Now()), Log: logr.Discard()})
 	r := &Runner{coordinator: c}
 	at := time.Date(2026, 11, 23, 0, 0, 1, 500_000_000, time.UTC)
 

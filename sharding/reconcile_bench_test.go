@@ -76,9 +76,9 @@ func settledBenchGroup(b *testing.B, size int) benchGroup {
 	for i := 1; i < size; i++ {
 		g.others = append(g.others, newMember(fmt.Sprintf("m-%d", i)))
 	}
-	g.coord = NewCoordinator(g.ctx, Config{Group: "bench", Member: "m-0", Incarnation: "m-0/1", Ring: ring,
-		LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 4, Settings: settings},
-		store, g.view, member, g.clk, logr.Discard())
+	g.coord = NewCoordinator(Config{Group: "bench", Member: "m-0", Incarnation: "m-0/1", Ring: ring,
+		LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 4, Settings: settings,
+		WorkContext: g.ctx, Store: store, Lister: g.view, Liveness: member, Clock: g.clk, Log: logr.Discard()})
 	member.MayJoin = g.coord.MayJoin
 	hooks := leases.Hooks{OnFence: g.coord.Fence, OnRenewFailure: func(error) {}}
 	for range 10 {

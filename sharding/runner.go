@@ -43,6 +43,7 @@ type Runner struct {
 	clock       clock.Clock
 	member      *leases.Member
 	coordinator *Coordinator
+	caches      *leaseCaches
 	workCancel  context.CancelFunc
 	synced      atomic.Bool // the Lease cache has synced
 	// reconciling is when the reconcile in progress began (UnixNano), 0 between reconciles.
@@ -70,6 +71,9 @@ type RunnerOptions struct {
 	Incarnation string
 	// Handlers run the work of the partitions this member holds.
 	Handlers []PartitionHandler
+	// Namespaces, when set, lists the shoot namespaces known to the replica from a cache, for the
+	// shoots-owned metric (Config.Namespaces).
+	Namespaces func(ctx context.Context) []string
 	// Log defaults to a logger that discards.
 	Log logr.Logger
 	// Clock is the time of the member lease, the coordinator and the loops; defaults to the real clock.
@@ -128,15 +132,19 @@ func NewRunner(opts RunnerOptions) *Runner {
 	if opts.Audit != nil {
 		member.Audit = opts.Audit
 	}
-	r := &Runner{opts: opts, settings: settings, client: opts.Client, log: opts.Log, clock: opts.Clock, member: member}
+	r := &Runner{opts: opts, settings: settings, client: opts.Client, log: opts.Log, clock: opts.Clock, member: member,
+		caches: newLeaseCaches(opts.Client, settings)}
 	workCtx, cancel := context.WithCancel(context.Background())
 	r.workCancel = cancel
 	store := leases.APIStore{Leases: opts.Client.CoordinationV1().Leases(settings.Namespace)}
-	r.coordinator = NewCoordinator(workCtx, Config{
+	r.coordinator = NewCoordinator(Config{
 		Group: settings.GroupName, Member: settings.MemberName, Incarnation: incarnation, Ring: ring,
 		LeaseDuration: settings.MemberLeaseDuration, RetryPeriod: settings.MemberRetryPeriod, WriteConcurrency: 16,
 		Settings: member.Settings, Event: r.event, Audit: opts.Audit, WontReturn: opts.WontReturn,
-	}, store, nil, member, opts.Clock, opts.Log, opts.Handlers...)
+		Foreign: r.caches.foreign, Leaders: r.caches.leaders,
+		WorkContext: workCtx, Store: store, Lister: r.caches.group, Liveness: member, Clock: opts.Clock, Log: opts.Log, Handlers: opts.Handlers, Namespaces: opts.Namespaces,
+	})
+	member.MayJoin = r.coordinator.MayJoin
 	return r
 }
 
@@ -224,15 +232,10 @@ func (r *Runner) Start(ctx context.Context) error {
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, r.settings.MemberRetryPeriod),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "sharding"})
 	events := &throttle{clock: r.clock, interval: reconcileThrottle}
-	caches, err := r.startCache(ctx, func() { events.add(queue, r.settings.GroupName) })
-	if err != nil {
+	if err := r.caches.start(ctx, func() { events.add(queue, r.settings.GroupName) }); err != nil {
 		return err
 	}
-	r.coordinator.lister, r.coordinator.cfg.Foreign = caches.group, caches.foreign
-	if caches.leaders != nil {
-		r.coordinator.cfg.Leaders = caches.leaders
-	}
-	r.member.MayJoin = r.coordinator.MayJoin
+	r.synced.Store(true)
 	memberCtx, stopMember := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -247,63 +250,75 @@ func (r *Runner) Start(ctx context.Context) error {
 	return nil
 }
 
-// leaseCaches are the Lease caches of a member: its group's, the other groups' member leases, and the
-// leader leases of its roles (nil when it watches none).
-type leaseCaches struct{ group, foreign, leaders Lister }
+// leaseCaches are the Lease caches of a member: its group's, the other groups' member leases in the
+// shard namespace (few and small), and each leader lease of Sharding.LeaderLeases (one object each,
+// by name; leaders is nil when it watches none). NewRunner builds them, so that the coordinator and
+// the member get their listers at construction; Start starts them.
+type leaseCaches struct {
+	group, foreign leaseLister
+	leaders        Lister
+	factories      []informers.SharedInformerFactory
+	informers      []cache.SharedIndexInformer
+	// err is a selector that could not be built; Start returns it.
+	err error
+}
 
-// startCache starts the informers on the group's Leases, on the member leases of the other groups in
-// the shard namespace (few and small), and on each leader lease of Sharding.LeaderLeases (one object
-// each, by name), and waits for them to sync. A leader lease this member may not read keeps it from
-// syncing: it acts on nothing until it can tell whether the original's mode runs.
-func (r *Runner) startCache(ctx context.Context, trigger func()) (leaseCaches, error) {
-	ownGroup := k8slabels.Set{leases.GroupLabel: r.settings.GroupName}.AsSelector().String()
-	otherGroups, err := k8slabels.Parse(fmt.Sprintf("%s=%s,%s!=%s", leases.KindLabel, leases.KindMember, leases.GroupLabel, r.settings.GroupName))
+// newLeaseCaches builds the Lease caches of a member of settings s, read through client.
+func newLeaseCaches(client kubernetes.Interface, s config.Sharding) *leaseCaches {
+	c := &leaseCaches{}
+	ownGroup := k8slabels.Set{leases.GroupLabel: s.GroupName}.AsSelector().String()
+	otherGroups, err := k8slabels.Parse(fmt.Sprintf("%s=%s,%s!=%s", leases.KindLabel, leases.KindMember, leases.GroupLabel, s.GroupName))
 	if err != nil {
-		return leaseCaches{}, err
+		c.err = fmt.Errorf("selecting the other groups' member leases: %w", err)
+		return c
 	}
-	var synced []cache.InformerSynced
-	start := func(namespace string, tweak func(*metav1.ListOptions)) (leaseLister, error) {
-		factory := informers.NewSharedInformerFactoryWithOptions(r.client, 0,
+	add := func(namespace string, tweak func(*metav1.ListOptions)) leaseLister {
+		factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
 			informers.WithNamespace(namespace), informers.WithTweakListOptions(tweak))
 		informer := factory.Coordination().V1().Leases()
-		_, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		c.factories = append(c.factories, factory)
+		c.informers = append(c.informers, informer.Informer())
+		return leaseLister{informer.Lister().Leases(namespace)}
+	}
+	c.group = add(s.Namespace, func(o *metav1.ListOptions) { o.LabelSelector = ownGroup })
+	c.foreign = add(s.Namespace, func(o *metav1.ListOptions) { o.LabelSelector = otherGroups.String() })
+	var leaders multiLister
+	for _, name := range s.LeaderLeases {
+		byName := fields.OneTermEqualSelector("metadata.name", name).String()
+		leaders = append(leaders, add(s.LeaderNamespace, func(o *metav1.ListOptions) { o.FieldSelector = byName }))
+	}
+	if len(leaders) > 0 {
+		c.leaders = leaders
+	}
+	return c
+}
+
+// start calls trigger on every event of the caches, starts them and waits for them to sync. A leader
+// lease this member may not read keeps it from syncing: it acts on nothing until it can tell whether
+// the original's mode runs.
+func (c *leaseCaches) start(ctx context.Context, trigger func()) error {
+	if c.err != nil {
+		return c.err
+	}
+	synced := make([]cache.InformerSynced, 0, len(c.informers))
+	for _, informer := range c.informers {
+		_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { trigger() },
 			UpdateFunc: func(any, any) { trigger() },
 			DeleteFunc: func(any) { trigger() },
 		})
 		if err != nil {
-			return leaseLister{}, err
+			return err
 		}
+		synced = append(synced, informer.HasSynced)
+	}
+	for _, factory := range c.factories {
 		factory.Start(ctx.Done())
-		synced = append(synced, informer.Informer().HasSynced)
-		return leaseLister{informer.Lister().Leases(namespace)}, nil
-	}
-	var caches leaseCaches
-	var group, foreign leaseLister
-	if group, err = start(r.settings.Namespace, func(o *metav1.ListOptions) { o.LabelSelector = ownGroup }); err != nil {
-		return leaseCaches{}, err
-	}
-	if foreign, err = start(r.settings.Namespace, func(o *metav1.ListOptions) { o.LabelSelector = otherGroups.String() }); err != nil {
-		return leaseCaches{}, err
-	}
-	caches.group, caches.foreign = group, foreign
-	var leaders multiLister
-	for _, name := range r.settings.LeaderLeases {
-		byName := fields.OneTermEqualSelector("metadata.name", name).String()
-		l, err := start(r.settings.LeaderNamespace, func(o *metav1.ListOptions) { o.FieldSelector = byName })
-		if err != nil {
-			return leaseCaches{}, err
-		}
-		leaders = append(leaders, l)
-	}
-	if len(leaders) > 0 {
-		caches.leaders = leaders
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return leaseCaches{}, errors.New("the caches of the group's leases, the other groups' member leases and the leader leases did not sync")
+		return errors.New("the caches of the group's leases, the other groups' member leases and the leader leases did not sync")
 	}
-	r.synced.Store(true)
-	return caches, nil
+	return nil
 }
 
 // multiLister lists what each of its listers lists.

@@ -362,9 +362,9 @@ func (g *safetyGroup) start(name string, opts safetyOptions) *safetyProc {
 		if log.GetSink() == nil {
 			log = logr.Discard()
 		}
-		p.coord = NewCoordinator(ctx, Config{Group: g.name, Member: name, Incarnation: inc, Ring: ring,
-			LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 1, Settings: settings, Event: p.event},
-			p.conn, lister, p.member, g.clk, log, handlers...)
+		p.coord = NewCoordinator(Config{Group: g.name, Member: name, Incarnation: inc, Ring: ring,
+			LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 1, Settings: settings, Event: p.event,
+			WorkContext: ctx, Store: p.conn, Lister: lister, Liveness: p.member, Clock: g.clk, Log: log, Handlers: handlers})
 		p.member.MayJoin = p.coord.MayJoin
 	}
 	g.running = append(g.running, p)
@@ -791,9 +791,9 @@ func TestFenceStopsAtMostEightPartitionsAtOnceAndRecordsItsDuration(t *testing.T
 	const partitions = 64
 	store := leasestest.NewStore()
 	handler := &gatedRelease{tokens: make(chan struct{})}
-	c := NewCoordinator(context.Background(), Config{Group: "fence-bound", Member: "m", Incarnation: "i",
-		Ring: safetyRing(partitions), LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 1},
-		store, store, &switchLiveness{}, clocktesting.NewFakeClock(safetyT0), logr.Discard(), handler)
+	c := NewCoordinator(Config{Group: "fence-bound", Member: "m", Incarnation: "i",
+		Ring: safetyRing(partitions), LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 1,
+		Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clocktesting.NewFakeClock(safetyT0), Log: logr.Discard(), Handlers: []PartitionHandler{handler}})
 	_, err := c.Reconcile(context.Background())
 	require.NoError(t, err)
 	require.Len(t, c.Held(), partitions)
@@ -850,9 +850,9 @@ func TestFenceThatOverrunsItsBudgetExits(t *testing.T) {
 			clk := clocktesting.NewFakeClock(safetyT0)
 			store := leasestest.NewStore()
 			handler := &blockingRelease{entered: make(chan struct{}), unblock: make(chan struct{})}
-			c := NewCoordinator(context.Background(), Config{Group: settings.GroupName, Member: "m", Incarnation: "i",
-				Ring: safetyRing(7), LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 1},
-				store, store, &switchLiveness{}, clk, logr.Discard(), handler)
+			c := NewCoordinator(Config{Group: settings.GroupName, Member: "m", Incarnation: "i",
+				Ring: safetyRing(7), LeaseDuration: safetyLease, RetryPeriod: safetyRetry, WriteConcurrency: 1,
+				Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard(), Handlers: []PartitionHandler{handler}})
 			_, err := c.Reconcile(context.Background())
 			require.NoError(t, err)
 			require.Len(t, c.Held(), 7)

@@ -161,9 +161,10 @@ func (s *simulation) boot(name string, cfg simConfig, podUID string) *simProc {
 		liveness = neverFenced{}
 	}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
-	p.coordinator = NewCoordinator(p.ctx, Config{Group: simGroup, Member: name, Incarnation: p.incarnation,
+	p.coordinator = NewCoordinator(Config{Group: simGroup, Member: name, Incarnation: p.incarnation,
 		Ring: cfg.ring, LeaseDuration: cfg.observed, RetryPeriod: cfg.retryPeriod, WriteConcurrency: 1,
-		Settings: cfg.settings}, conn, p.view, liveness, p.clock, s.logger(p), simHandler{sim: s, proc: p})
+		Settings:    cfg.settings,
+		WorkContext: p.ctx, Store: conn, Lister: p.view, Liveness: liveness, Clock: p.clock, Log: s.logger(p), Handlers: []PartitionHandler{simHandler{sim: s, proc: p}}})
 	p.coordinator.broken = s.variant.broken
 	p.coordinator.cfg.WontReturn = func(context.Context, string) (bool, error) { return false, nil }
 	p.member.MayJoin = p.coordinator.MayJoin

@@ -23,10 +23,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/config/configtest"
+	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/sharded-dwd/dependency-watchdog/weeder"
@@ -37,8 +38,9 @@ var env *test.Environment
 func TestMain(m *testing.M) { os.Exit(test.Main(m, &env)) }
 
 // weederConfig is the original's example with a watch duration short enough for tests.
-func weederConfig(watch time.Duration) *config.WeederConfig {
-	cfg, errs := config.DecodeWeederConfig([]byte(fmt.Sprintf(`
+func weederConfig(t testing.TB, watch time.Duration) *config.WeederConfig {
+	t.Helper()
+	return configtest.Weeder(t, fmt.Sprintf(`
 watchDuration: %s
 servicesAndDependantSelectors:
   etcd-main-client:
@@ -51,11 +53,7 @@ servicesAndDependantSelectors:
       - matchExpressions:
           - {key: gardener.cloud/role, operator: In, values: [controlplane]}
           - {key: role, operator: NotIn, values: [main, apiserver]}
-`, watch)))
-	if len(errs) > 0 {
-		panic(errs.ToAggregate())
-	}
-	return cfg
+`, watch))
 }
 
 // replica is one weeder replica: a manager with the weeder and a sharding member.
@@ -156,7 +154,7 @@ func TestEtcdTurningReadyWeedsCrashLoopingAPIServers(t *testing.T) {
 	}
 	healthy := createPod(t, ns, "kube-apiserver-2", apiserverLabels, "")
 	outside := createPod(t, ns, "other-0", otherLabels, "CrashLoopBackOff")
-	r := startReplica(t, env.Namespace(t), "dwd-0", weederConfig(3*time.Second), 10)
+	r := startReplica(t, env.Namespace(t), "dwd-0", weederConfig(t, 3*time.Second), 10)
 	require.Eventually(t, func() bool { return r.owns(ns) }, 20*time.Second, 10*time.Millisecond)
 	assert.Never(t, func() bool { return !exists(t, crashing[0]) }, time.Second, 50*time.Millisecond,
 		"nothing is weeded while etcd is not ready")
@@ -201,7 +199,7 @@ func TestWindowCapHoldsAcrossNamespaces(t *testing.T) {
 		pods[i] = createPod(t, ns, "kube-apiserver-0", apiserverLabels, "CrashLoopBackOff")
 	}
 	clk := clocktesting.NewFakeClock(time.Now())
-	r := startReplicaClocked(t, env.Namespace(t), "dwd-0", serviceConfig(watch, service), 2, clk)
+	r := startReplicaClocked(t, env.Namespace(t), "dwd-0", serviceConfig(t, watch, service), 2, clk)
 	for _, ns := range namespaces {
 		require.Eventually(t, func() bool { return r.owns(ns) }, 20*time.Second, 10*time.Millisecond)
 	}
@@ -226,7 +224,7 @@ func TestWindowCapHoldsAcrossNamespaces(t *testing.T) {
 			require.Eventually(t, deleted(0, 1), 10*time.Second, 10*time.Millisecond)
 		} else {
 			queued := float64(len(wave) + 2*(i-1))
-			require.Eventually(t, func() bool { return gauge(t, "dwd_weeder_windows_queued") == queued }, 10*time.Second, 10*time.Millisecond)
+			require.Eventually(t, func() bool { return metricstest.Sum(t, "dwd_weeder_windows_queued", nil) == queued }, 10*time.Second, 10*time.Millisecond)
 		}
 		clk.Step(10 * time.Second)
 	}
@@ -241,36 +239,21 @@ func TestWindowCapHoldsAcrossNamespaces(t *testing.T) {
 }
 
 // serviceConfig weeds the API server pods when service turns ready.
-func serviceConfig(watch time.Duration, service string) *config.WeederConfig {
-	cfg, errs := config.DecodeWeederConfig([]byte(fmt.Sprintf(`
+func serviceConfig(t testing.TB, watch time.Duration, service string) *config.WeederConfig {
+	t.Helper()
+	return configtest.Weeder(t, fmt.Sprintf(`
 watchDuration: %s
 servicesAndDependantSelectors:
   %s:
     podSelectors:
       - matchLabels: {role: apiserver}
-`, watch, service)))
-	if len(errs) > 0 {
-		panic(errs.ToAggregate())
-	}
-	return cfg
-}
-
-// gauge returns the value of a gauge of the weeder's metrics.
-func gauge(t *testing.T, name string) float64 {
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() == name && len(f.GetMetric()) == 1 {
-			return f.GetMetric()[0].GetGauge().GetValue()
-		}
-	}
-	return -1
+`, watch, service))
 }
 
 func TestWindowMovesWithItsPartition(t *testing.T) {
 	env.Require(t)
 	leaseNS := env.Namespace(t)
-	cfg := weederConfig(time.Minute)
+	cfg := weederConfig(t, time.Minute)
 	a := startReplica(t, leaseNS, "dwd-0", cfg, 10)
 	ns := env.Namespace(t)
 	setSlice(t, ns, "etcd-main-client", false)
@@ -296,7 +279,7 @@ func TestReadyServicesGetWindowsWhenAPartitionComesWithoutHandover(t *testing.T)
 	pod := createPod(t, ns, "kube-controller-manager-0", map[string]string{"gardener.cloud/role": "controlplane", "role": "controller-manager"}, "CrashLoopBackOff")
 	// The first replica of a group takes every partition fresh, as a replica does after a crash: it
 	// opens windows for the services that are ready, as the original does on every restart.
-	r := startReplica(t, env.Namespace(t), "dwd-0", weederConfig(time.Minute), 10)
+	r := startReplica(t, env.Namespace(t), "dwd-0", weederConfig(t, time.Minute), 10)
 	require.Eventually(t, func() bool { return !exists(t, pod) }, 10*time.Second, 20*time.Millisecond)
 	assert.Len(t, windowsIn(r, ns), 1)
 }

@@ -31,7 +31,7 @@ func TestPodWatchClosedByGoneIsReopened(t *testing.T) {
 	ns := env.Namespace(t)
 	setSlice(t, ns, "etcd-main-client", false)
 	gone := newGoneInjector(ns)
-	r := startReplicaThrough(t, gone.config(env.Config), env.Namespace(t), "dwd-0", weederConfig(time.Minute))
+	r := startReplicaThrough(t, gone.config(env.Config), env.Namespace(t), "dwd-0", weederConfig(t, time.Minute))
 	require.Eventually(t, func() bool { return r.owns(ns) }, 20*time.Second, 10*time.Millisecond)
 
 	setSlice(t, ns, "etcd-main-client", true)

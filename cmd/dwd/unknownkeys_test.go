@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/replica"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 func TestUnknownKeysAreWarningsWhenRunning(t *testing.T) {
@@ -106,19 +106,5 @@ func TestConfigValidateRejectsWhatRunAccepts(t *testing.T) {
 // registry, which the metrics endpoint serves; 0 before anything was counted.
 func unknownFieldsCount(t *testing.T, kind string) float64 {
 	t.Helper()
-	families, err := metrics.Registry.Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() != "dwd_config_unknown_fields_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "file_kind" && l.GetValue() == kind {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
+	return metricstest.Sum(t, "dwd_config_unknown_fields_total", map[string]string{"file_kind": kind})
 }
