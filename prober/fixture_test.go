@@ -18,25 +18,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/config/configtest"
 	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
 	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
-	"github.com/sharded-dwd/dependency-watchdog/sharding"
+	"github.com/sharded-dwd/dependency-watchdog/replica/replicatest"
 	"github.com/sharded-dwd/dependency-watchdog/test"
 )
 
@@ -69,38 +62,14 @@ dependentResourceInfos:
 
 var dependents = []string{"kube-controller-manager", "machine-controller-manager", "cluster-autoscaler"}
 
-// replica is one prober replica: a manager with the prober and a sharding member.
-type replica struct {
-	prober *prober.Manager
-	stop   func()
-}
-
-// startReplica runs a prober replica as member of a group whose leases live in leaseNS.
-func startReplica(t *testing.T, leaseNS, member string) *replica {
-	cfg := configtest.Prober(t, proberConfig)
-	scheme := runtime.NewScheme()
-	require.NoError(t, clientgoscheme.AddToScheme(scheme))
-	seedConfig := rest.CopyConfig(seed.Config)
-	seedConfig.Wrap(apimetrics.CountRequests("seed", member+"-"+leaseNS))
-	mgr, err := ctrl.NewManager(seedConfig, manager.Options{
-		Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{ByObject: prober.CacheOptions(cfg)},
-	})
-	require.NoError(t, err)
-	settings := config.DefaultSharding("probers")
-	settings.Namespace, settings.MemberName = leaseNS, member
-	leaseClient, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(seed.Config, settings.PartitionCount))
-	require.NoError(t, err)
-	runner := sharding.NewRunner(sharding.RunnerOptions{Settings: settings, Client: leaseClient})
-	require.NoError(t, mgr.Add(runner))
-	ctx, cancel := context.WithCancel(context.Background())
-	m, err := prober.Setup(ctx, mgr, prober.Options{Config: cfg, Owner: runner.Coordinator(), Workers: 8, PartitionCount: settings.PartitionCount, QPS: 50, Burst: 100})
-	require.NoError(t, err)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(ctx) }()
-	r := &replica{prober: m, stop: func() { cancel(); <-done }}
-	t.Cleanup(r.stop)
-	return r
+// startReplica runs a prober replica as member of a group whose leases live in leaseNS; its seed
+// requests count as client member-leaseNS.
+func startReplica(t *testing.T, leaseNS, member string) *replicatest.Replica {
+	through := rest.CopyConfig(seed.Config)
+	through.Wrap(apimetrics.CountRequests("seed", member+"-"+leaseNS))
+	return replicatest.Start(t, replicatest.Options{Seed: seed.Config, Through: through, Group: "probers",
+		LeaseNamespace: leaseNS, Member: member,
+		Prober: &prober.Options{Config: configtest.Prober(t, proberConfig), Workers: 8, QPS: 50, Burst: 100}})
 }
 
 // shootNS is one simulated shoot: a namespace in the seed with its Cluster, kubeconfig Secret,

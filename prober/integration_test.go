@@ -15,6 +15,7 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
+	"github.com/sharded-dwd/dependency-watchdog/replica/replicatest"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
 
@@ -51,7 +52,7 @@ func TestMeltdownScalesDownThenUpInLevelOrder(t *testing.T) {
 	s := newShoot(t, 3)
 	events := s.watchScaling()
 	r := startReplica(t, seed.Namespace(t), "dwd-0")
-	require.Eventually(t, func() bool { return r.prober.Probing(s.name) }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return r.Prober.Probing(s.name) }, 20*time.Second, 50*time.Millisecond)
 	s.awaitSeenRenewing()
 
 	// Two of three leases expire: 0.67 >= 0.6.
@@ -99,7 +100,7 @@ func TestAProbeSeesAChangedMachine(t *testing.T) {
 	s.setMachinePhase(0, prober.MachinePhaseTerminating)
 	s.setMachinePhase(1, prober.MachinePhaseTerminating)
 	r := startReplica(t, seed.Namespace(t), "dwd-0")
-	require.Eventually(t, func() bool { return r.prober.Probing(s.name) }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return r.Prober.Probing(s.name) }, 20*time.Second, 50*time.Millisecond)
 	s.awaitSeenRenewing()
 	s.renewLeases(2, time.Now().Add(-expired))
 	s.awaitSeenRenewing()
@@ -138,19 +139,19 @@ func TestHibernationStopsProbingAndNeverScalesUp(t *testing.T) {
 	seed.Require(t)
 	s := newShoot(t, 2)
 	r := startReplica(t, seed.Namespace(t), "dwd-0")
-	require.Eventually(t, func() bool { return r.prober.Probing(s.name) }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return r.Prober.Probing(s.name) }, 20*time.Second, 50*time.Millisecond)
 
 	s.updateShoot(shootJSON(func(shoot map[string]any) {
 		shoot["spec"].(map[string]any)["hibernation"] = map[string]any{"enabled": true}
 	}))
-	require.Eventually(t, func() bool { return !r.prober.Probing(s.name) }, 10*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return !r.Prober.Probing(s.name) }, 10*time.Second, 50*time.Millisecond)
 	// Gardener scales the control plane down for hibernation; the leases stay healthy.
 	for _, name := range dependents {
 		d := s.deployment(name)
 		d.Spec.Replicas = new(int32)
 		require.NoError(t, seed.Client.Update(context.Background(), d))
 	}
-	assert.Never(t, func() bool { return s.replicas("kube-controller-manager") != 0 || r.prober.Probing(s.name) },
+	assert.Never(t, func() bool { return s.replicas("kube-controller-manager") != 0 || r.Prober.Probing(s.name) },
 		3*time.Second, 100*time.Millisecond, "a hibernated shoot is neither probed nor scaled up")
 }
 
@@ -193,7 +194,7 @@ func TestMalformedShootAffectsOnlyItsCluster(t *testing.T) {
 	}))
 	reported := metricstest.Sum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "cluster"})
 	r := startReplica(t, seed.Namespace(t), "dwd-0")
-	require.Eventually(t, func() bool { return r.prober.Probing(healthy.name) }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return r.Prober.Probing(healthy.name) }, 20*time.Second, 50*time.Millisecond)
 	require.Eventually(t, func() bool {
 		events := &corev1.EventList{}
 		require.NoError(t, seed.Client.List(context.Background(), events, client.InNamespace("default")))
@@ -205,7 +206,7 @@ func TestMalformedShootAffectsOnlyItsCluster(t *testing.T) {
 		}
 		return false
 	}, 20*time.Second, 100*time.Millisecond, "an Event on the Cluster names the bad field")
-	assert.False(t, r.prober.Probing(broken.name))
+	assert.False(t, r.Prober.Probing(broken.name))
 	assert.Equal(t, reported+1, metricstest.Sum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "cluster"}))
 
 	healthy.awaitSeenRenewing()
@@ -224,7 +225,7 @@ func TestTwoReplicasProbeEachShootOnce(t *testing.T) {
 	a, b := startReplica(t, leaseNS, "dwd-0"), startReplica(t, leaseNS, "dwd-1")
 	require.Eventually(t, func() bool {
 		for _, s := range shoots {
-			if a.prober.Probing(s.name) == b.prober.Probing(s.name) {
+			if a.Prober.Probing(s.name) == b.Prober.Probing(s.name) {
 				return false
 			}
 		}
@@ -232,7 +233,7 @@ func TestTwoReplicasProbeEachShootOnce(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "every shoot is probed by exactly one replica")
 	require.Eventually(t, func() bool {
 		for _, s := range shoots {
-			if a.mayWrite(s.name) == b.mayWrite(s.name) {
+			if mayWrite(a, s.name) == mayWrite(b, s.name) {
 				return false
 			}
 		}
@@ -240,7 +241,7 @@ func TestTwoReplicasProbeEachShootOnce(t *testing.T) {
 	}, 10*time.Second, 100*time.Millisecond, "the scale writes of every shoot go out from exactly one replica")
 	assert.Never(t, func() bool {
 		for _, s := range shoots {
-			if a.prober.Probing(s.name) && b.prober.Probing(s.name) {
+			if a.Prober.Probing(s.name) && b.Prober.Probing(s.name) {
 				return true
 			}
 		}
@@ -250,8 +251,8 @@ func TestTwoReplicasProbeEachShootOnce(t *testing.T) {
 
 // mayWrite reports whether r's Scaler would send a write to a resource of namespace now: Setup gives
 // it the Coordinator's Guard.
-func (r *replica) mayWrite(namespace string) bool {
-	_, cancel, err := r.prober.Scaler.Guard(context.Background(), namespace)
+func mayWrite(r *replicatest.Replica, namespace string) bool {
+	_, cancel, err := r.Prober.Scaler.Guard(context.Background(), namespace)
 	cancel()
 	return err == nil
 }
@@ -289,7 +290,7 @@ func TestHealthyProbesMakeNoSeedRequests(t *testing.T) {
 	r := startReplica(t, leaseNS, "dwd-0")
 	require.Eventually(t, func() bool {
 		for _, s := range shoots {
-			if !r.prober.Probing(s.name) {
+			if !r.Prober.Probing(s.name) {
 				return false
 			}
 		}

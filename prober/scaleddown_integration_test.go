@@ -23,11 +23,11 @@ func TestScaledDownShootStaysExportedWithoutAProbe(t *testing.T) {
 	seed.Require(t)
 	s := newShoot(t, 2)
 	r := startReplica(t, seed.Namespace(t), "dwd-0")
-	require.Eventually(t, func() bool { return r.prober.Probing(s.name) }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return r.Prober.Probing(s.name) }, 20*time.Second, 50*time.Millisecond)
 	s.updateShoot(shootJSON(func(shoot map[string]any) {
 		shoot["spec"].(map[string]any)["hibernation"] = map[string]any{"enabled": true}
 	}))
-	require.Eventually(t, func() bool { return !r.prober.Probing(s.name) }, 10*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return !r.Prober.Probing(s.name) }, 10*time.Second, 50*time.Millisecond)
 	require.Eventually(t, func() bool { return scaledDownValue(t, s.name) == "0" }, 10*time.Second, 50*time.Millisecond,
 		"precondition: exported at 0, nothing marked")
 
@@ -35,7 +35,7 @@ func TestScaledDownShootStaysExportedWithoutAProbe(t *testing.T) {
 	s.markMeltdown("machine-controller-manager", true)
 	require.Eventually(t, func() bool { return scaledDownValue(t, s.name) == "1" }, 10*time.Second, 50*time.Millisecond,
 		"a marked shoot is exported at 1 though no probe runs")
-	assert.False(t, r.prober.Probing(s.name))
+	assert.False(t, r.Prober.Probing(s.name))
 	assert.Equal(t, float64(scaledDownCount(t)), metricstest.Sum(t, "dwd_shoots_scaled_down", nil),
 		"the count is the number of shoots exported at 1")
 

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/sharded-dwd/dependency-watchdog/access"
+	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
@@ -121,10 +122,11 @@ func (r *Replica) metricsOptions() metricsserver.Options {
 	return opts
 }
 
-// leaderLock returns the original's leader lease lock, which records when its renewals were sent so
-// that the leader's writes are fenced by them; its client is bounded as controller-runtime's is, so
-// that one hung request cannot cost the lease.
-func (r *Replica) leaderLock() (*sharding.FencedLock, error) {
+// newLeader returns the Leader of the original's mode, behind the leader lease of the options, and
+// opens its audit log. Its lock records when the renewals were sent so that the leader's writes are
+// fenced by them; its client is bounded as controller-runtime's is, so that one hung request cannot
+// cost the lease.
+func (r *Replica) newLeader() (*sharding.Leader, error) {
 	le := r.opts.LeaderElection
 	cfg := rest.AddUserAgent(rest.CopyConfig(r.base), "leader-election")
 	cfg.Wrap(apimetrics.CountRequests("seed", "leader-election"))
@@ -133,17 +135,32 @@ func (r *Replica) leaderLock() (*sharding.FencedLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the leader election client: %w", err)
 	}
+	// The metrics name the member by the host name (the pod's name), as a member of a sharded group is
+	// named: the identity's UUID would make every restart a new series.
 	host, err := os.Hostname()
 	if err != nil {
 		return nil, err
 	}
-	id := host + "_" + string(uuid.NewUUID())
+	uid := string(uuid.NewUUID())
 	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, le.Namespace, le.ID, client.CoreV1(), client.CoordinationV1(),
-		resourcelock.ResourceLockConfig{Identity: id})
+		resourcelock.ResourceLockConfig{Identity: host + "_" + uid})
 	if err != nil {
 		return nil, fmt.Errorf("creating the leader lock: %w", err)
 	}
-	return sharding.NewFencedLock(lock, le.RenewDeadline, le.LeaseDuration, nil), nil
+	// The audit names the leader lease as the group, so that the checker tells the original's mode
+	// from the sharded group of the same role and fails writes of both to one namespace
+	// (auditcheck.Report.CrossGroupWrites).
+	auditLog, err := r.openAuditLog(audit.Process{Group: le.ID, Member: host, Incarnation: uid,
+		Partitions: sharding.LeaderPartitions, RenewDeadline: le.RenewDeadline, LeaseDuration: le.LeaseDuration})
+	if err != nil {
+		return nil, err
+	}
+	opts := sharding.LeaderOptions{Group: r.opts.Sharding.GroupName, Member: host, Lock: lock,
+		RenewDeadline: le.RenewDeadline, LeaseDuration: le.LeaseDuration, Log: r.opts.Log.WithName("leader")}
+	if auditLog != nil {
+		opts.Audit, r.leaderAudit = auditLog, auditLog
+	}
+	return sharding.NewLeader(opts), nil
 }
 
 // lockInterface returns lock as the manager's option: nil when there is none, so that the manager

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,8 +31,9 @@ type Replica struct {
 	checker       *access.Checker
 	synced        *cacheSync
 	// auditLogs write the ownership audit's file, one per group of the replica; none without
-	// Options.AuditLogPath.
-	auditLogs []*audit.Log
+	// Options.AuditLogPath. leaderAudit is the one of the original's mode.
+	auditLogs   []*audit.Log
+	leaderAudit *audit.Log
 }
 
 // New builds the replica of opts on the seed that cfg reaches. ctx bounds the setup's own requests
@@ -62,9 +62,6 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Replica, error) 
 	}
 	return r, nil
 }
-
-// Manager is the replica's controller-runtime manager.
-func (r *Replica) Manager() manager.Manager { return r.mgr }
 
 // warnAboutTheFenceMargin logs a warning when the leader of the original's mode stops writing sooner
 // after a renewal than its renew deadline says, to keep the fence margin.
@@ -122,12 +119,14 @@ func (r *Replica) runManager(ctx context.Context) error {
 // newManager builds the controller-runtime manager with the metrics server, health endpoints and,
 // in the original's mode, leader election; then the replica's ownership and its roles.
 func (r *Replica) newManager(ctx context.Context) error {
+	var leader *sharding.Leader
 	var lock *sharding.FencedLock
 	if r.opts.LeaderOnly {
 		var err error
-		if lock, err = r.leaderLock(); err != nil {
+		if leader, err = r.newLeader(); err != nil {
 			return err
 		}
+		lock = leader.Lock()
 	}
 	mgr, err := r.controllerManager(lock)
 	if err != nil {
@@ -145,8 +144,8 @@ func (r *Replica) newManager(ctx context.Context) error {
 	}
 	// Events go through recorders that drop them while the replica may not write them.
 	gated := eventGate{Manager: mgr, may: r.checker.MayRecord()}
-	if r.opts.LeaderOnly {
-		return r.addLeader(ctx, gated, lock)
+	if leader != nil {
+		return r.addLeader(ctx, gated, leader)
 	}
 	return r.addShardingRunners(ctx, gated)
 }
@@ -180,30 +179,14 @@ func (r *Replica) controllerManager(lock *sharding.FencedLock) (manager.Manager,
 	})
 }
 
-// addLeader adds the original's mode: a Leader fenced by lock, which owns every shoot while the
-// process leads, and the roles under it.
-func (r *Replica) addLeader(ctx context.Context, gated manager.Manager, lock *sharding.FencedLock) error {
-	le := r.opts.LeaderElection
-	// The metrics name the member by the host name (the pod's name), as a member of a sharded group is
-	// named: the identity's UUID would make every restart a new series.
-	host, uid, _ := strings.Cut(lock.Identity(), "_")
-	// The audit names the leader lease as the group, so that the checker tells the original's mode
-	// from the sharded group of the same role and fails writes of both to one namespace
-	// (auditcheck.Report.CrossGroupWrites).
-	auditLog, err := r.openAuditLog(audit.Process{Group: le.ID, Member: host, Incarnation: uid,
-		Partitions: sharding.LeaderPartitions, RenewDeadline: le.RenewDeadline, LeaseDuration: le.LeaseDuration})
-	if err != nil {
-		return err
-	}
-	if auditLog != nil {
-		lock.Audit = auditLog
-	}
-	leader := sharding.NewLeader(r.opts.Sharding.GroupName, host, lock, r.opts.Log.WithName("leader"))
+// addLeader adds the original's mode: leader, which owns every shoot while the process leads, and the
+// roles under it.
+func (r *Replica) addLeader(ctx context.Context, gated manager.Manager, leader *sharding.Leader) error {
 	if err := r.mgr.Add(leader); err != nil {
 		return err
 	}
 	for _, role := range r.opts.Roles() {
-		if err := r.setupRole(ctx, gated, role, leader, sharding.LeaderPartitions, auditLog); err != nil {
+		if err := r.setupRole(ctx, gated, role, leader, sharding.LeaderPartitions, r.leaderAudit); err != nil {
 			return err
 		}
 	}

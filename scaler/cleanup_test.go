@@ -20,7 +20,7 @@ func TestCleanup(t *testing.T) {
 		name    string
 		start   *state // of kube-controller-manager; nil: missing
 		changed bool   // another writer changes it between the cache read and the patch
-		needs   bool   // NeedsCleanup
+		needs   bool   // Needs.Cleanup
 		needsUp bool   // NeedsScaling(Up)
 		want    *state // after Cleanup; nil: as at the start
 		writes  []write

@@ -90,11 +90,10 @@ func (a *fenceTrail) Renewed(fence time.Time) {
 func TestLeaderAuditsRenewalsAndItsLead(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	inner := &fakeLock{}
-	lock := NewFencedLock(inner, 10*time.Second, 15*time.Second, clk)
 	trail := &fenceTrail{}
-	lock.Audit = trail
-	leader := NewLeader("dwd-prober", "me", lock, logr.Discard())
-	leader.AddHandler(trailHandler{&trail.auditTrail})
+	leader := NewLeader(LeaderOptions{Group: "dwd-prober", Member: "me", Lock: inner, RenewDeadline: 10 * time.Second,
+		LeaseDuration: 15 * time.Second, Audit: trail, Clock: clk, Handlers: []PartitionHandler{trailHandler{&trail.auditTrail}}})
+	lock := leader.Lock()
 	mine := resourcelock.LeaderElectionRecord{HolderIdentity: "me"}
 
 	require.NoError(t, lock.Create(context.Background(), mine))

@@ -40,17 +40,48 @@ type Leader struct {
 	leading  atomic.Bool
 }
 
-// NewLeader returns the Ownership of a replica of group that leads while lock's renewals succeed.
-// Its metrics name member (the host name) and show the leader lease's renewals as a member lease's,
-// and one partition: the alerts on renewals and the dashboards read a leader as a group of one.
-func NewLeader(group, member string, lock *FencedLock, log logr.Logger) *Leader {
-	m := newMemberMetrics(group, member)
-	partitions.WithLabelValues(group, member).Set(LeaderPartitions)
-	lock.mu.Lock()
-	lock.renewed = m.renewed
-	lock.mu.Unlock()
-	return &Leader{lock: lock, clock: lock.clock, log: log, metrics: m}
+// LeaderOptions are the settings and dependencies of a Leader. Lock is required; NewLeader defaults
+// Clock and Log on a copy when they are left nil.
+type LeaderOptions struct {
+	// Group and Member name the leader in its metrics: the group of its role and the host name. The
+	// metrics show the leader lease's renewals as a member lease's, and one partition, so that the
+	// alerts on renewals and the dashboards read a leader as a group of one.
+	Group, Member string
+	// Lock is the lock of the leader lease (resourcelock.New); the Leader wraps it in a FencedLock,
+	// which the manager's leader election must use (Leader.Lock).
+	Lock resourcelock.Interface
+	// RenewDeadline and LeaseDuration are the leader election's: the fence follows each renewal by
+	// LeaderFenceWindow of them.
+	RenewDeadline, LeaseDuration time.Duration
+	// Audit, when set, records each successful renewal with its fence before the fence moves, and the
+	// Leader's start and stop (the ownership audit).
+	Audit Audit
+	// Handlers run the work while this process leads; AddHandler adds more before the manager starts.
+	Handlers []PartitionHandler
+	// Clock defaults to the real clock.
+	Clock clock.PassiveClock
+	// Log defaults to a logger that discards.
+	Log logr.Logger
 }
+
+// NewLeader returns the Ownership of a replica that leads while the renewals of its lock succeed.
+func NewLeader(opts LeaderOptions) *Leader {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	m := newMemberMetrics(opts.Group, opts.Member)
+	partitions.WithLabelValues(opts.Group, opts.Member).Set(LeaderPartitions)
+	lock := &FencedLock{Interface: opts.Lock, audit: opts.Audit, window: LeaderFenceWindow(opts.RenewDeadline, opts.LeaseDuration),
+		clock: opts.Clock, inflight: map[*guardedWrite]struct{}{}, renewed: m.renewed}
+	return &Leader{lock: lock, clock: opts.Clock, log: opts.Log, metrics: m, handlers: opts.Handlers}
+}
+
+// Lock is the leader lease's lock, fenced: the one the manager's leader election must renew through
+// (manager.Options.LeaderElectionResourceLockInterface), so that the Leader knows its fence.
+func (l *Leader) Lock() *FencedLock { return l.lock }
 
 // AddHandler registers a handler; call it before the manager starts.
 func (l *Leader) AddHandler(h PartitionHandler) { l.handlers = append(l.handlers, h) }
@@ -65,8 +96,8 @@ func (l *Leader) NeedLeaderElection() bool { return true }
 func (l *Leader) Start(ctx context.Context) error {
 	// The acquire is on record before Guard can pass a write.
 	for p := range LeaderPartitions {
-		if l.lock.Audit != nil {
-			l.lock.Audit.Acquired(p, AcquireLeading)
+		if l.lock.audit != nil {
+			l.lock.audit.Acquired(p, AcquireLeading)
 		}
 	}
 	l.leading.Store(true)
@@ -83,8 +114,8 @@ func (l *Leader) Start(ctx context.Context) error {
 		for _, h := range l.handlers {
 			h.Released(p)
 		}
-		if l.lock.Audit != nil {
-			l.lock.Audit.Released(p, ReleaseStop)
+		if l.lock.audit != nil {
+			l.lock.audit.Released(p, ReleaseStop)
 		}
 	}
 	l.metrics.partitionsHeld.Set(0)
@@ -134,9 +165,9 @@ func LeaderFenceWindow(renewDeadline, leaseDuration time.Duration) time.Duration
 // that a release can end them first.
 type FencedLock struct {
 	resourcelock.Interface
-	// Audit, when set before the lock is first used, records each successful renewal with its fence
-	// before the fence moves, and the Leader's start and stop (the ownership audit).
-	Audit Audit
+	// audit, when set, records each successful renewal with its fence before the fence moves, and the
+	// Leader's start and stop (LeaderOptions.Audit).
+	audit Audit
 
 	window time.Duration
 	clock  clock.PassiveClock
@@ -145,7 +176,7 @@ type FencedLock struct {
 	fenceAt time.Time
 	// inflight are the writes that passed the guard and have not ended.
 	inflight map[*guardedWrite]struct{}
-	// renewed, when set, is told the send time of every successful renewal (the Leader's metrics).
+	// renewed is told the send time of every successful renewal (the Leader's metrics).
 	renewed func(sent time.Time)
 }
 
@@ -153,16 +184,6 @@ type FencedLock struct {
 type guardedWrite struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-}
-
-// NewFencedLock wraps lock; renewDeadline and leaseDuration are the leader election's, and the fence
-// follows each renewal by LeaderFenceWindow of them.
-func NewFencedLock(lock resourcelock.Interface, renewDeadline, leaseDuration time.Duration, clk clock.PassiveClock) *FencedLock {
-	if clk == nil {
-		clk = clock.RealClock{}
-	}
-	return &FencedLock{Interface: lock, window: LeaderFenceWindow(renewDeadline, leaseDuration), clock: clk,
-		inflight: map[*guardedWrite]struct{}{}}
 }
 
 // Window is how long after a renewal was sent the leader may write.
@@ -193,8 +214,8 @@ func (l *FencedLock) Update(ctx context.Context, record resourcelock.LeaderElect
 // written moves the fence after a successful write that names this process the holder.
 func (l *FencedLock) written(record resourcelock.LeaderElectionRecord, sent time.Time, err error) {
 	if err == nil && record.HolderIdentity == l.Identity() {
-		if l.Audit != nil {
-			l.Audit.Renewed(sent.Add(l.window))
+		if l.audit != nil {
+			l.audit.Renewed(sent.Add(l.window))
 		}
 		l.setFence(sent.Add(l.window))
 		l.mu.Lock()

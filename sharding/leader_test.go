@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -57,7 +56,8 @@ func (w *leaderWork) Released(p int) {
 func TestFencedLockFenceFollowsSuccessfulRenewals(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	inner := &fakeLock{}
-	lock := NewFencedLock(inner, 10*time.Second, 15*time.Second, clk)
+	lock := NewLeader(LeaderOptions{Group: "fenced-lock", Member: "me", Lock: inner,
+		RenewDeadline: 10 * time.Second, LeaseDuration: 15 * time.Second, Clock: clk}).Lock()
 	ctx := context.Background()
 	mine := resourcelock.LeaderElectionRecord{HolderIdentity: "me"}
 
@@ -80,8 +80,9 @@ func TestFencedLockFenceFollowsSuccessfulRenewals(t *testing.T) {
 
 func TestLeaderOwnsEverythingWhileLeadingAndBeforeItsFence(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
-	lock := NewFencedLock(&fakeLock{}, 10*time.Second, 15*time.Second, clk)
-	leader := NewLeader("leader-metrics", "me", lock, logr.Discard())
+	leader := NewLeader(LeaderOptions{Group: "leader-metrics", Member: "me", Lock: &fakeLock{},
+		RenewDeadline: 10 * time.Second, LeaseDuration: 15 * time.Second, Clock: clk})
+	lock := leader.Lock()
 	work := &leaderWork{acquired: map[int]Takeover{}}
 	leader.AddHandler(work)
 
@@ -150,7 +151,8 @@ func TestLeaderFenceKeepsTheMargin(t *testing.T) {
 	}
 
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
-	lock := NewFencedLock(&fakeLock{}, 14500*time.Millisecond, 15*time.Second, clk)
+	lock := NewLeader(LeaderOptions{Group: "fence-margin", Member: "me", Lock: &fakeLock{},
+		RenewDeadline: 14500 * time.Millisecond, LeaseDuration: 15 * time.Second, Clock: clk}).Lock()
 	require.NoError(t, lock.Create(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}))
 	assert.Equal(t, time.Unix(1012, 0), lock.FenceAt(),
 		"a candidate may take the lease 15 s after it saw the renewal: the leader stops 3 s before")
@@ -181,8 +183,9 @@ func TestALeaderReleaseEndsItsGuardedWritesFirst(t *testing.T) {
 	inner := &releaseLock{writeEnded: writeEnded, endedAtRelease: make(chan bool, 1)}
 	// A fake clock: the fence cannot pass while the test is starved of CPU (the mutation check runs it
 	// beside the other tests at the lowest priority).
-	lock := NewFencedLock(inner, 10*time.Second, 15*time.Second, clocktesting.NewFakePassiveClock(time.Unix(1000, 0)))
-	leader := NewLeader("leader-release", "me", lock, logr.Discard())
+	leader := NewLeader(LeaderOptions{Group: "leader-release", Member: "me", Lock: inner,
+		RenewDeadline: 10 * time.Second, LeaseDuration: 15 * time.Second, Clock: clocktesting.NewFakePassiveClock(time.Unix(1000, 0))})
+	lock := leader.Lock()
 	require.NoError(t, lock.Update(context.Background(), resourcelock.LeaderElectionRecord{HolderIdentity: "me"}))
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error)

@@ -21,7 +21,7 @@ func TestPodThatChangedSinceItWasSeenCrashLoopingIsNotDeleted(t *testing.T) {
 	pod := createPod(t, ns, "kube-apiserver-0", apiserverLabels, "CrashLoopBackOff")
 	recovers := &recoverBeforeDelete{path: "/api/v1/namespaces/" + ns + "/pods/" + pod.Name, change: func() { recoverPod(t, pod) }}
 	r := startReplicaThrough(t, recovers.config(env.Config), env.Namespace(t), "dwd-0", weederConfig(t, time.Minute))
-	require.Eventually(t, func() bool { return r.owns(ns) }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return r.Owns(ns) }, 20*time.Second, 10*time.Millisecond)
 
 	setSlice(t, ns, "etcd-main-client", true)
 

@@ -13,22 +13,15 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/config/configtest"
 	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
-	"github.com/sharded-dwd/dependency-watchdog/sharding"
+	"github.com/sharded-dwd/dependency-watchdog/replica/replicatest"
 	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/sharded-dwd/dependency-watchdog/weeder"
 )
@@ -56,45 +49,15 @@ servicesAndDependantSelectors:
 `, watch))
 }
 
-// replica is one weeder replica: a manager with the weeder and a sharding member.
-type replica struct {
-	weeder *weeder.Manager
-	owns   func(namespace string) bool
-	stop   func()
-}
-
-func startReplica(t testing.TB, leaseNS, member string, cfg *config.WeederConfig, maxWindows int) *replica {
+// startReplica runs a weeder replica as member of a group whose leases live in leaseNS.
+func startReplica(t testing.TB, leaseNS, member string, cfg *config.WeederConfig, maxWindows int) *replicatest.Replica {
 	return startReplicaClocked(t, leaseNS, member, cfg, maxWindows, nil)
 }
 
 // startReplicaClocked is startReplica whose weeder runs on clk, unless it is nil.
-func startReplicaClocked(t testing.TB, leaseNS, member string, cfg *config.WeederConfig, maxWindows int, clk clock.WithTicker) *replica {
-	scheme := runtime.NewScheme()
-	require.NoError(t, clientgoscheme.AddToScheme(scheme))
-	byObject, err := weeder.CacheOptions(cfg)
-	require.NoError(t, err)
-	mgr, err := ctrl.NewManager(env.Config, manager.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{ByObject: byObject}})
-	require.NoError(t, err)
-	settings := config.DefaultSharding("weeders")
-	settings.Namespace, settings.MemberName = leaseNS, member
-	leaseClient, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(env.Config, settings.PartitionCount))
-	require.NoError(t, err)
-	runner := sharding.NewRunner(sharding.RunnerOptions{Settings: settings, Client: leaseClient})
-	require.NoError(t, mgr.Add(runner))
-	ctx, cancel := context.WithCancel(context.Background())
-	opts := weeder.Options{Config: cfg, Owner: runner.Coordinator(), MaxWindows: maxWindows, PartitionCount: settings.PartitionCount}
-	if clk != nil {
-		opts.Clock = clk
-	}
-	w, err := weeder.Setup(ctx, mgr, opts)
-	require.NoError(t, err)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(ctx) }()
-	r := &replica{weeder: w, owns: runner.Coordinator().Owns, stop: func() { cancel(); <-done }}
-	t.Cleanup(r.stop)
-	require.Eventually(t, func() bool { return runner.ReadyCheck(nil) == nil }, 20*time.Second, 20*time.Millisecond)
-	return r
+func startReplicaClocked(t testing.TB, leaseNS, member string, cfg *config.WeederConfig, maxWindows int, clk clock.WithTicker) *replicatest.Replica {
+	return replicatest.Start(t, replicatest.Options{Seed: env.Config, Group: "weeders", LeaseNamespace: leaseNS, Member: member,
+		Weeder: &weeder.Options{Config: cfg, MaxWindows: maxWindows}, Clock: clk})
 }
 
 // setSlice creates or updates the EndpointSlice of service with one endpoint of the given readiness.
@@ -155,7 +118,7 @@ func TestEtcdTurningReadyWeedsCrashLoopingAPIServers(t *testing.T) {
 	healthy := createPod(t, ns, "kube-apiserver-2", apiserverLabels, "")
 	outside := createPod(t, ns, "other-0", otherLabels, "CrashLoopBackOff")
 	r := startReplica(t, env.Namespace(t), "dwd-0", weederConfig(t, 3*time.Second), 10)
-	require.Eventually(t, func() bool { return r.owns(ns) }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return r.Owns(ns) }, 20*time.Second, 10*time.Millisecond)
 	assert.Never(t, func() bool { return !exists(t, crashing[0]) }, time.Second, 50*time.Millisecond,
 		"nothing is weeded while etcd is not ready")
 
@@ -201,12 +164,12 @@ func TestWindowCapHoldsAcrossNamespaces(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	r := startReplicaClocked(t, env.Namespace(t), "dwd-0", serviceConfig(t, watch, service), 2, clk)
 	for _, ns := range namespaces {
-		require.Eventually(t, func() bool { return r.owns(ns) }, 20*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return r.Owns(ns) }, 20*time.Second, 10*time.Millisecond)
 	}
 	peak := 0
 	deleted := func(which ...int) func() bool {
 		return func() bool {
-			peak = max(peak, len(r.weeder.Running()))
+			peak = max(peak, len(r.Weeder.Running()))
 			for _, i := range which {
 				if exists(t, pods[i]) {
 					return false
@@ -263,7 +226,7 @@ func TestWindowMovesWithItsPartition(t *testing.T) {
 	assert.Equal(t, weeder.ServiceKey{Namespace: ns, Service: "etcd-main-client"}, window.Key)
 
 	b := startReplica(t, leaseNS, "dwd-1", cfg, 10)
-	a.stop() // graceful: the window travels in the partition lease
+	a.Stop() // graceful: the window travels in the partition lease
 	require.Eventually(t, func() bool { return len(windowsIn(b, ns)) == 1 }, 10*time.Second, 20*time.Millisecond,
 		"the other replica resumes the window")
 	assert.True(t, window.Deadline.Equal(windowsIn(b, ns)[0].Deadline), "for its remaining time, not a new one")
@@ -286,9 +249,9 @@ func TestReadyServicesGetWindowsWhenAPartitionComesWithoutHandover(t *testing.T)
 
 // windowsIn returns a replica's running windows in one namespace: namespaces of earlier tests linger
 // in the test API server (no namespace controller deletes their contents), with their ready services.
-func windowsIn(r *replica, ns string) []weeder.Window {
+func windowsIn(r *replicatest.Replica, ns string) []weeder.Window {
 	var in []weeder.Window
-	for _, w := range r.weeder.Running() {
+	for _, w := range r.Weeder.Running() {
 		if w.Key.Namespace == ns {
 			in = append(in, w)
 		}

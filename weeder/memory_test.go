@@ -43,11 +43,11 @@ func BenchmarkSteadyStateMemory(b *testing.B) {
 		// Windows of a millisecond: the windows a fresh replica opens for the ready services are gone
 		// at once, and what stays is the steady state.
 		r := startReplica(b, "default", "dwd-mem", weederConfig(b, time.Millisecond), 1)
-		require.Eventually(b, func() bool { return r.owns(names[namespaces-1]) && len(r.weeder.Running()) == 0 },
+		require.Eventually(b, func() bool { return r.Owns(names[namespaces-1]) && len(r.Weeder.Running()) == 0 },
 			5*time.Minute, 50*time.Millisecond)
 		after := heap()
 		b.ReportMetric(float64(after-before)/namespaces, "heap-bytes/namespace")
-		r.stop()
+		r.Stop()
 	}
 }
 

@@ -1,7 +1,6 @@
 package weeder_test
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -12,17 +11,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
-	"github.com/sharded-dwd/dependency-watchdog/sharding"
+	"github.com/sharded-dwd/dependency-watchdog/replica/replicatest"
 	"github.com/sharded-dwd/dependency-watchdog/weeder"
 )
 
@@ -32,7 +24,7 @@ func TestPodWatchClosedByGoneIsReopened(t *testing.T) {
 	setSlice(t, ns, "etcd-main-client", false)
 	gone := newGoneInjector(ns)
 	r := startReplicaThrough(t, gone.config(env.Config), env.Namespace(t), "dwd-0", weederConfig(t, time.Minute))
-	require.Eventually(t, func() bool { return r.owns(ns) }, 20*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return r.Owns(ns) }, 20*time.Second, 10*time.Millisecond)
 
 	setSlice(t, ns, "etcd-main-client", true)
 	require.Eventually(t, func() bool { return gone.openWatches() == 1 }, 10*time.Second, 10*time.Millisecond,
@@ -52,30 +44,10 @@ func TestPodWatchClosedByGoneIsReopened(t *testing.T) {
 }
 
 // startReplicaThrough is startReplica (integration_test.go) with the weeder's seed client config
-// given, here one whose pod watches the test can end.
-func startReplicaThrough(t *testing.T, restConfig *rest.Config, leaseNS, member string, cfg *config.WeederConfig) *replica {
-	scheme := runtime.NewScheme()
-	require.NoError(t, clientgoscheme.AddToScheme(scheme))
-	byObject, err := weeder.CacheOptions(cfg)
-	require.NoError(t, err)
-	mgr, err := ctrl.NewManager(restConfig, manager.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: "0"},
-		Cache: cache.Options{ByObject: byObject}})
-	require.NoError(t, err)
-	settings := config.DefaultSharding("weeders-" + leaseNS)
-	settings.Namespace, settings.MemberName = leaseNS, member
-	leaseClient, err := kubernetes.NewForConfig(sharding.LeaseClientConfig(env.Config, settings.PartitionCount))
-	require.NoError(t, err)
-	runner := sharding.NewRunner(sharding.RunnerOptions{Settings: settings, Client: leaseClient})
-	require.NoError(t, mgr.Add(runner))
-	ctx, cancel := context.WithCancel(context.Background())
-	w, err := weeder.Setup(ctx, mgr, weeder.Options{Config: cfg, Owner: runner.Coordinator(), MaxWindows: 10, PartitionCount: settings.PartitionCount})
-	require.NoError(t, err)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(ctx) }()
-	r := &replica{weeder: w, owns: runner.Coordinator().Owns, stop: func() { cancel(); <-done }}
-	t.Cleanup(r.stop)
-	require.Eventually(t, func() bool { return runner.ReadyCheck(nil) == nil }, 20*time.Second, 20*time.Millisecond)
-	return r
+// restConfig; the member's leases go straight to the API server.
+func startReplicaThrough(t *testing.T, restConfig *rest.Config, leaseNS, member string, cfg *config.WeederConfig) *replicatest.Replica {
+	return replicatest.Start(t, replicatest.Options{Seed: env.Config, Through: restConfig, Group: "weeders", LeaseNamespace: leaseNS,
+		Member: member, Weeder: &weeder.Options{Config: cfg, MaxWindows: 10}})
 }
 
 // goneInjector stands between a client and the API server for the pod watches of one namespace:

@@ -189,9 +189,12 @@ func checkAllHeld(t *testing.T, r sharding.Report, group, ns string, members []s
 
 // checkReturning checks the report after dwd-1 stopped to restart, dwd-2 expired: dwd-1's partitions
 // are reserved for it and unheld, dwd-0 holds the rest. It checks the table as well. stderr is what
-// dwd-1 logged, shown when its lease does not say it is returning.
+// dwd-1 logged, shown when its lease does not say it is returning. dwd-2's lease may be gone by then:
+// the others delete a member lease unchanged for leases.OrphanedAfter durations (10 s here) once no
+// partition names it, which a slow machine reaches before dwd-1 has stopped.
 func checkReturning(t *testing.T, r sharding.Report, args []string, stderr string) {
-	require.Len(t, r.Members, 3)
+	require.GreaterOrEqual(t, len(r.Members), 2)
+	require.Equal(t, []string{"dwd-0", "dwd-1"}, []string{r.Members[0].Name, r.Members[1].Name})
 	returning := r.Members[1]
 	if !assert.Equal(t, sharding.MemberReturning, returning.State) {
 		t.Log("dwd-1's errors and last lines:\n" + errorLines(stderr, 20))
@@ -209,7 +212,9 @@ func checkReturning(t *testing.T, r sharding.Report, args []string, stderr strin
 	t.Log("\n" + table)
 	assert.Regexp(t, `dwd-0\s+live\s+\d+s ago\s+5s\s+\d+`, table)
 	assert.Regexp(t, `dwd-1\s+returning\s+\d+s ago\s+5s \(returning 10m0s\)\s+0\s+[1-9]\d*\s`, table)
-	assert.Regexp(t, `dwd-2\s+expired\s+\d+s ago\s+5s\s+0\s+0\s+0\s`, table)
+	if strings.Contains(table, "dwd-2") {
+		assert.Regexp(t, `dwd-2\s+expired\s+\d+s ago\s+5s\s+0\s+0\s+0\s`, table)
+	}
 	assert.Regexp(t, `Partitions without a live holder: [1-9]\d* \(\d+, `, table)
 	assert.Contains(t, table, "Members with other settings: none")
 	assert.True(t, strings.HasPrefix(table, "Group "+r.Group+" in namespace "+r.Namespace), table)
