@@ -107,8 +107,11 @@ var (
 	otherLabels     = map[string]string{"app": "something-else"}
 )
 
+// TestEtcdTurningReadyWeedsCrashLoopingAPIServers steps the weeder's clock to end the window: a real
+// window would have to be short, and a slow machine could end it before the late pod is weeded.
 func TestEtcdTurningReadyWeedsCrashLoopingAPIServers(t *testing.T) {
 	env.Require(t)
+	const watch = time.Minute
 	ns := env.Namespace(t)
 	setSlice(t, ns, "etcd-main-client", false)
 	crashing := []*corev1.Pod{
@@ -117,7 +120,8 @@ func TestEtcdTurningReadyWeedsCrashLoopingAPIServers(t *testing.T) {
 	}
 	healthy := createPod(t, ns, "kube-apiserver-2", apiserverLabels, "")
 	outside := createPod(t, ns, "other-0", otherLabels, "CrashLoopBackOff")
-	r := startReplica(t, env.Namespace(t), "dwd-0", weederConfig(t, 3*time.Second), 10)
+	clk := clocktesting.NewFakeClock(time.Now())
+	r := startReplicaClocked(t, env.Namespace(t), "dwd-0", weederConfig(t, watch), 10, clk)
 	require.Eventually(t, func() bool { return r.Owns(ns) }, 20*time.Second, 10*time.Millisecond)
 	assert.Never(t, func() bool { return !exists(t, crashing[0]) }, time.Second, 50*time.Millisecond,
 		"nothing is weeded while etcd is not ready")
@@ -135,6 +139,8 @@ func TestEtcdTurningReadyWeedsCrashLoopingAPIServers(t *testing.T) {
 	require.Eventually(t, func() bool { return !exists(t, late) }, 5*time.Second, 20*time.Millisecond)
 
 	// After the window has ended, nothing is deleted any more.
+	assert.Len(t, windowsIn(r, ns), 1, "the window is open until its watch duration has passed")
+	clk.Step(watch)
 	require.Eventually(t, func() bool { return len(windowsIn(r, ns)) == 0 }, 10*time.Second, 50*time.Millisecond)
 	afterWindow := createPod(t, ns, "kube-apiserver-4", apiserverLabels, "CrashLoopBackOff")
 	assert.Never(t, func() bool { return !exists(t, afterWindow) }, 2*time.Second, 50*time.Millisecond)
