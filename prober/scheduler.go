@@ -154,7 +154,7 @@ func (s *Scheduler) dispatch(ctx context.Context, slots chan struct{}, wg *sync.
 				return
 			}
 		}
-		t, wait := s.due()
+		t, at := s.due()
 		if t != nil {
 			select {
 			case s.handoff <- t: // to a goroutine waiting after its run
@@ -166,7 +166,7 @@ func (s *Scheduler) dispatch(ctx context.Context, slots chan struct{}, wg *sync.
 		if slots != nil {
 			<-slots
 		}
-		if !s.sleep(ctx, s.batched(wait)) {
+		if !s.sleep(ctx, s.batched(at)) {
 			return
 		}
 	}
@@ -192,22 +192,27 @@ func (s *Scheduler) runner(ctx context.Context, t *task, slots chan struct{}) {
 	}
 }
 
-// batched lengthens wait, the time until the next task is due, to end at a multiple of Batch.
-func (s *Scheduler) batched(wait time.Duration) time.Duration {
-	if s.Batch <= 0 || wait <= 0 {
-		return wait
+// batched moves at, when the next task is due, to the next multiple of Batch.
+func (s *Scheduler) batched(at time.Time) time.Time {
+	if s.Batch <= 0 || at.IsZero() {
+		return at
 	}
-	at := s.clock.Now().Add(wait)
 	if past := at.Sub(at.Truncate(s.Batch)); past > 0 {
-		wait += s.Batch - past
+		at = at.Add(s.Batch - past)
 	}
-	return wait
+	return at
 }
 
-// sleep waits for wait (for ever when 0), a wake-up or the end of ctx; false when ctx ended.
-func (s *Scheduler) sleep(ctx context.Context, wait time.Duration) bool {
+// sleep waits until at (for ever when it is zero), a wake-up or the end of ctx; false when ctx
+// ended. The wait is measured when the timer is made, so that time that passed since at was chosen
+// (a busy machine, a clock stepped by a test) never makes it sleep past at.
+func (s *Scheduler) sleep(ctx context.Context, at time.Time) bool {
 	var timer <-chan time.Time
-	if wait > 0 {
+	if !at.IsZero() {
+		wait := at.Sub(s.clock.Now())
+		if wait <= 0 {
+			return ctx.Err() == nil
+		}
 		tm := s.clock.NewTimer(wait)
 		defer tm.Stop()
 		timer = tm.C()
@@ -221,21 +226,21 @@ func (s *Scheduler) sleep(ctx context.Context, wait time.Duration) bool {
 	return true
 }
 
-// due pops the first task if its time has come, else returns how long until it will (0: nothing
+// due pops the first task if its time has come, else returns when it will (the zero time: nothing
 // scheduled).
-func (s *Scheduler) due() (*task, time.Duration) {
+func (s *Scheduler) due() (*task, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.queue) == 0 {
-		return nil, 0
+		return nil, time.Time{}
 	}
 	first := s.queue[0]
-	if wait := first.next.Sub(s.clock.Now()); wait > 0 {
-		return nil, wait
+	if first.next.After(s.clock.Now()) {
+		return nil, first.next
 	}
 	heap.Pop(&s.queue)
 	first.running, first.done = true, make(chan struct{})
-	return first, 0
+	return first, time.Time{}
 }
 
 // run runs one task's job and schedules its next run.

@@ -287,15 +287,39 @@ func TestSchedulerStartsTasksAtMultiplesOfItsBatch(t *testing.T) {
 }
 
 func TestBatchedWaitEndsAtAMultipleOfTheBatch(t *testing.T) {
-	clk := clocktesting.NewFakeClock(t0.Add(20 * time.Millisecond))
-	s := NewScheduler(clk, 0, nil)
+	now := t0.Add(20 * time.Millisecond)
+	s := NewScheduler(clocktesting.NewFakeClock(now), 0, nil)
 	s.Batch = 50 * time.Millisecond
 	for _, c := range []struct{ wait, want time.Duration }{
-		{0, 0}, {10 * time.Millisecond, 30 * time.Millisecond}, {30 * time.Millisecond, 30 * time.Millisecond},
+		{10 * time.Millisecond, 30 * time.Millisecond}, {30 * time.Millisecond, 30 * time.Millisecond},
 		{31 * time.Millisecond, 80 * time.Millisecond}, {10 * time.Second, 10*time.Second + 30*time.Millisecond},
 	} {
-		assert.Equal(t, c.want, s.batched(c.wait), "wait %s", c.wait)
+		assert.Equal(t, now.Add(c.want), s.batched(now.Add(c.wait)), "wait %s", c.wait)
 	}
+	assert.True(t, s.batched(time.Time{}).IsZero(), "nothing scheduled: no change")
 	s.Batch = 0
-	assert.Equal(t, 10*time.Millisecond, s.batched(10*time.Millisecond), "no batch: no change")
+	assert.Equal(t, now.Add(10*time.Millisecond), s.batched(now.Add(10*time.Millisecond)), "no batch: no change")
+}
+
+// The dispatcher learns when the next task is due, and sleeps after: time that passes in between (a
+// busy machine, a test stepping the clock) must not make it sleep past that moment. It did when the
+// wait was measured before the sleep: TestSchedulerRunsEachTaskAtItsTime then lost a run now and
+// then on a loaded machine.
+func TestASleepMeasuresItsWaitWhenItBegins(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	s := NewScheduler(clk, 0, nil)
+	s.Schedule("a", t0.Add(5*time.Second), counter(new(atomic.Int32), time.Minute))
+	task, at := s.due()
+	require.Nil(t, task)
+	require.Equal(t, t0.Add(5*time.Second), at)
+
+	clk.Step(5 * time.Second) // the moment passes before the dispatcher sleeps
+	slept := make(chan bool, 1)
+	go func() { slept <- s.sleep(context.Background(), at) }()
+	select {
+	case ok := <-slept:
+		assert.True(t, ok)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the sleep waits past the moment it was for")
+	}
 }

@@ -249,7 +249,7 @@ func fuzzState(in *fuzzinput.Input, reason string) corev1.ContainerState {
 }
 
 // FuzzPodSelector checks the selection of a window's pods: a pod selector that the weeder accepts
-// (metav1.LabelSelectorAsSelector, as NewManager converts it) is sent to the API server as its
+// (metav1.LabelSelectorAsSelector, as newManager converts it) is sent to the API server as its
 // String(), which must parse back to a selector that chooses exactly the same pods. Selector and pod
 // labels come from a small vocabulary of keys and values, so that they meet, plus the fuzz strings.
 func FuzzPodSelector(f *testing.F) {
@@ -264,7 +264,7 @@ func FuzzPodSelector(f *testing.F) {
 		s := fuzzSelector(&in, keys, values)
 		sel, err := metav1.LabelSelectorAsSelector(s)
 		if err != nil {
-			return // NewManager refuses it
+			return // newManager refuses it
 		}
 		parsed, err := labels.Parse(sel.String())
 		require.NoError(t, err, "the selector sent does not parse: %q", sel.String())

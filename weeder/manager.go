@@ -67,13 +67,24 @@ type Manager struct {
 
 var _ sharding.StateHandler = (*Manager)(nil)
 
-// NewManager prepares a weeder; maxWindows bounds the windows that run at once.
-func NewManager(cfg *config.WeederConfig, maxWindows int) (*Manager, error) {
+// managerDeps are the clients and hooks of a Manager that Setup builds from the controller-runtime
+// manager.
+type managerDeps struct {
+	client     kubernetes.Interface
+	deletes    corev1client.PodsGetter
+	recorder   recorder.EventRecorder
+	log        logr.Logger
+	namespaces func(p int) []string
+}
+
+// newManager prepares the weeder of opts with deps: opts.MaxWindows bounds the windows that run at
+// once, a nil opts.Clock is the real clock.
+func newManager(opts Options, deps managerDeps) (*Manager, error) {
 	registerMetrics()
 	selectors := map[string][]labels.Selector{}
-	for service, deps := range cfg.ServicesAndDependantSelectors {
+	for service, dependants := range opts.Config.ServicesAndDependantSelectors {
 		initServiceMetrics(service)
-		for _, s := range deps.PodSelectors {
+		for _, s := range dependants.PodSelectors {
 			sel, err := metav1.LabelSelectorAsSelector(s)
 			if err != nil {
 				return nil, fmt.Errorf("pod selector of service %s: %w", service, err)
@@ -81,8 +92,13 @@ func NewManager(cfg *config.WeederConfig, maxWindows int) (*Manager, error) {
 			selectors[service] = append(selectors[service], sel)
 		}
 	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
 	workCtx, cancel := context.WithCancel(context.Background())
-	return &Manager{Config: cfg, tracker: NewTracker(), registry: NewRegistry(maxWindows), selectors: selectors,
+	return &Manager{Config: opts.Config, Ownership: opts.Owner, Client: deps.client, Deletes: deps.deletes,
+		Recorder: deps.recorder, Clock: opts.Clock, Log: deps.log, Audit: opts.Audit, namespaces: deps.namespaces,
+		tracker: NewTracker(), registry: NewRegistry(opts.MaxWindows), selectors: selectors,
 		workCtx: workCtx, cancelWork: cancel,
 		wake: make(chan struct{}, 1), runs: map[ServiceKey]*windowRun{},
 		handover: map[int][]Window{}, stoppedAt: map[int]time.Time{}}, nil

@@ -37,6 +37,9 @@ type ownershipStub struct {
 
 func (o *ownershipStub) Owns(string) bool { return !o.fenced.Load() }
 
+// AddHandler registers nothing: the tests call the Manager's handler methods themselves.
+func (o *ownershipStub) AddHandler(sharding.PartitionHandler) {}
+
 func (o *ownershipStub) Partition(namespace string) int { return o.partitions[namespace] }
 
 func (o *ownershipStub) Guard(ctx context.Context, _ string) (context.Context, context.CancelFunc, error) {
@@ -76,12 +79,11 @@ func newManagerFixture(t *testing.T, maxWindows int) *managerFixture {
 		ServicesAndDependantSelectors: map[string]config.DependantSelectors{
 			"etcd-main-client": {PodSelectors: selector}, "kube-apiserver": {PodSelectors: selector},
 		}}
-	m, err := NewManager(cfg, maxWindows)
+	f := &managerFixture{own: &ownershipStub{partitions: map[string]int{}}, clock: clocktesting.NewFakeClock(registryT0)}
+	m, err := newManager(Options{Config: cfg, MaxWindows: maxWindows, Owner: f.own, Clock: f.clock},
+		managerDeps{client: fake.NewClientset(), recorder: events.NewFakeRecorder(10), log: logr.Discard(), namespaces: f.namespaces})
 	require.NoError(t, err)
-	f := &managerFixture{m: m, own: &ownershipStub{partitions: map[string]int{}}, clock: clocktesting.NewFakeClock(registryT0)}
-	m.Ownership, m.Clock, m.Client = f.own, f.clock, fake.NewClientset()
-	m.Log, m.Recorder = logr.Discard(), events.NewFakeRecorder(10)
-	m.namespaces = f.namespaces
+	f.m = m
 	t.Cleanup(func() { m.cancelWork(); m.stopAll() })
 	return f
 }

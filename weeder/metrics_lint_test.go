@@ -23,7 +23,7 @@ func TestCountersOfAConfiguredServiceStartAtZero(t *testing.T) {
 	cfg := &config.WeederConfig{ServicesAndDependantSelectors: map[string]config.DependantSelectors{
 		"zero-service": {PodSelectors: []*metav1.LabelSelector{{MatchLabels: map[string]string{"role": "x"}}}},
 	}}
-	_, err := NewManager(cfg, 1)
+	_, err := newManager(Options{Config: cfg, MaxWindows: 1}, managerDeps{})
 	require.NoError(t, err)
 	for name, vec := range map[string]*prometheus.CounterVec{"windows opened": windowsOpened, "pods deleted": podsDeleted,
 		"delete failures": deleteFailures, "delete conflicts": deleteConflicts} {

@@ -2,6 +2,7 @@ package weeder
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -82,37 +83,17 @@ type Options struct {
 // Setup adds the weeder to mgr, whose cache must have been built with CacheOptions, and registers it
 // with opts.Owner, which tells it what this replica owns.
 func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Manager, error) {
-	if opts.Clock == nil {
-		opts.Clock = clock.RealClock{}
+	if opts.Config == nil || opts.Owner == nil {
+		return nil, errors.New("setting up the weeder: Options.Config and Options.Owner are required")
 	}
-	coordinator, partitionCount := opts.Owner, opts.PartitionCount
-	m, err := NewManager(opts.Config, opts.MaxWindows)
+	deps, err := setupDeps(ctx, mgr, opts.PartitionCount)
 	if err != nil {
 		return nil, err
 	}
-	m.Client, err = kubernetes.NewForConfig(mgr.GetConfig())
+	m, err := newManager(opts, deps)
 	if err != nil {
-		return nil, fmt.Errorf("creating the pod client: %w", err)
+		return nil, err
 	}
-	// The deletes get a budget of their own, as large as the seed client's.
-	deleteConfig := rest.CopyConfig(mgr.GetConfig())
-	deleteConfig.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(max(deleteConfig.QPS, rest.DefaultQPS), max(deleteConfig.Burst, rest.DefaultBurst))
-	deletes, err := kubernetes.NewForConfig(deleteConfig)
-	if err != nil {
-		return nil, fmt.Errorf("creating the pod delete client: %w", err)
-	}
-	m.Deletes = deletes.CoreV1()
-	m.Ownership, m.Clock, m.Log = coordinator, opts.Clock, ctrl.Log.WithName("weeder")
-	m.Recorder = mgr.GetEventRecorder("dependency-watchdog-weeder")
-	m.Audit = opts.Audit
-	key := func(p int) string { return strconv.Itoa(p) }
-	err = mgr.GetFieldIndexer().IndexField(ctx, &discoveryv1.EndpointSlice{}, partitionIndex, func(o client.Object) []string {
-		return []string{key(sharding.PartitionOf(o.GetNamespace(), partitionCount))}
-	})
-	if err != nil {
-		return nil, fmt.Errorf("indexing endpoint slices: %w", err)
-	}
-	m.namespaces = func(p int) []string { return slicesNamespaces(ctx, mgr.GetCache(), key(p)) }
 	informer, err := mgr.GetCache().GetInformer(ctx, &discoveryv1.EndpointSlice{})
 	if err != nil {
 		return nil, fmt.Errorf("watching endpoint slices: %w", err)
@@ -123,8 +104,33 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Manager, er
 	if err := mgr.Add(m); err != nil {
 		return nil, err
 	}
-	coordinator.AddHandler(m)
+	opts.Owner.AddHandler(m)
 	return m, nil
+}
+
+// setupDeps builds the weeder's clients from mgr's config, its recorder, and the index of the cached
+// EndpointSlices by partition (partitionCount of them) its namespaces are listed with.
+func setupDeps(ctx context.Context, mgr manager.Manager, partitionCount int) (managerDeps, error) {
+	pods, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return managerDeps{}, fmt.Errorf("creating the pod client: %w", err)
+	}
+	// The deletes get a budget of their own, as large as the seed client's.
+	deleteConfig := rest.CopyConfig(mgr.GetConfig())
+	deleteConfig.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(max(deleteConfig.QPS, rest.DefaultQPS), max(deleteConfig.Burst, rest.DefaultBurst))
+	deletes, err := kubernetes.NewForConfig(deleteConfig)
+	if err != nil {
+		return managerDeps{}, fmt.Errorf("creating the pod delete client: %w", err)
+	}
+	key := func(p int) string { return strconv.Itoa(p) }
+	err = mgr.GetFieldIndexer().IndexField(ctx, &discoveryv1.EndpointSlice{}, partitionIndex, func(o client.Object) []string {
+		return []string{key(sharding.PartitionOf(o.GetNamespace(), partitionCount))}
+	})
+	if err != nil {
+		return managerDeps{}, fmt.Errorf("indexing endpoint slices: %w", err)
+	}
+	return managerDeps{client: pods, deletes: deletes.CoreV1(), recorder: mgr.GetEventRecorder("dependency-watchdog-weeder"),
+		log: ctrl.Log.WithName("weeder"), namespaces: func(p int) []string { return slicesNamespaces(ctx, mgr.GetCache(), key(p)) }}, nil
 }
 
 // slicesNamespaces lists the namespaces of the cached slices in a partition.
