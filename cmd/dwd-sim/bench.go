@@ -279,10 +279,10 @@ type bench struct {
 	dwd      string          // the dwd binary
 	dwdHas   map[string]bool // which of the newer flags it has
 	seed     *sim.Seed
-	rs       *replicaSet // the replicas of benchProfile
+	rs       *sim.ReplicaSet // the replicas of benchProfile
 	scaling  *scaleTracker
-	replicas []*replica // running, by name order
-	shoots   int        // shoots created so far
+	replicas []*sim.Replica // running, by name order
+	shoots   int            // shoots created so far
 	result   benchmarks.Result
 }
 
@@ -309,7 +309,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 	}
 	slices.Sort(o.shoots)
 	slices.Sort(o.replicas)
-	dwd, err := dwdPath(o.dwd)
+	dwd, err := sim.FindDwd(o.dwd)
 	if err != nil {
 		return err
 	}
@@ -337,7 +337,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		Settings: benchmarks.Settings{
 			ProbeIntervalSeconds: o.interval.Seconds(), MemberLeaseDurationSeconds: benchLeaseDuration.Seconds(),
 			MemberRenewDeadlineSeconds: benchRenewDeadline.Seconds(), MemberRetryPeriodSeconds: benchRetryPeriod.Seconds(),
-			Partitions: partitions, NodesPerShoot: o.nodes, NodeImages: o.nodeImages, ProbeWorkers: o.probeWorkers,
+			Partitions: sim.Partitions, NodesPerShoot: o.nodes, NodeImages: o.nodeImages, ProbeWorkers: o.probeWorkers,
 			KubeAPIQPS: benchKubeAPIQPS, KubeAPIBurst: benchKubeAPIBurst,
 		},
 	}}
@@ -346,7 +346,7 @@ func runBench(ctx context.Context, out io.Writer, o benchOptions) error {
 		return err
 	}
 	defer b.tearDown()
-	if err := b.seed.CreateNamespace(ctx, demoNamespace); err != nil {
+	if err := b.seed.CreateNamespace(ctx, benchNamespace); err != nil {
 		return err
 	}
 	if b.rs, err = b.replicaSet(benchProfile); err != nil {
@@ -439,8 +439,8 @@ func (b *bench) tearDown() {
 		b.scaling.stop()
 	}
 	for _, r := range b.replicas {
-		if r.running() {
-			r.terminate(10 * time.Second)
+		if r.Running() {
+			r.Terminate(10 * time.Second)
 		}
 	}
 	if err := b.seed.Stop(); err != nil {

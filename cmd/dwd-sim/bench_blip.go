@@ -95,7 +95,7 @@ func (b *bench) blip(ctx context.Context, p replicaProfile, replicas int) (*benc
 	s1 := b.snapshot(ctx)
 	x.ProbeLagP99Seconds = histogramQuantile(0.99, histogramDelta(s0, s1, "dwd_probe_lag_seconds"))
 	for _, r := range b.replicas {
-		x.MissedCycles += delta(s0, s1, r.name, "dwd_probe_missed_cycles_total", "")
+		x.MissedCycles += delta(s0, s1, r.Name, "dwd_probe_missed_cycles_total", "")
 	}
 	fmt.Fprintf(b.out, "  %d found during the outage; %d scale-down writes after the recovery, %d later than %.0fs (%d shoots, last %.1fs); %d at 0 after %.0fs; restored p50 %.1fs p99 %.1fs max %.1fs, %d not\n",
 		x.ScaledDownDuringOutage, x.ScaleDownWritesAfterRecovery, x.LateScaleDownWrites, x.LateLimitSeconds, x.LateScaleDownShoots,
@@ -239,7 +239,7 @@ func (b *bench) renewedAgain(names []string) (map[string]time.Time, time.Time) {
 	renewed := make(map[string]time.Time, len(names))
 	var last time.Time
 	for _, ns := range names {
-		if at, ok := b.seed.Shoots.RenewedAgain(ns, demoFraction); ok {
+		if at, ok := b.seed.Shoots.RenewedAgain(ns, sim.ExpiredFraction); ok {
 			renewed[ns] = at
 			if at.After(last) {
 				last = at

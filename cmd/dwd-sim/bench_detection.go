@@ -146,7 +146,7 @@ func (b *bench) detectionCase(ctx context.Context, c detectionCase, interval tim
 	used := map[string]bool{}
 	for round := range o.rounds {
 		victim := b.replicas[round%len(b.replicas)]
-		names, err := b.ownedBy(victim.name, o.shoots, used)
+		names, err := b.ownedBy(victim.Name, o.shoots, used)
 		if err != nil {
 			return x, err
 		}
@@ -159,7 +159,7 @@ func (b *bench) detectionCase(ctx context.Context, c detectionCase, interval tim
 		x.KCMAfterMCMSeconds = append(x.KCMAfterMCMSeconds, r.kcmAfterMCM...)
 		x.KCMNotWritten += r.kcmNotWritten
 		fmt.Fprintf(b.out, "  %s, round %d (%s owns the shoots): first scale-down %s s after T0, %d not within %.0fs\n",
-			c.name, round+1, victim.name, strings.Join(rounded(r.fromT0.done), " "), r.fromT0.missing, x.TimeoutSeconds)
+			c.name, round+1, victim.Name, strings.Join(rounded(r.fromT0.done), " "), r.fromT0.missing, x.TimeoutSeconds)
 	}
 	x.Samples, x.NotScaledDown, x.Seconds = len(fromT0.done)+fromT0.missing, fromT0.missing, fromT0.done
 	x.P50Seconds, x.P99Seconds, _ = fromT0.quantiles()
@@ -177,7 +177,7 @@ type roundResult struct {
 
 // detectionRound warms the replicas up on the shoots, melts them at T0 with the case's event on their
 // owner, waits until they are scaled down, recovers them and brings the owner back.
-func (b *bench) detectionRound(ctx context.Context, c detectionCase, names []string, victim *replica, interval time.Duration) (roundResult, error) {
+func (b *bench) detectionRound(ctx context.Context, c detectionCase, names []string, victim *sim.Replica, interval time.Duration) (roundResult, error) {
 	var r roundResult
 	if err := b.setScenario(names, c.before); err != nil {
 		return r, err
@@ -209,16 +209,16 @@ func (b *bench) detectionRound(ctx context.Context, c detectionCase, names []str
 }
 
 // detectionEvent does the case's event to the owner of the round's shoots, right after T0.
-func (b *bench) detectionEvent(ctx context.Context, event string, victim *replica) error {
+func (b *bench) detectionEvent(ctx context.Context, event string, victim *sim.Replica) error {
 	switch event {
 	case eventKill:
-		victim.kill()
+		victim.Kill()
 		b.forget(victim)
 	case eventLeave:
 		if err := pause(ctx, detectionLeaveAfter); err != nil {
 			return err
 		}
-		victim.terminate(30 * time.Second)
+		victim.Terminate(30 * time.Second)
 		b.forget(victim)
 	}
 	return nil
@@ -226,14 +226,14 @@ func (b *bench) detectionEvent(ctx context.Context, event string, victim *replic
 
 // recoverRound lets the round's kubelets renew again, waits until the shoots are restored and starts
 // the owner again if the round stopped it.
-func (b *bench) recoverRound(ctx context.Context, names []string, victim *replica) error {
+func (b *bench) recoverRound(ctx context.Context, names []string, victim *sim.Replica) error {
 	if err := b.setScenario(names, sim.Scenario{}); err != nil {
 		return err
 	}
 	if err := b.awaitAllUp(ctx, names, 3*time.Minute+gardenerMCMScaleUpDelay); err != nil {
 		return err
 	}
-	if victim.running() {
+	if victim.Running() {
 		return nil
 	}
 	before := b.seed.Shoots.Callers()
@@ -250,7 +250,7 @@ func (b *bench) recoverRound(ctx context.Context, names []string, victim *replic
 func (b *bench) ownedBy(owner string, n int, used map[string]bool) ([]string, error) {
 	members := make([]string, len(b.replicas))
 	for i, r := range b.replicas {
-		members[i] = r.name
+		members[i] = r.Name
 	}
 	own, err := newOwnership(members)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 )
 
@@ -98,9 +99,9 @@ func startLeaseTracker(ctx context.Context, cfg *rest.Config) (*leaseTracker, er
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	t := &leaseTracker{cancel: cancel, events: newPartitionEvents()}
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(demoNamespace),
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(benchNamespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = k8slabels.Set{leases.GroupLabel: replicaGroups[0]}.String()
+			o.LabelSelector = k8slabels.Set{leases.GroupLabel: sim.Groups[0]}.String()
 		}))
 	informer := factory.Coordination().V1().Leases().Informer()
 	observe := func(obj any, created bool) {

@@ -127,7 +127,7 @@ func (b *bench) tell(ctx context.Context, l lie) (benchmarks.LiePart, error) {
 	part.ConsistentLeaseLists = float64(s1.shoots.LeaseLists.Consistent - s0.shoots.LeaseLists.Consistent)
 	part.CachedLeaseLists = float64(s1.shoots.LeaseLists.Cached - s0.shoots.LeaseLists.Cached)
 	for _, r := range b.replicas {
-		part.MissedCycles += delta(s0, s1, r.name, "dwd_probe_missed_cycles_total", "")
+		part.MissedCycles += delta(s0, s1, r.Name, "dwd_probe_missed_cycles_total", "")
 	}
 	fmt.Fprintf(b.out, "    %d spurious scale-downs, probes %v, lease lists %.0f consistent / %.0f cached, %.0f missed cycles, peak RSS %s MiB\n",
 		part.SpuriousScaleDowns, part.ProbesByResult, part.ConsistentLeaseLists, part.CachedLeaseLists, part.MissedCycles, mib(part.PeakRSSBytes))
@@ -154,7 +154,7 @@ func (b *bench) awaitRestore(ctx context.Context, n int) error {
 
 // sampleRSS samples the replicas' resident memory every period until the function it returns is
 // called, which returns each replica's highest sample.
-func sampleRSS(replicas []*replica, period time.Duration) func() []float64 {
+func sampleRSS(replicas []*sim.Replica, period time.Duration) func() []float64 {
 	peaks := make([]float64, len(replicas))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -163,7 +163,7 @@ func sampleRSS(replicas []*replica, period time.Duration) func() []float64 {
 		defer ticker.Stop()
 		for {
 			for i, r := range replicas {
-				if rss, err := r.proc.Memory("VmRSS"); err == nil {
+				if rss, err := r.Memory("VmRSS"); err == nil {
 					peaks[i] = max(peaks[i], float64(rss))
 				}
 			}

@@ -107,7 +107,7 @@ func (b *bench) meltdownBatch(ctx context.Context, spec batchSpec) (*benchmarks.
 	s2 := b.snapshot(ctx)
 	x.ProbeLagP99Seconds = histogramQuantile(0.99, histogramDelta(s0, s2, "dwd_probe_lag_seconds"))
 	for _, r := range b.replicas {
-		x.MissedCycles += delta(s0, s2, r.name, "dwd_probe_missed_cycles_total", "")
+		x.MissedCycles += delta(s0, s2, r.Name, "dwd_probe_missed_cycles_total", "")
 	}
 	x.SeedRequestsByClient = countersByLabel(s0, s1, "dwd_api_requests_total", "api=seed", "client")
 	scaled := float64(max(scaleWritesPerShoot*(x.Melted-x.NotScaledDown), 1))
@@ -127,10 +127,10 @@ func (b *bench) scaleDown(ctx context.Context, names []string, x *benchmarks.Mel
 	}
 	expired := map[string]time.Time{}
 	for _, ns := range names {
-		expired[ns] = expiredSince(b.seed.Shoots, ns)
+		expired[ns] = b.seed.Shoots.ScaleDownDue(ns)
 	}
 	start := func(ns string) time.Time { return expired[ns] }
-	timeout := seconds(x.ScaleDownTimeoutSeconds) + demoExpiredAge
+	timeout := seconds(x.ScaleDownTimeoutSeconds) + sim.ExpiredAge
 	if err := b.until(ctx, "scaled down", names, timeout, func() map[string]time.Time { down, _, _ := b.scaling.moments(); return down }); err != nil {
 		return err
 	}

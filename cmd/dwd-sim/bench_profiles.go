@@ -158,7 +158,7 @@ func scaleBudget(l benchmarks.ClientLimits, has map[string]bool) (float64, int) 
 }
 
 // replicaSet writes the profile's prober config and returns the set its replicas start from.
-func (b *bench) replicaSet(p replicaProfile) (*replicaSet, error) {
+func (b *bench) replicaSet(p replicaProfile) (*sim.ReplicaSet, error) {
 	prober := filepath.Join(b.opts.dir, "prober-"+p.name+".yaml")
 	weeder := filepath.Join(b.opts.dir, "weeder.yaml")
 	if err := os.WriteFile(prober, []byte(benchProberConfig(p.probeInterval(b.opts.interval), p.probeTimeout, p.mcmScaleUpDelay)), 0o644); err != nil {
@@ -170,7 +170,7 @@ func (b *bench) replicaSet(p replicaProfile) (*replicaSet, error) {
 	limits := p.limits(b.dwdHas)
 	args := []string{
 		"--kubeconfig=" + b.seed.KubeconfigPath(), "--prober-config=" + prober, "--weeder-config=" + weeder,
-		"--shard-namespace=" + demoNamespace, "--probe-workers=" + strconv.Itoa(b.opts.probeWorkers),
+		"--shard-namespace=" + benchNamespace, "--probe-workers=" + strconv.Itoa(b.opts.probeWorkers),
 		"--kube-api-qps=" + strconv.FormatFloat(limits.KubeAPIQPS, 'f', -1, 64), "--kube-api-burst=" + strconv.Itoa(limits.KubeAPIBurst),
 		"--zap-log-level=info", "--zap-time-encoding=rfc3339nano",
 	}
@@ -179,12 +179,12 @@ func (b *bench) replicaSet(p replicaProfile) (*replicaSet, error) {
 			flagScaleQPS+"="+strconv.FormatFloat(limits.ScaleQPS, 'f', -1, 64), flagScaleBurst+"="+strconv.Itoa(limits.ScaleBurst))
 	}
 	if b.dwdHas[flagLeaderElectionNamespace] { // as the base StatefulSet's replicas, whose RBAC it has
-		args = append(args, flagLeaderElectionNamespace+"="+demoNamespace)
+		args = append(args, flagLeaderElectionNamespace+"="+benchNamespace)
 	}
 	if p.responseBounds && b.dwdHas[flagMaxResponseBytes] && b.dwdHas[flagMaxResponseItems] {
 		args = append(args, flagMaxResponseBytes+"="+strconv.Itoa(defaultMaxResponseBytes), flagMaxResponseItems+"="+strconv.Itoa(defaultMaxResponseItems))
 	}
-	return &replicaSet{dwd: b.dwd, dir: b.opts.dir, pprof: b.opts.pprof, baseArgs: args}, nil
+	return &sim.ReplicaSet{Dwd: b.dwd, Dir: b.opts.dir, Pprof: b.opts.pprof, Args: args}, nil
 }
 
 // benchProberConfig is the demo's prober config at another probe interval, probe timeout and

@@ -7,7 +7,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
@@ -74,33 +73,6 @@ func TestRestartProbeFigures(t *testing.T) {
 	assert.Equal(t, map[string]time.Time{"a": at(12), "b": at(5)}, firstByOwner(stats, owners), "a shoot not probed is left out")
 }
 
-func TestProxiedKubeconfig(t *testing.T) {
-	kubeconfig := []byte(`apiVersion: v1
-kind: Config
-clusters:
-- name: seed
-  cluster: {server: "https://127.0.0.1:6443", certificate-authority-data: Y2E=}
-users:
-- name: admin
-  user: {token: secret}
-contexts:
-- name: seed
-  context: {cluster: seed, user: admin}
-current-context: seed
-`)
-	data, err := proxiedKubeconfig(kubeconfig, "127.0.0.1:40001")
-	require.NoError(t, err)
-	cfg, err := clientcmd.Load(data)
-	require.NoError(t, err)
-	assert.Equal(t, "https://127.0.0.1:40001", cfg.Clusters["seed"].Server)
-	assert.Equal(t, []byte("ca"), cfg.Clusters["seed"].CertificateAuthorityData, "the CA stays")
-	assert.Equal(t, "secret", cfg.AuthInfos["admin"].Token)
-	assert.Equal(t, "seed", cfg.CurrentContext)
-
-	_, err = proxiedKubeconfig([]byte("{"), "127.0.0.1:1")
-	assert.Error(t, err)
-}
-
 func TestCounterIncreaseCountsARestartFromZero(t *testing.T) {
 	counter := func(v float64) map[string]*dto.MetricFamily {
 		return map[string]*dto.MetricFamily{"c": {Metric: []*dto.Metric{{Counter: &dto.Counter{Value: ptr.To(v)}}}}}
@@ -155,12 +127,4 @@ func TestRestartScenarios(t *testing.T) {
 		sizes = append(sizes, st.shoots)
 	}
 	assert.Equal(t, []int{100, 100, 300, 300, 300, 300}, sizes, "rolling and outage at the largest load, after steady there")
-}
-
-func TestReplicaSetGivesEachReplicaItsKubeconfig(t *testing.T) {
-	rs := &replicaSet{baseArgs: []string{"--kubeconfig=/seed", "--probe-workers=1"}}
-	assert.Equal(t, []string{"--kubeconfig=/seed", "--probe-workers=1"}, rs.common("dwd-0"))
-	rs.kubeconfigOf = func(name string) string { return "/via-" + name }
-	assert.Equal(t, []string{"--probe-workers=1", "--kubeconfig=/via-dwd-1"}, rs.common("dwd-1"))
-	assert.Equal(t, []string{"--kubeconfig=/seed", "--probe-workers=1"}, rs.baseArgs, "the common flags stay")
 }

@@ -48,19 +48,19 @@ func (b *bench) steady(ctx context.Context, shoots, replicas int) (benchmarks.St
 	run.DurationSeconds = elapsed
 	var seedWatchdog, seedSharding float64
 	for _, r := range b.replicas {
-		probes := delta(s0, s1, r.name, "dwd_probes_total", "")
-		healthy := delta(s0, s1, r.name, "dwd_probes_total", "result=healthy")
-		cpu := delta(s0, s1, r.name, "process_cpu_seconds_total", "")
+		probes := delta(s0, s1, r.Name, "dwd_probes_total", "")
+		healthy := delta(s0, s1, r.Name, "dwd_probes_total", "result=healthy")
+		cpu := delta(s0, s1, r.Name, "process_cpu_seconds_total", "")
 		run.Probes += probes
 		run.UnhealthyProbes += probes - healthy
-		run.MissedCycles += delta(s0, s1, r.name, "dwd_probe_missed_cycles_total", "")
+		run.MissedCycles += delta(s0, s1, r.Name, "dwd_probe_missed_cycles_total", "")
 		run.ProbesPerSecondPerReplica = append(run.ProbesPerSecondPerReplica, probes/elapsed)
 		run.CPUCores = append(run.CPUCores, cpu/elapsed)
 		run.CPUSecondsPer1000Probes = append(run.CPUSecondsPer1000Probes, cpu/max(probes, 1)*1000)
 		run.CPUSecondsPer1000HealthyProbes = append(run.CPUSecondsPer1000HealthyProbes, cpu/max(healthy, 1)*1000)
-		run.RSSBytes = append(run.RSSBytes, sum(s1.metrics[r.name], "process_resident_memory_bytes", ""))
-		seedWatchdog += delta(s0, s1, r.name, "dwd_api_requests_total", "api=seed,client=watchdog")
-		seedSharding += delta(s0, s1, r.name, "dwd_api_requests_total", "api=seed,client=sharding")
+		run.RSSBytes = append(run.RSSBytes, sim.Sum(s1.metrics[r.Name], "process_resident_memory_bytes", ""))
+		seedWatchdog += delta(s0, s1, r.Name, "dwd_api_requests_total", "api=seed,client=watchdog")
+		seedSharding += delta(s0, s1, r.Name, "dwd_api_requests_total", "api=seed,client=sharding")
 	}
 	probes := max(run.Probes, 1)
 	run.ProbesPerSecond = run.Probes / elapsed
@@ -99,15 +99,15 @@ func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks
 	}
 	h.MemberWritesPerSecond = tracker.memberWritesPerSecond()
 	ev := &handoverEvents{b: b, tracker: tracker, ideal: float64(shoots) / float64(replicas), writes: map[string][]float64{}}
-	leave := func(r *replica) error { r.terminate(30 * time.Second); b.forget(r); return nil }
-	kill := func(r *replica) error { r.kill(); b.forget(r); return nil }
-	join := func(r *replica) error { return b.rejoin(r) }
+	leave := func(r *sim.Replica) error { r.Terminate(30 * time.Second); b.forget(r); return nil }
+	kill := func(r *sim.Replica) error { r.Kill(); b.forget(r); return nil }
+	join := func(r *sim.Replica) error { return b.rejoin(r) }
 	fmt.Fprintf(b.out, "handover, %d shoots × %d replicas, %d times each\n", shoots, replicas, b.opts.repeats)
 	for i := range b.opts.repeats {
 		victim := b.replicas[i%len(b.replicas)]
 		for _, e := range []struct {
 			name    string
-			do      func(*replica) error
+			do      func(*sim.Replica) error
 			samples *[]float64
 		}{
 			{"leave", leave, &h.GracefulSeconds}, {"join", join, &h.JoinSeconds},
@@ -143,7 +143,7 @@ type handoverEvents struct {
 
 // play does the event to victim and returns the seconds until every moved shoot was probed by its
 // new owner.
-func (e *handoverEvents) play(ctx context.Context, name string, do func(victim *replica) error, victim *replica) (float64, error) {
+func (e *handoverEvents) play(ctx context.Context, name string, do func(victim *sim.Replica) error, victim *sim.Replica) (float64, error) {
 	before := e.b.seed.Shoots.Callers()
 	e.tracker.mark()
 	start := time.Now()
@@ -152,13 +152,13 @@ func (e *handoverEvents) play(ctx context.Context, name string, do func(victim *
 	}
 	settled, n, err := e.b.settle(ctx, start, before, benchLeaseDuration+time.Minute)
 	if err != nil {
-		return 0, fmt.Errorf("%s of %s: %w", name, victim.name, err)
+		return 0, fmt.Errorf("%s of %s: %w", name, victim.Name, err)
 	}
 	took := settled.Sub(start).Seconds()
 	e.moved = append(e.moved, float64(n)/e.ideal)
 	w := e.tracker.writes()
 	e.writes[name] = append(e.writes[name], float64(w.Total))
-	fmt.Fprintf(e.b.out, "  %-8s %s: %d shoots moved, all probed by their new owner after %.2fs; partition lease writes %s\n", name, victim.name, n, took, w)
+	fmt.Fprintf(e.b.out, "  %-8s %s: %d shoots moved, all probed by their new owner after %.2fs; partition lease writes %s\n", name, victim.Name, n, took, w)
 	return took, nil
 }
 
@@ -204,10 +204,10 @@ func (b *bench) meltdownRound(ctx context.Context, names []string) ([]float64, e
 		if err := b.seed.Shoots.SetScenario(ns, sim.Scenario{Kind: sim.Meltdown, ExpiredFraction: 1}); err != nil {
 			return nil, err
 		}
-		expired[ns] = expiredSince(b.seed.Shoots, ns)
+		expired[ns] = b.seed.Shoots.ScaleDownDue(ns)
 	}
 	var samples []float64
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, demoExpiredAge+b.opts.interval+time.Minute, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, sim.ExpiredAge+b.opts.interval+time.Minute, true, func(context.Context) (bool, error) {
 		downs := firstDown()
 		if len(downs) < len(names) {
 			return false, nil
@@ -300,14 +300,14 @@ func (b *bench) scaledUp(ctx context.Context, names []string) bool {
 
 // startFresh stops the replicas, makes sure there are shoots, starts replicas of the set and waits
 // until every shoot has been probed by its owner.
-func (b *bench) startFresh(ctx context.Context, shoots, replicas int, rs *replicaSet) error {
+func (b *bench) startFresh(ctx context.Context, shoots, replicas int, rs *sim.ReplicaSet) error {
 	b.stopAll()
 	if err := b.ensureShoots(ctx, shoots); err != nil {
 		return err
 	}
 	start := time.Now()
 	for i := range replicas {
-		r, err := rs.start(fmt.Sprintf("dwd-%d", i))
+		r, err := rs.Start(fmt.Sprintf("dwd-%d", i))
 		if err != nil {
 			return err
 		}
@@ -327,7 +327,7 @@ func (b *bench) ensureShoots(ctx context.Context, n int) error {
 		return nil
 	}
 	start := time.Now()
-	if err := b.seed.CreateShoots(ctx, b.shoots, n, b.opts.nodes, progressPrinter(b.out, "simulated shoots")); err != nil {
+	if err := b.seed.CreateShoots(ctx, b.shoots, n, b.opts.nodes, sim.ProgressPrinter(b.out, "simulated shoots")); err != nil {
 		return err
 	}
 	fmt.Fprintf(b.out, "%d shoots created in %s\n", n-b.shoots, time.Since(start).Round(time.Second))
@@ -338,25 +338,25 @@ func (b *bench) ensureShoots(ctx context.Context, n int) error {
 // stopAll stops the running replicas gracefully.
 func (b *bench) stopAll() {
 	for _, r := range b.replicas {
-		if r.running() {
-			r.terminate(30 * time.Second)
+		if r.Running() {
+			r.Terminate(30 * time.Second)
 		}
 	}
 	b.replicas = nil
 }
 
 // forget drops a stopped replica from the running set; rejoin adds it back.
-func (b *bench) forget(r *replica) {
-	b.replicas = slices.DeleteFunc(b.replicas, func(x *replica) bool { return x == r })
+func (b *bench) forget(r *sim.Replica) {
+	b.replicas = slices.DeleteFunc(b.replicas, func(x *sim.Replica) bool { return x == r })
 }
 
 // rejoin starts a stopped replica again under its name.
-func (b *bench) rejoin(r *replica) error {
-	if err := r.run(b.dwd); err != nil {
+func (b *bench) rejoin(r *sim.Replica) error {
+	if err := r.Restart(); err != nil {
 		return err
 	}
 	b.replicas = append(b.replicas, r)
-	slices.SortFunc(b.replicas, func(x, y *replica) int { return strings.Compare(x.name, y.name) })
+	slices.SortFunc(b.replicas, func(x, y *sim.Replica) int { return strings.Compare(x.Name, y.Name) })
 	return nil
 }
 
@@ -367,7 +367,7 @@ func (b *bench) rejoin(r *replica) error {
 func (b *bench) settle(ctx context.Context, start time.Time, before map[string]sim.Caller, timeout time.Duration) (time.Time, int, error) {
 	names := make([]string, len(b.replicas))
 	for i, r := range b.replicas {
-		names[i] = r.name
+		names[i] = r.Name
 	}
 	own, err := newOwnership(names)
 	if err != nil {
@@ -385,9 +385,9 @@ func (b *bench) settle(ctx context.Context, start time.Time, before map[string]s
 			return false, err
 		}
 		for _, r := range b.replicas {
-			held := sum(r.metrics(ctx), "dwd_sharding_partitions_held", "group="+replicaGroups[0])
-			if int(held) != wantHeld[r.name] {
-				why = fmt.Sprintf("%s holds %.0f partitions, its ring share is %d", r.name, held, wantHeld[r.name])
+			held := sim.Sum(r.Metrics(ctx), "dwd_sharding_partitions_held", "group="+sim.Groups[0])
+			if int(held) != wantHeld[r.Name] {
+				why = fmt.Sprintf("%s holds %.0f partitions, its ring share is %d", r.Name, held, wantHeld[r.Name])
 				return false, nil
 			}
 		}
@@ -426,10 +426,10 @@ func (b *bench) settle(ctx context.Context, start time.Time, before map[string]s
 }
 
 // exited fails when a replica's process has ended: what waits for it to act would wait in vain.
-func exited(replicas []*replica) error {
+func exited(replicas []*sim.Replica) error {
 	for _, r := range replicas {
-		if !r.running() {
-			return fmt.Errorf("%s exited (%v); see %s", r.name, r.proc.State(), r.log)
+		if !r.Running() {
+			return fmt.Errorf("%s exited (%v); see %s", r.Name, r.State(), r.Log)
 		}
 	}
 	return nil
@@ -443,7 +443,7 @@ func (b *bench) balance() float64 {
 	}
 	most, total := 0, 0
 	for _, r := range b.replicas {
-		most, total = max(most, count[r.name]), total+count[r.name]
+		most, total = max(most, count[r.Name]), total+count[r.Name]
 	}
 	if total == 0 {
 		return 0

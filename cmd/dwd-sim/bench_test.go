@@ -93,7 +93,7 @@ func TestOwnershipMatchesTheRing(t *testing.T) {
 	for _, n := range held {
 		total += n
 	}
-	assert.Equal(t, partitions, total)
+	assert.Equal(t, sim.Partitions, total)
 	assert.Len(t, held, 3)
 	owners := map[string]int{}
 	for i := range 3000 {

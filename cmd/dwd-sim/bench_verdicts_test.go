@@ -141,7 +141,7 @@ func TestProfiles(t *testing.T) {
 }
 
 func TestOwnedByNamesUnusedShootsOfTheOwner(t *testing.T) {
-	b := &bench{shoots: 300, replicas: []*replica{{name: "dwd-0"}, {name: "dwd-1"}, {name: "dwd-2"}}}
+	b := &bench{shoots: 300, replicas: []*sim.Replica{{Name: "dwd-0"}, {Name: "dwd-1"}, {Name: "dwd-2"}}}
 	own, err := newOwnership([]string{"dwd-0", "dwd-1", "dwd-2"})
 	require.NoError(t, err)
 	used := map[string]bool{}

@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sharded-dwd/dependency-watchdog/test"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 	"github.com/sharded-dwd/dependency-watchdog/deploy/deploytest"
@@ -51,11 +52,11 @@ func TestDashboards(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, queries)
 
-	g, err := overlayGrants(demoOverlay)
+	g, err := sim.OverlayGrants(demoOverlay)
 	require.NoError(t, err)
 	ctx := context.Background()
 	var buf bytes.Buffer
-	d, err := setUp(ctx, &lockedWriter{w: &buf}, demoOptions{shoots: 30, nodes: 2, replicas: 3, dwd: dwd, dir: dir}, g)
+	d, err := setUp(ctx, &sim.LockedWriter{W: &buf}, demoOptions{shoots: 30, nodes: 2, replicas: 3, dwd: dwd, dir: dir}, g)
 	if d != nil {
 		defer d.tearDown()
 	}
@@ -86,7 +87,7 @@ func TestDashboards(t *testing.T) {
 	}
 	assert.ElementsMatch(t, melted, downShoots, "dwd_shoot_scaled_down names the melted shoots")
 
-	shard := d.replicas[0].name
+	shard := d.replicas[0].Name
 	t.Run("every panel's expression returns data", func(t *testing.T) {
 		for _, q := range queries {
 			vars := map[string]string{"shard": ".*", "group": ".*", "datasource": "prometheus",
@@ -147,11 +148,11 @@ func TestDashboards(t *testing.T) {
 	victim := d.replicas[len(d.replicas)-1]
 	t.Run("a killed replica fires DwdMemberDown; dwd shards shows it", func(t *testing.T) {
 		killed := time.Now()
-		victim.kill()
+		victim.Kill()
 		// dwd shards names the killed member expired once its lease has been unchanged for a duration,
 		// until the others delete the lease as an orphan, two durations after its last renewal: asked
 		// after the alert and the takeover, under load, it found the lease gone.
-		expired := regexp.MustCompile(`(?m)^` + victim.name + `\s+expired\s`)
+		expired := regexp.MustCompile(`(?m)^` + victim.Name + `\s+expired\s`)
 		var out string
 		require.Eventually(t, func() bool {
 			got, err := shardsOutput(dwd, d)
@@ -159,8 +160,8 @@ func TestDashboards(t *testing.T) {
 				out = got
 			}
 			return err == nil && expired.MatchString(got)
-		}, 2*demoLeaseDuration, 250*time.Millisecond, "dwd shards says %s expired", victim.name)
-		t.Logf("dwd shards %s after the kill -9 of %s:\n%s", time.Since(killed).Round(100*time.Millisecond), victim.name, out)
+		}, 2*demoLeaseDuration, 250*time.Millisecond, "dwd shards says %s expired", victim.Name)
+		t.Logf("dwd shards %s after the kill -9 of %s:\n%s", time.Since(killed).Round(100*time.Millisecond), victim.Name, out)
 		seen := map[string]time.Duration{} // alert and state -> first seen after the kill
 		require.Eventually(t, func() bool {
 			alerts, err := prom.alerts(ctx)
@@ -173,30 +174,30 @@ func TestDashboards(t *testing.T) {
 				}
 			}
 			return slices.ContainsFunc(alerts, func(a alert) bool {
-				return a.Labels["alertname"] == "DwdMemberDown" && a.Labels["member"] == victim.name && a.State == "firing"
+				return a.Labels["alertname"] == "DwdMemberDown" && a.Labels["member"] == victim.Name && a.State == "firing"
 			})
-		}, 60*time.Second, 250*time.Millisecond, "DwdMemberDown fires for %s", victim.name)
+		}, 60*time.Second, 250*time.Millisecond, "DwdMemberDown fires for %s", victim.Name)
 		// The takeover: every partition held again, every shoot probed by the two others.
 		require.NoError(t, d.until(ctx, demoLeaseDuration+15*time.Second, func(ctx context.Context) bool {
 			held, probing := d.totals(ctx)
-			return held == partitions && probing == float64(d.opts.shoots)
+			return held == sim.Partitions && probing == float64(d.opts.shoots)
 		}))
-		t.Logf("alerts seen after the kill -9 of %s (first seen, after the kill): %s", victim.name, describeSeen(seen))
+		t.Logf("alerts seen after the kill -9 of %s (first seen, after the kill): %s", victim.Name, describeSeen(seen))
 
 		out = dwdShards(t, dwd, d)
-		t.Logf("dwd shards after the kill -9 of %s and the takeover:\n%s", victim.name, out)
+		t.Logf("dwd shards after the kill -9 of %s and the takeover:\n%s", victim.Name, out)
 		for _, r := range d.replicas[:len(d.replicas)-1] {
-			assert.Regexp(t, `(?m)^`+r.name+`\s+live\s`, out, "%s is live", r.name)
+			assert.Regexp(t, `(?m)^`+r.Name+`\s+live\s`, out, "%s is live", r.Name)
 		}
 		assert.Contains(t, out, "Partitions without a live holder: none")
 	})
 
 	t.Run("the replica returns: DwdMemberDown resolves", func(t *testing.T) {
-		require.NoError(t, victim.run(d.rs.dwd))
+		require.NoError(t, victim.Restart())
 		require.Eventually(t, func() bool {
 			alerts, err := prom.alerts(ctx)
 			return err == nil && !slices.ContainsFunc(alerts, func(a alert) bool { return a.Labels["alertname"] == "DwdMemberDown" })
-		}, 60*time.Second, 250*time.Millisecond, "DwdMemberDown resolves once %s is scraped again", victim.name)
+		}, 60*time.Second, 250*time.Millisecond, "DwdMemberDown resolves once %s is scraped again", victim.Name)
 	})
 }
 

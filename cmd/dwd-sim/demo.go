@@ -3,18 +3,15 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
-	"github.com/sharded-dwd/dependency-watchdog/config"
 )
 
 // The demo's timings: short enough to watch, the protocol's order kept (retry < renew < lease).
@@ -23,20 +20,9 @@ const (
 	demoRenewDeadline = 5 * time.Second
 	demoRetryPeriod   = time.Second
 	demoProbeInterval = 2 * time.Second
-	demoNamespace     = "garden"
-	// demoExpiredAge and demoFraction are when a lease counts as expired (0.75 × the config's
-	// kcmNodeMonitorGraceDuration of 40 s) and the nodeLeaseFailureFraction: a melted shoot's leases
-	// are expired from the moment that fraction of them is that old (sim.ShootServer.ExpiredSince).
-	demoExpiredAge = 30 * time.Second
-	demoFraction   = 0.6
+	// benchNamespace is where the bench's replicas keep their Leases.
+	benchNamespace = "garden"
 )
-
-// expiredSince is when the leases of a melted shoot had aged enough for a scale-down, by the demo's
-// and the bench's prober config; the zero time when the shoot is not melted.
-func expiredSince(shoots *sim.ShootServer, ns string) time.Time {
-	at, _ := shoots.ExpiredSince(ns, demoExpiredAge, demoFraction)
-	return at
-}
 
 // The demo's configs are the simulated seed's.
 const (
@@ -67,7 +53,7 @@ ends with a summary and exits 1 if a step did not do what it should.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			quietLogs()
-			g, err := overlayGrants(demoOverlay)
+			g, err := sim.OverlayGrants(demoOverlay)
 			if err != nil {
 				return err
 			}
@@ -88,8 +74,8 @@ const demoOverlay = "overlays/sharded"
 
 // runDemo sets the stage, with the replicas running under the RBAC of g, plays the script and prints
 // the summary.
-func runDemo(ctx context.Context, out io.Writer, o demoOptions, g grants) error {
-	d, err := setUp(ctx, &lockedWriter{w: out}, o, g)
+func runDemo(ctx context.Context, out io.Writer, o demoOptions, g sim.Grants) error {
+	d, err := setUp(ctx, &sim.LockedWriter{W: out}, o, g)
 	if d != nil {
 		defer d.tearDown()
 	}
@@ -108,8 +94,8 @@ func (d *demo) run(ctx context.Context) error {
 }
 
 // setUp starts the seed, applies the RBAC of g, creates the shoots and writes the replicas' configs.
-func setUp(ctx context.Context, out io.Writer, o demoOptions, g grants) (*demo, error) {
-	dwd, err := dwdPath(o.dwd)
+func setUp(ctx context.Context, out io.Writer, o demoOptions, g sim.Grants) (*demo, error) {
+	dwd, err := sim.FindDwd(o.dwd)
 	if err != nil {
 		return nil, err
 	}
@@ -124,11 +110,15 @@ func setUp(ctx context.Context, out io.Writer, o demoOptions, g grants) (*demo, 
 		return nil, err
 	}
 	d := &demo{out: out, seed: seed, opts: o}
-	if err := d.grant(ctx, g); err != nil {
+	id, err := seed.Grant(ctx, g, "replicas.kubeconfig")
+	if err != nil {
 		return d, err
 	}
+	d.kubeconfig, d.namespace = id.Kubeconfig, id.Namespace
+	fmt.Fprintf(out, "The replicas run as %s (impersonated), with exactly the permissions of %s (%d rules)\n",
+		id.User, g.Source, sim.CountRules(g.Objects))
 	start := time.Now()
-	if err := seed.CreateShoots(ctx, 0, o.shoots, o.nodes, progressPrinter(out, "simulated shoots")); err != nil {
+	if err := seed.CreateShoots(ctx, 0, o.shoots, o.nodes, sim.ProgressPrinter(out, "simulated shoots")); err != nil {
 		return d, err
 	}
 	fmt.Fprintf(out, " (%s)\n", time.Since(start).Round(100*time.Millisecond))
@@ -136,24 +126,8 @@ func setUp(ctx context.Context, out io.Writer, o demoOptions, g grants) (*demo, 
 	return d, err
 }
 
-// dwdPath finds the dwd binary: the flag, else next to this binary.
-func dwdPath(flag string) (string, error) {
-	if flag != "" {
-		return flag, nil
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(filepath.Dir(self), "dwd")
-	if _, err := os.Stat(path); err != nil {
-		return "", errors.New("no dwd binary next to dwd-sim: build it (make build) or give --dwd")
-	}
-	return path, nil
-}
-
 // replicaSet writes the configs and returns the set the replicas start from.
-func (d *demo) replicaSet(dwd string) (*replicaSet, error) {
+func (d *demo) replicaSet(dwd string) (*sim.ReplicaSet, error) {
 	prober := filepath.Join(d.opts.dir, "prober.yaml")
 	weeder := filepath.Join(d.opts.dir, "weeder.yaml")
 	if err := os.WriteFile(prober, []byte(demoProberConfig), 0o644); err != nil {
@@ -165,26 +139,11 @@ func (d *demo) replicaSet(dwd string) (*replicaSet, error) {
 	// The replicas are no Pods of a StatefulSet, so a graceful stop is a leave for good: it hands the
 	// share over at once. They look for a leader of the original's mode in their own namespace, as the
 	// base StatefulSet's do (its RBAC reads no Lease elsewhere).
-	return &replicaSet{dwd: dwd, dir: d.opts.dir, baseArgs: []string{
+	return &sim.ReplicaSet{Dwd: dwd, Dir: d.opts.dir, Args: []string{
 		"--kubeconfig=" + d.kubeconfig, "--prober-config=" + prober, "--weeder-config=" + weeder,
 		"--shard-namespace=" + d.namespace, "--leader-election-namespace=" + d.namespace, "--kube-api-qps=50", "--kube-api-burst=100",
 		"--member-lease-duration=" + demoLeaseDuration.String(), "--member-renew-deadline=" + demoRenewDeadline.String(),
 		"--member-retry-period=" + demoRetryPeriod.String(), "--leave-mode=handover",
 		"--zap-log-level=" + cmp.Or(d.opts.logLevel, "info"),
 	}}, nil
-}
-
-// partitions is the demo group's partition count.
-const partitions = config.DefaultPartitionCount
-
-// lockedWriter lets the script and the live view write to one output.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

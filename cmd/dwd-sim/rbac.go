@@ -2,132 +2,17 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/sharded-dwd/dependency-watchdog/deploy"
 )
-
-// grants are the RBAC objects replicas run under, and where they come from.
-type grants struct {
-	source string // for the output: "deploy/overlays/sharded"
-	objs   []*unstructured.Unstructured
-}
-
-// overlayGrants builds the deploy/ overlay at path and keeps its RBAC.
-func overlayGrants(path string) (grants, error) {
-	objs, err := deploy.Build(path)
-	if err != nil {
-		return grants{}, err
-	}
-	return grants{source: "deploy/" + path, objs: rbacOnly(objs)}, nil
-}
-
-// grant applies g in the seed and writes the replicas' kubeconfig, whose user impersonates g's only
-// ServiceAccount: the API server then authorizes the replicas by g alone. The replicas' namespace
-// becomes the ServiceAccount's.
-func (d *demo) grant(ctx context.Context, g grants) error {
-	ns, user, err := serviceAccountUser(g.objs)
-	if err != nil {
-		return fmt.Errorf("%s: %w", g.source, err)
-	}
-	if err := applyRBAC(ctx, d.seed.Env.Client, g.objs); err != nil {
-		return fmt.Errorf("%s: %w", g.source, err)
-	}
-	if d.kubeconfig, err = d.seed.WriteKubeconfigAs("replicas.kubeconfig", user); err != nil {
-		return err
-	}
-	d.namespace = ns
-	fmt.Fprintf(d.out, "The replicas run as %s (impersonated), with exactly the permissions of %s (%d rules)\n",
-		user, g.source, countRules(g.objs))
-	return nil
-}
-
-// rbacKinds are the kinds that make up what a ServiceAccount may do: the account and the roles bound
-// to it. The rest of a set of manifests (workloads, configs) is no part of it.
-var rbacKinds = []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-
-// rbacOnly returns the objects of objs whose kind is one of rbacKinds, in their order.
-func rbacOnly(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetAPIVersion() == "v1" && o.GetKind() == "ServiceAccount" ||
-			o.GroupVersionKind().Group == rbacv1.GroupName && slices.Contains(rbacKinds, o.GetKind()) {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-// applyRBAC creates the RBAC objects of objs in the seed, after the namespaces they live in (created
-// unless they exist). The other objects of objs are left out.
-func applyRBAC(ctx context.Context, c client.Client, objs []*unstructured.Unstructured) error {
-	rbac := rbacOnly(objs)
-	if len(rbac) == 0 {
-		return errors.New("no ServiceAccount, role or binding among the objects")
-	}
-	for _, o := range rbac {
-		if ns := o.GetNamespace(); ns != "" {
-			err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
-			if err != nil && !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("creating namespace %s: %w", ns, err)
-			}
-		}
-	}
-	for _, o := range rbac {
-		if err := c.Create(ctx, o.DeepCopy()); err != nil {
-			return fmt.Errorf("creating %s %s: %w", o.GetKind(), client.ObjectKeyFromObject(o), err)
-		}
-	}
-	return nil
-}
-
-// serviceAccountUser returns the namespace of the only ServiceAccount among objs and the user name
-// the API server authenticates it as, system:serviceaccount:<namespace>:<name>.
-func serviceAccountUser(objs []*unstructured.Unstructured) (namespace, user string, err error) {
-	var accounts []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetAPIVersion() == "v1" && o.GetKind() == "ServiceAccount" {
-			accounts = append(accounts, o)
-		}
-	}
-	if len(accounts) != 1 {
-		return "", "", fmt.Errorf("want exactly one ServiceAccount, found %d", len(accounts))
-	}
-	sa := accounts[0]
-	if sa.GetNamespace() == "" {
-		return "", "", fmt.Errorf("ServiceAccount %s has no namespace", sa.GetName())
-	}
-	return sa.GetNamespace(), serviceAccountName(sa.GetNamespace(), sa.GetName()), nil
-}
-
-// serviceAccountName is the user name the API server gives the ServiceAccount namespace/name.
-func serviceAccountName(namespace, name string) string {
-	return "system:serviceaccount:" + namespace + ":" + name
-}
-
-// countRules is the number of rules of the roles among objs.
-func countRules(objs []*unstructured.Unstructured) int {
-	n := 0
-	for _, o := range rbacOnly(objs) {
-		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
-		n += len(rules)
-	}
-	return n
-}
 
 // readManifests decodes a file of YAML documents into objects; empty documents are skipped.
 func readManifests(path string) ([]*unstructured.Unstructured, error) {

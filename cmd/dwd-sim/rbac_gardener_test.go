@@ -10,12 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sharded-dwd/dependency-watchdog/test"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
@@ -49,8 +50,8 @@ var gardenerLeases = []string{"dwd-prober-leader-election", "dwd-weeder-leader-e
 type gardenerStory struct {
 	*demo
 	out              *bytes.Buffer
-	probers, weeders []*replica
-	sets             map[string]*replicaSet
+	probers, weeders []*sim.Replica
+	sets             map[string]*sim.ReplicaSet
 }
 
 // newGardenerStory starts a seed with 30 shoots, applies rbac into it and writes the configs and the
@@ -63,22 +64,22 @@ func newGardenerStory(t *testing.T, rbac []*unstructured.Unstructured) *gardener
 	ctx := context.Background()
 	seed, err := sim.StartSeed(ctx, dir)
 	require.NoError(t, err)
-	g := &gardenerStory{out: &bytes.Buffer{}, sets: map[string]*replicaSet{}}
-	g.demo = &demo{out: &lockedWriter{w: g.out}, seed: seed, opts: demoOptions{shoots: 30, nodes: 2, dwd: dwd, dir: dir}}
+	g := &gardenerStory{out: &bytes.Buffer{}, sets: map[string]*sim.ReplicaSet{}}
+	g.demo = &demo{out: &sim.LockedWriter{W: g.out}, seed: seed, opts: demoOptions{shoots: 30, nodes: 2, dwd: dwd, dir: dir}}
 	t.Cleanup(func() {
 		g.tearDown()
 		t.Log(g.out.String())
 	})
-	require.NoError(t, applyRBAC(ctx, seed.Env.Client, rbac))
+	require.NoError(t, sim.ApplyRBAC(ctx, seed.Env.Client, rbac))
 	require.NoError(t, seed.CreateShoots(ctx, 0, g.opts.shoots, g.opts.nodes, nil))
 	configs := map[string]string{"prober": demoProberConfig, "weeder": demoWeederConfig}
 	for role, cfg := range configs {
 		path := filepath.Join(dir, role+".yaml")
 		require.NoError(t, os.WriteFile(path, []byte(cfg), 0o644))
-		kubeconfig, err := seed.WriteKubeconfigAs(role+".kubeconfig", serviceAccountName(gardenNamespace, "dependency-watchdog-"+role))
+		kubeconfig, err := seed.WriteKubeconfigAs(role+".kubeconfig", sim.ServiceAccountName(gardenNamespace, "dependency-watchdog-"+role))
 		require.NoError(t, err)
 		args := append([]string{"--config-file=" + path}, gardenerCommands[role]...)
-		g.sets[role] = &replicaSet{dwd: dwd, dir: dir, command: role, baseArgs: append(args,
+		g.sets[role] = &sim.ReplicaSet{Dwd: dwd, Dir: dir, Command: role, Args: append(args,
 			"--kubeconfig="+kubeconfig, "--leader-elect-lease-duration="+gardenerLeaseDuration.String(),
 			"--leader-elect-renew-deadline="+gardenerRenewDeadline.String(), "--leader-elect-retry-period="+gardenerRetryPeriod.String())}
 	}
@@ -90,7 +91,7 @@ func newGardenerStory(t *testing.T, rbac []*unstructured.Unstructured) *gardener
 func (g *gardenerStory) start(ctx context.Context, timeout time.Duration) (string, error) {
 	for _, name := range []string{"prober-0", "prober-1", "weeder-0", "weeder-1"} {
 		role := name[:len("prober")]
-		r, err := g.sets[role].start(name)
+		r, err := g.sets[role].Start(name)
 		if err != nil {
 			return "", err
 		}
@@ -105,7 +106,7 @@ func (g *gardenerStory) start(ctx context.Context, timeout time.Duration) (strin
 	err := g.until(ctx, timeout, func(ctx context.Context) bool {
 		prober, probers := leaders(ctx, g.probers)
 		_, weeders := leaders(ctx, g.weeders)
-		return probers == 1 && weeders == 1 && sum(prober.metrics(ctx), "dwd_probes_active", "") == float64(g.opts.shoots) &&
+		return probers == 1 && weeders == 1 && sim.Sum(prober.Metrics(ctx), "dwd_probes_active", "") == float64(g.opts.shoots) &&
 			len(unprobedSince(g.seed.Shoots.ProbeStats(), started)) == 0
 	})
 	if err != nil {
@@ -116,16 +117,16 @@ func (g *gardenerStory) start(ctx context.Context, timeout time.Duration) (strin
 	}
 	prober, _ := leaders(ctx, g.probers)
 	weeder, _ := leaders(ctx, g.weeders)
-	return fmt.Sprintf("%s leads and probes all %d shoots, %s leads the weeders", prober.name, g.opts.shoots, weeder.name), nil
+	return fmt.Sprintf("%s leads and probes all %d shoots, %s leads the weeders", prober.Name, g.opts.shoots, weeder.Name), nil
 }
 
 // leaders returns a running replica among rs that holds its work (in leader mode, the one partition
 // that stands for every shoot), and how many do.
-func leaders(ctx context.Context, rs []*replica) (*replica, int) {
-	var leader *replica
+func leaders(ctx context.Context, rs []*sim.Replica) (*sim.Replica, int) {
+	var leader *sim.Replica
 	n := 0
 	for _, r := range rs {
-		if sum(r.metrics(ctx), "dwd_sharding_partitions_held", "") > 0 {
+		if sim.Sum(r.Metrics(ctx), "dwd_sharding_partitions_held", "") > 0 {
 			leader, n = r, n+1
 		}
 	}
@@ -140,12 +141,12 @@ func (g *gardenerStory) killLeader(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("%d probers lead, want 1", n)
 	}
 	g.seed.Shoots.MarkProbes()
-	leader.kill()
+	leader.Kill()
 	killed := time.Now()
 	timeout := gardenerLeaseDuration + 20*time.Second
 	err := g.until(ctx, timeout, func(ctx context.Context) bool {
 		next, n := leaders(ctx, g.probers)
-		return n == 1 && sum(next.metrics(ctx), "dwd_probes_active", "") == float64(g.opts.shoots) &&
+		return n == 1 && sim.Sum(next.Metrics(ctx), "dwd_probes_active", "") == float64(g.opts.shoots) &&
 			len(unprobedSince(g.seed.Shoots.ProbeStats(), killed)) == 0
 	})
 	if err != nil {
@@ -153,7 +154,7 @@ func (g *gardenerStory) killLeader(ctx context.Context) (string, error) {
 	}
 	next, _ := leaders(ctx, g.probers)
 	return fmt.Sprintf("%s leads and has probed every shoot %s after the kill (leader lease %s)",
-		next.name, time.Since(killed).Round(100*time.Millisecond), gardenerLeaseDuration), nil
+		next.Name, time.Since(killed).Round(100*time.Millisecond), gardenerLeaseDuration), nil
 }
 
 // play runs the story: start, meltdown, recovery, weeding, the active weeder killed, the active
@@ -226,18 +227,18 @@ func TestRBACGardener(t *testing.T) {
 	assert.Equal(t, gardenerLeases, leases, "the only Leases in %s are the leader leases", gardenNamespace)
 	// A leader that took over in the last step is ready once its dependents' caches synced.
 	for _, r := range g.replicas {
-		if r.running() {
-			assert.Eventually(t, func() bool { return r.ready(ctx) }, 15*time.Second, 200*time.Millisecond, "%s is ready", r.name)
+		if r.Running() {
+			assert.Eventually(t, func() bool { return r.Ready(ctx) }, 15*time.Second, 200*time.Millisecond, "%s is ready", r.Name)
 		}
 	}
 	// A weeder exports no probe metrics: DwdShardNotProbing reads a replica with shoots and no
 	// probes as a stalled prober.
 	for _, r := range g.weeders {
-		if r.running() {
-			families := r.metrics(ctx)
-			require.Contains(t, families, "dwd_api_requests_total", "%s's metrics are read", r.name)
+		if r.Running() {
+			families := r.Metrics(ctx)
+			require.Contains(t, families, "dwd_api_requests_total", "%s's metrics are read", r.Name)
 			for _, name := range []string{"dwd_probes_total", "dwd_probes_active"} {
-				assert.NotContains(t, families, name, "%s exports no probe metrics", r.name)
+				assert.NotContains(t, families, name, "%s exports no probe metrics", r.Name)
 			}
 		}
 	}

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
+	"github.com/sharded-dwd/dependency-watchdog/test"
 )
 
 // variantTimeout bounds the first step of a story under RBAC with a rule taken out: long enough for
@@ -26,16 +28,16 @@ func TestRBACRuleRemovedFailsTheStory(t *testing.T) {
 	// The two variants mostly wait for a step to time out: they run side by side.
 	t.Run("dwd run under deploy/overlays/sharded less list and watch on leases", func(t *testing.T) {
 		t.Parallel()
-		g, err := overlayGrants(demoOverlay)
+		g, err := sim.OverlayGrants(demoOverlay)
 		require.NoError(t, err)
-		g.objs, err = withoutVerbs(g.objs, "Role", "dwd", "coordination.k8s.io", "leases", "list", "watch")
+		g.Objects, err = withoutVerbs(g.Objects, "Role", "dwd", "coordination.k8s.io", "leases", "list", "watch")
 		require.NoError(t, err)
 		quietLogs()
 		dir := t.TempDir()
 		dwd := test.BuildDwd(t)
 		ctx := context.Background()
 		var buf bytes.Buffer
-		d, err := setUp(ctx, &lockedWriter{w: &buf}, demoOptions{shoots: 30, nodes: 2, replicas: 3, dwd: dwd, dir: dir}, g)
+		d, err := setUp(ctx, &sim.LockedWriter{W: &buf}, demoOptions{shoots: 30, nodes: 2, replicas: 3, dwd: dwd, dir: dir}, g)
 		if d != nil {
 			defer d.tearDown()
 		}
@@ -67,14 +69,14 @@ func TestRBACRuleRemovedFailsTheStory(t *testing.T) {
 		// A replica whose caches cannot sync has started no work: it stops at once on SIGTERM, where
 		// controller-runtime's manager alone would wait for the caches for ever.
 		for _, r := range g.probers {
-			assert.True(t, r.terminate(5*time.Second), "%s did not stop within 5 s of SIGTERM", r.name)
+			assert.True(t, r.Terminate(5*time.Second), "%s did not stop within 5 s of SIGTERM", r.Name)
 		}
 	})
 }
 
 // assertNamedAndUnready checks that a log says "Missing permission" for verb on resource in group and
 // namespace, and that none of the replicas is ready.
-func assertNamedAndUnready(t *testing.T, ctx context.Context, rs []*replica, dir, verb, group, resource, namespace string) {
+func assertNamedAndUnready(t *testing.T, ctx context.Context, rs []*sim.Replica, dir, verb, group, resource, namespace string) {
 	t.Helper()
 	missing := permissionLines(readLogs(t, dir), false)
 	named := false
@@ -84,6 +86,6 @@ func assertNamedAndUnready(t *testing.T, ctx context.Context, rs []*replica, dir
 	assert.True(t, named, "no log says that %s %s/%s in %q is missing; the missing permissions logged: %v",
 		verb, group, resource, namespace, missing)
 	for _, r := range rs {
-		assert.False(t, r.ready(ctx), "%s is ready without %s on %s", r.name, verb, resource)
+		assert.False(t, r.Ready(ctx), "%s is ready without %s on %s", r.Name, verb, resource)
 	}
 }

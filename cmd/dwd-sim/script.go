@@ -23,8 +23,8 @@ type demo struct {
 	out      io.Writer
 	seed     *sim.Seed
 	opts     demoOptions
-	rs       *replicaSet
-	replicas []*replica
+	rs       *sim.ReplicaSet
+	replicas []*sim.Replica
 	// namespace is the replicas' own: their ServiceAccount's and their Leases'.
 	namespace string
 	// kubeconfig is the replicas' kubeconfig, which impersonates their ServiceAccount.
@@ -66,7 +66,7 @@ func (d *demo) step(ctx context.Context, name string, run func(ctx context.Conte
 // play runs the script; a step that cannot go on without the ones before ends it.
 func (d *demo) play(ctx context.Context) {
 	meltdown := []string{sim.ShootName(1), sim.ShootName(2), sim.ShootName(3)}
-	if !d.step(ctx, fmt.Sprintf("Start %d replicas; they share %d partitions and probe every shoot", d.opts.replicas, partitions), d.startReplicas) {
+	if !d.step(ctx, fmt.Sprintf("Start %d replicas; they share %d partitions and probe every shoot", d.opts.replicas, sim.Partitions), d.startReplicas) {
 		return
 	}
 	if d.step(ctx, "Meltdown: the kubelets of 3 shoots lose their API server → scale-down in level order", func(ctx context.Context) (string, error) {
@@ -77,10 +77,10 @@ func (d *demo) play(ctx context.Context) {
 		})
 	}
 	victim := d.replicas[len(d.replicas)-1]
-	if d.step(ctx, "Kill -9 "+victim.name+" → the others take its shoots after the member lease expires", func(ctx context.Context) (string, error) {
+	if d.step(ctx, "Kill -9 "+victim.Name+" → the others take its shoots after the member lease expires", func(ctx context.Context) (string, error) {
 		return d.kill(ctx, victim)
 	}) {
-		d.step(ctx, victim.name+" comes back under the same name → it takes back its share", func(ctx context.Context) (string, error) {
+		d.step(ctx, victim.Name+" comes back under the same name → it takes back its share", func(ctx context.Context) (string, error) {
 			return d.comeBack(ctx, victim)
 		})
 	}
@@ -89,7 +89,7 @@ func (d *demo) play(ctx context.Context) {
 	})
 	if len(d.replicas) > 1 {
 		leaver := d.replicas[len(d.replicas)-2]
-		d.step(ctx, "SIGTERM "+leaver.name+" → it hands its shoots over as it leaves, no shoot goes unprobed", func(ctx context.Context) (string, error) {
+		d.step(ctx, "SIGTERM "+leaver.Name+" → it hands its shoots over as it leaves, no shoot goes unprobed", func(ctx context.Context) (string, error) {
 			return d.handOver(ctx, leaver)
 		})
 	}
@@ -104,7 +104,7 @@ func (d *demo) startReplicas(ctx context.Context) (string, error) {
 // probed, for timeout at most.
 func (d *demo) startReplicasWithin(ctx context.Context, timeout time.Duration) (string, error) {
 	for i := range d.opts.replicas {
-		r, err := d.rs.start(fmt.Sprintf("dwd-%d", i))
+		r, err := d.rs.Start(fmt.Sprintf("dwd-%d", i))
 		if err != nil {
 			return "", err
 		}
@@ -112,12 +112,12 @@ func (d *demo) startReplicasWithin(ctx context.Context, timeout time.Duration) (
 	}
 	err := d.until(ctx, timeout, func(ctx context.Context) bool {
 		held, probing := d.totals(ctx)
-		return held == partitions && probing == float64(d.opts.shoots)
+		return held == sim.Partitions && probing == float64(d.opts.shoots)
 	})
 	if err != nil {
 		held, probing := d.totals(ctx)
 		return "", fmt.Errorf("partitions and probes not shared within %s (%.0f of %d partitions held, %.0f of %d shoots probed): %w",
-			timeout, held, partitions, probing, d.opts.shoots, err)
+			timeout, held, sim.Partitions, probing, d.opts.shoots, err)
 	}
 	return d.shares(ctx), nil
 }
@@ -131,16 +131,16 @@ const handoverLimit = 10 * time.Second
 // handOver stops a replica gracefully and checks that the others hold its whole share within
 // handoverLimit, that every shoot is probed again after it stopped, and that no shoot waited longer
 // than a probe interval plus handoverLimit between two probes.
-func (d *demo) handOver(ctx context.Context, leaver *replica) (string, error) {
+func (d *demo) handOver(ctx context.Context, leaver *sim.Replica) (string, error) {
 	d.seed.Shoots.MarkProbes()
 	start := time.Now()
-	if !leaver.terminate(10 * time.Second) {
+	if !leaver.Terminate(10 * time.Second) {
 		return "", errors.New("it did not stop within 10s of SIGTERM, and was killed")
 	}
 	stopped := time.Now()
 	err := d.until(ctx, handoverLimit, func(ctx context.Context) bool {
 		held, probing := d.totals(ctx)
-		return held == partitions && probing == float64(d.opts.shoots)
+		return held == sim.Partitions && probing == float64(d.opts.shoots)
 	})
 	if err != nil {
 		return "", fmt.Errorf("its share was not held by the others within %s of its exit: %w", handoverLimit, err)
@@ -183,21 +183,17 @@ func longestGap(stats map[string]sim.ProbeStats, now time.Time) (string, time.Du
 	return shoot, longest
 }
 
-// replicaGroups are the sharding groups the replicas are members of: they run both roles, and a
-// replica is a member of each role's group.
-var replicaGroups = []string{"dwd-prober", "dwd-weeder"}
-
 // totals sums the shoots probed over the running replicas, and the partitions they hold in each
 // group, and returns the smaller of those: every group holds all its partitions when it is the
 // partition count.
 func (d *demo) totals(ctx context.Context) (held, probing float64) {
-	byGroup := make([]float64, len(replicaGroups))
+	byGroup := make([]float64, len(sim.Groups))
 	for _, r := range d.replicas {
-		m := r.metrics(ctx)
-		for i, g := range replicaGroups {
-			byGroup[i] += sum(m, "dwd_sharding_partitions_held", "group="+g)
+		m := r.Metrics(ctx)
+		for i, g := range sim.Groups {
+			byGroup[i] += sim.Sum(m, "dwd_sharding_partitions_held", "group="+g)
 		}
-		probing += sum(m, "dwd_probes_active", "")
+		probing += sim.Sum(m, "dwd_probes_active", "")
 	}
 	return slices.Min(byGroup), probing
 }
@@ -206,7 +202,7 @@ func (d *demo) totals(ctx context.Context) (held, probing float64) {
 func (d *demo) shares(ctx context.Context) string {
 	s := "shoots probed per replica:"
 	for _, r := range d.replicas {
-		s += fmt.Sprintf(" %s=%.0f", r.name, sum(r.metrics(ctx), "dwd_probes_active", ""))
+		s += fmt.Sprintf(" %s=%.0f", r.Name, sim.Sum(r.Metrics(ctx), "dwd_probes_active", ""))
 	}
 	return s
 }
@@ -247,8 +243,8 @@ func (d *demo) podGone(ctx context.Context, ns, name string) bool {
 func (d *demo) tearDown() {
 	var wg sync.WaitGroup
 	for _, r := range d.replicas {
-		if r.running() {
-			wg.Go(func() { r.terminate(10 * time.Second) })
+		if r.Running() {
+			wg.Go(func() { r.Terminate(10 * time.Second) })
 		}
 	}
 	wg.Wait()

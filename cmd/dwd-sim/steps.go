@@ -35,11 +35,11 @@ func (d *demo) meltdown(ctx context.Context, shoots []string) (string, error) {
 		if err := d.seed.Shoots.SetScenario(ns, sim.Scenario{Kind: sim.Meltdown, ExpiredFraction: 1}); err != nil {
 			return "", err
 		}
-		if at := expiredSince(d.seed.Shoots, ns); at.After(expired) {
+		if at := d.seed.Shoots.ScaleDownDue(ns); at.After(expired) {
 			expired = at
 		}
 	}
-	if err := d.until(ctx, demoExpiredAge+30*time.Second, func(ctx context.Context) bool {
+	if err := d.until(ctx, sim.ExpiredAge+30*time.Second, func(ctx context.Context) bool {
 		return d.allDependents(ctx, shoots, func(string) int32 { return 0 })
 	}); err != nil {
 		return "", fmt.Errorf("not scaled down in time: %w", err)
@@ -76,12 +76,12 @@ func (d *demo) recover(ctx context.Context, shoots []string) (string, error) {
 }
 
 // kill kills a replica and checks that the others take over all its partitions and shoots.
-func (d *demo) kill(ctx context.Context, victim *replica) (string, error) {
+func (d *demo) kill(ctx context.Context, victim *sim.Replica) (string, error) {
 	start := time.Now()
-	victim.kill()
+	victim.Kill()
 	err := d.until(ctx, demoLeaseDuration+15*time.Second, func(ctx context.Context) bool {
 		held, probing := d.totals(ctx)
-		return held == partitions && probing == float64(d.opts.shoots)
+		return held == sim.Partitions && probing == float64(d.opts.shoots)
 	})
 	if err != nil {
 		return "", fmt.Errorf("its shoots were not taken over in time: %w", err)
@@ -91,14 +91,14 @@ func (d *demo) kill(ctx context.Context, victim *replica) (string, error) {
 }
 
 // comeBack restarts a replica under its name and checks that it takes back a share.
-func (d *demo) comeBack(ctx context.Context, r *replica) (string, error) {
+func (d *demo) comeBack(ctx context.Context, r *sim.Replica) (string, error) {
 	start := time.Now()
-	if err := r.run(d.rs.dwd); err != nil {
+	if err := r.Restart(); err != nil {
 		return "", err
 	}
 	err := d.until(ctx, 60*time.Second, func(ctx context.Context) bool {
 		held, probing := d.totals(ctx)
-		return held == partitions && probing == float64(d.opts.shoots) && sum(r.metrics(ctx), "dwd_probes_active", "") > 0
+		return held == sim.Partitions && probing == float64(d.opts.shoots) && sim.Sum(r.Metrics(ctx), "dwd_probes_active", "") > 0
 	})
 	if err != nil {
 		return "", fmt.Errorf("it did not take back its share in time: %w", err)
@@ -106,7 +106,7 @@ func (d *demo) comeBack(ctx context.Context, r *replica) (string, error) {
 	back := time.Since(start)
 	// Every replica ready: the share is back where the ring puts it, so that the next step starts
 	// from a settled group (a SIGTERM during the move measured the move, not the handover).
-	if err := d.until(ctx, 60*time.Second, func(ctx context.Context) bool { return allReady(ctx, d.replicas) }); err != nil {
+	if err := d.until(ctx, 60*time.Second, func(ctx context.Context) bool { return sim.AllReady(ctx, d.replicas) }); err != nil {
 		return "", fmt.Errorf("the group did not settle with it back: %w", err)
 	}
 	return fmt.Sprintf("back after %s, every replica holding its share after %s; %s", back.Round(100*time.Millisecond),
