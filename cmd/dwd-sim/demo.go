@@ -20,8 +20,6 @@ const (
 	demoRenewDeadline = 5 * time.Second
 	demoRetryPeriod   = time.Second
 	demoProbeInterval = 2 * time.Second
-	// benchNamespace is where the bench's replicas keep their Leases.
-	benchNamespace = "garden"
 )
 
 // The demo's configs are the simulated seed's.

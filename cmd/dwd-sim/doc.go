@@ -9,7 +9,8 @@
 //	                         a kill -9, a return, a weeding, a graceful handover), ending with a summary
 //	                         (exit 1 if a step failed)
 //	dwd-sim bench            the load and fault benchmarks against `dwd run` processes (make bench),
-//	                         written to benchmarks/results; docs/benchmarks.md describes them
+//	                         written to benchmarks/results: the flags of package benchmarks' Run;
+//	                         docs/benchmarks.md describes them
 //	dwd-sim audit FILES...   check the files of dwd's --audit-log: no two processes held a partition
 //	                         at once, every write came from the holder; the longest unheld gap
 package main

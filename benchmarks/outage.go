@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
@@ -19,7 +18,7 @@ const outageSettle = 2
 // the weeder config's watchDuration) before the cut.
 const outageWindowsTimeout = 2 * time.Minute
 
-// weederWatchDuration is demoWeederConfig's watchDuration. The outage cuts no earlier than this after
+// weederWatchDuration is sim.WeederConfig's watchDuration. The outage cuts no earlier than this after
 // every shoot was probed: the weeder takes a service it first saw ready less than a watchDuration
 // before a fence for one that turned ready then, and opens a window for it after the heal. A service
 // is first seen ready when the replica starts; in the steady state a seed's outage meets, none is.
@@ -27,7 +26,7 @@ const weederWatchDuration = 30 * time.Second
 
 // outage cuts every replica from the seed's API server at once, heals the cut after the outage
 // duration, and measures how the replicas come back.
-func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.Outage, error) {
+func (b *bench) outage(ctx context.Context, shoots, replicas int) (*Outage, error) {
 	rs, err := b.replicaSet(benchProfile)
 	if err != nil {
 		return nil, err
@@ -43,8 +42,8 @@ func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.O
 		return nil, err
 	}
 	defer tracker.stop()
-	x := &benchmarks.Outage{Shoots: shoots, Replicas: replicas, ResumeTimeoutSeconds: restartResumeTimeout(b.opts.interval).Seconds(),
-		SettleSeconds: (outageSettle * b.opts.interval).Seconds()}
+	x := &Outage{Shoots: shoots, Replicas: replicas, ResumeTimeoutSeconds: restartResumeTimeout(b.opts.Interval).Seconds(),
+		SettleSeconds: (outageSettle * b.opts.Interval).Seconds()}
 	if err := b.quietBeforeCut(ctx, x); err != nil {
 		return x, err
 	}
@@ -70,7 +69,7 @@ func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.O
 
 // quietBeforeCut waits a weeder watch duration after the start settled, then until no weeding window
 // is open, and records when the cut comes and how many windows it found open.
-func (b *bench) quietBeforeCut(ctx context.Context, x *benchmarks.Outage) error {
+func (b *bench) quietBeforeCut(ctx context.Context, x *Outage) error {
 	settled := time.Now()
 	if err := pause(ctx, weederWatchDuration); err != nil {
 		return err
@@ -81,13 +80,13 @@ func (b *bench) quietBeforeCut(ctx context.Context, x *benchmarks.Outage) error 
 	}
 	x.CutAfterSeconds = time.Since(settled).Seconds()
 	fmt.Fprintf(b.out, "outage, %d shoots × %d replicas: the seed's API server cut for %s, %.0fs after the start settled (%.0f weeding windows open)\n",
-		x.Shoots, x.Replicas, b.opts.outage, x.CutAfterSeconds, x.WeederWindowsOpenAtCut)
+		x.Shoots, x.Replicas, b.opts.Outage, x.CutAfterSeconds, x.WeederWindowsOpenAtCut)
 	return nil
 }
 
 // tallyHealed records what the replicas wrote and did from the heal (metrics snapshot sHeal) to the
 // end of the settling (sEnd), s0 being the snapshot before the cut and owners the shoots' owners then.
-func (b *bench) tallyHealed(x *benchmarks.Outage, tracker *leaseTracker, s0, sHeal, sEnd snapshot, owners map[string]string) {
+func (b *bench) tallyHealed(x *Outage, tracker *leaseTracker, s0, sHeal, sEnd snapshot, owners map[string]string) {
 	x.PartitionLeaseWritesHealed = minus(tracker.writes(), x.PartitionLeaseWritesCut)
 	x.ScaleWritesHealed = b.scaling.writes() - x.ScaleWritesCut
 	x.PartitionsMoved, x.PartitionsHeldByOthers = tracker.moved()
@@ -103,14 +102,14 @@ func (b *bench) tallyHealed(x *benchmarks.Outage, tracker *leaseTracker, s0, sHe
 
 // cut cuts every replica from the seed for the outage duration, starting a replica whose process
 // ended again at once as a kubelet would, heals the cuts and returns the moment of the heal.
-func (b *bench) cut(ctx context.Context, x *benchmarks.Outage) (time.Time, error) {
+func (b *bench) cut(ctx context.Context, x *Outage) (time.Time, error) {
 	start := time.Now()
 	for _, r := range b.replicas {
 		if err := r.Cut(); err != nil {
 			return time.Time{}, err
 		}
 	}
-	err := b.superviseFor(ctx, b.opts.outage, x)
+	err := b.superviseFor(ctx, b.opts.Outage, x)
 	// The probe windows start right before the heal: a probe after it is one the heal let through.
 	b.seed.Shoots.MarkProbes()
 	heal := time.Now()
@@ -122,7 +121,7 @@ func (b *bench) cut(ctx context.Context, x *benchmarks.Outage) (time.Time, error
 }
 
 // superviseFor lets d pass, starting again at once any replica whose process ended, and records it.
-func (b *bench) superviseFor(ctx context.Context, d time.Duration, x *benchmarks.Outage) error {
+func (b *bench) superviseFor(ctx context.Context, d time.Duration, x *Outage) error {
 	err := wait.PollUntilContextTimeout(ctx, time.Second, d, true, func(context.Context) (bool, error) {
 		return false, b.restartExited(x)
 	})
@@ -133,7 +132,7 @@ func (b *bench) superviseFor(ctx context.Context, d time.Duration, x *benchmarks
 }
 
 // restartExited starts again every replica whose process ended, and records it.
-func (b *bench) restartExited(x *benchmarks.Outage) error {
+func (b *bench) restartExited(x *Outage) error {
 	for _, r := range b.replicas {
 		if r.Running() {
 			continue
@@ -149,7 +148,7 @@ func (b *bench) restartExited(x *benchmarks.Outage) error {
 
 // awaitOwners waits until every shoot was probed again by its owner before the outage and every
 // replica is ready, or the resume timeout passes (no error: the figures say what is missing).
-func (b *bench) awaitOwners(ctx context.Context, owners map[string]string, heal time.Time, x *benchmarks.Outage) error {
+func (b *bench) awaitOwners(ctx context.Context, owners map[string]string, heal time.Time, x *Outage) error {
 	timeout := seconds(x.ResumeTimeoutSeconds)
 	var first map[string]time.Time
 	var ready time.Time

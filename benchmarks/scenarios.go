@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
@@ -25,19 +24,19 @@ import (
 const steadyWarmUp = 3
 
 // steady measures one load: shoots healthy, probed by replicas, for the configured duration.
-func (b *bench) steady(ctx context.Context, shoots, replicas int) (benchmarks.SteadyRun, error) {
-	run := benchmarks.SteadyRun{Shoots: shoots, Replicas: replicas}
+func (b *bench) steady(ctx context.Context, shoots, replicas int) (SteadyRun, error) {
+	run := SteadyRun{Shoots: shoots, Replicas: replicas}
 	if err := b.startFresh(ctx, shoots, replicas, b.rs); err != nil {
 		return run, err
 	}
 	defer b.stopAll()
-	warmUp := steadyWarmUp * b.opts.interval
-	fmt.Fprintf(b.out, "steady %d shoots × %d replicas: warming up %s, measuring %s\n", shoots, replicas, warmUp, b.opts.duration)
+	warmUp := steadyWarmUp * b.opts.Interval
+	fmt.Fprintf(b.out, "steady %d shoots × %d replicas: warming up %s, measuring %s\n", shoots, replicas, warmUp, b.opts.Duration)
 	if err := pause(ctx, warmUp); err != nil {
 		return run, err
 	}
 	s0 := b.snapshot(ctx)
-	if err := pause(ctx, b.opts.duration); err != nil {
+	if err := pause(ctx, b.opts.Duration); err != nil {
 		return run, err
 	}
 	s1 := b.snapshot(ctx)
@@ -81,8 +80,8 @@ const memberWritesWindow = 20 * time.Second
 
 // handover plays a graceful leave, a join, a kill and a join again, repeats times, each time with
 // another victim, and measures how long until every moved shoot is probed by its new owner.
-func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks.Handover, error) {
-	h := &benchmarks.Handover{Shoots: shoots, Replicas: replicas, Repeats: b.opts.repeats}
+func (b *bench) handover(ctx context.Context, shoots, replicas int) (*Handover, error) {
+	h := &Handover{Shoots: shoots, Replicas: replicas, Repeats: b.opts.Repeats}
 	if err := b.startFresh(ctx, shoots, replicas, b.rs); err != nil {
 		return nil, err
 	}
@@ -102,8 +101,8 @@ func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks
 	leave := func(r *sim.Replica) error { r.Terminate(30 * time.Second); b.forget(r); return nil }
 	kill := func(r *sim.Replica) error { r.Kill(); b.forget(r); return nil }
 	join := func(r *sim.Replica) error { return b.rejoin(r) }
-	fmt.Fprintf(b.out, "handover, %d shoots × %d replicas, %d times each\n", shoots, replicas, b.opts.repeats)
-	for i := range b.opts.repeats {
+	fmt.Fprintf(b.out, "handover, %d shoots × %d replicas, %d times each\n", shoots, replicas, b.opts.Repeats)
+	for i := range b.opts.Repeats {
 		victim := b.replicas[i%len(b.replicas)]
 		for _, e := range []struct {
 			name    string
@@ -126,8 +125,8 @@ func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks
 	h.HandoverGracefulP99Seconds = sampleQuantile(0.99, h.GracefulSeconds)
 	h.HandoverJoinP99Seconds = sampleQuantile(0.99, h.JoinSeconds)
 	h.HandoverKillP99Seconds = sampleQuantile(0.99, h.KillSeconds)
-	h.MovedFractionOverIdeal, h.MovedFractionOverIdealMax = meanOf(ev.moved), slices.Max(ev.moved)
-	h.GracefulWrites, h.JoinWrites, h.KillWrites = meanOf(ev.writes["leave"]), meanOf(ev.writes["join"]), meanOf(ev.writes["kill -9"])
+	h.MovedFractionOverIdeal, h.MovedFractionOverIdealMax = mean(ev.moved), slices.Max(ev.moved)
+	h.GracefulWrites, h.JoinWrites, h.KillWrites = mean(ev.writes["leave"]), mean(ev.writes["join"]), mean(ev.writes["kill -9"])
 	return h, nil
 }
 
@@ -164,19 +163,19 @@ func (e *handoverEvents) play(ctx context.Context, name string, do func(victim *
 
 // meltdown expires the node leases of some shoots at once and measures until the first scale-down
 // write of each, then lets them recover before the next round.
-func (b *bench) meltdown(ctx context.Context, shoots, replicas int) (*benchmarks.Meltdown, error) {
-	m := &benchmarks.Meltdown{Shoots: shoots}
+func (b *bench) meltdown(ctx context.Context, shoots, replicas int) (*Meltdown, error) {
+	m := &Meltdown{Shoots: shoots}
 	if len(b.replicas) != replicas || b.shoots != shoots {
 		if err := b.startFresh(ctx, shoots, replicas, b.rs); err != nil {
 			return nil, err
 		}
 	}
 	defer b.stopAll()
-	fmt.Fprintf(b.out, "meltdown, %d shoots × %d replicas, %d rounds of %d shoots\n", shoots, replicas, b.opts.meltdowns, b.opts.meltdownShoots)
-	for round := range b.opts.meltdowns {
+	fmt.Fprintf(b.out, "meltdown, %d shoots × %d replicas, %d rounds of %d shoots\n", shoots, replicas, b.opts.Meltdowns, b.opts.MeltdownShoots)
+	for round := range b.opts.Meltdowns {
 		var names []string
-		for j := range b.opts.meltdownShoots {
-			names = append(names, sim.ShootName((j*shoots/b.opts.meltdownShoots+round)%shoots))
+		for j := range b.opts.MeltdownShoots {
+			names = append(names, sim.ShootName((j*shoots/b.opts.MeltdownShoots+round)%shoots))
 		}
 		samples, err := b.meltdownRound(ctx, names)
 		if err != nil {
@@ -207,7 +206,7 @@ func (b *bench) meltdownRound(ctx context.Context, names []string) ([]float64, e
 		expired[ns] = b.seed.Shoots.ScaleDownDue(ns)
 	}
 	var samples []float64
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, sim.ExpiredAge+b.opts.interval+time.Minute, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, sim.ExpiredAge+b.opts.Interval+time.Minute, true, func(context.Context) (bool, error) {
 		downs := firstDown()
 		if len(downs) < len(names) {
 			return false, nil
@@ -226,7 +225,7 @@ func (b *bench) meltdownRound(ctx context.Context, names []string) ([]float64, e
 			return nil, err
 		}
 	}
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 4*b.opts.interval+time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 4*b.opts.Interval+time.Minute, true, func(ctx context.Context) (bool, error) {
 		return b.scaledUp(ctx, names), nil
 	})
 	if err != nil {
@@ -327,7 +326,7 @@ func (b *bench) ensureShoots(ctx context.Context, n int) error {
 		return nil
 	}
 	start := time.Now()
-	if err := b.seed.CreateShoots(ctx, b.shoots, n, b.opts.nodes, sim.ProgressPrinter(b.out, "simulated shoots")); err != nil {
+	if err := b.seed.CreateShoots(ctx, b.shoots, n, b.opts.Nodes, sim.ProgressPrinter(b.out, "simulated shoots")); err != nil {
 		return err
 	}
 	fmt.Fprintf(b.out, "%d shoots created in %s\n", n-b.shoots, time.Since(start).Round(time.Second))
@@ -461,17 +460,6 @@ func pause(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-func meanOf(values []float64) float64 {
-	if len(values) == 0 {
-		return 0
-	}
-	total := 0.0
-	for _, v := range values {
-		total += v
-	}
-	return total / float64(len(values))
 }
 
 func rounded(values []float64) []string {

@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 	"github.com/sharded-dwd/dependency-watchdog/config"
 )
@@ -22,14 +21,14 @@ const (
 
 // rolling restarts every replica in turn as a StatefulSet's rolling update does, from the highest
 // ordinal down, and measures what the shoots saw of it.
-func (b *bench) rolling(ctx context.Context, shoots, replicas int) (*benchmarks.Rolling, error) {
+func (b *bench) rolling(ctx context.Context, shoots, replicas int) (*Rolling, error) {
 	rs, err := b.replicaSet(benchProfile)
 	if err != nil {
 		return nil, err
 	}
-	limit := gapLimit(b.opts.interval)
-	x := &benchmarks.Rolling{Shoots: shoots, Replicas: replicas, GapLimitSeconds: limit.Seconds(),
-		ResumeTimeoutSeconds: restartResumeTimeout(b.opts.interval).Seconds(), SettleSeconds: (benchReturnGrace + b.opts.interval).Seconds()}
+	limit := gapLimit(b.opts.Interval)
+	x := &Rolling{Shoots: shoots, Replicas: replicas, GapLimitSeconds: limit.Seconds(),
+		ResumeTimeoutSeconds: restartResumeTimeout(b.opts.Interval).Seconds(), SettleSeconds: (benchReturnGrace + b.opts.Interval).Seconds()}
 	// The bench runs no StatefulSet for leave mode auto to ask: the replicas are told they return.
 	if b.dwdHas[flagLeaveMode] {
 		rs.Args = append(slices.Clip(rs.Args), flagLeaveMode+"="+config.LeaveReturn)
@@ -73,7 +72,7 @@ func (b *bench) rolling(ctx context.Context, shoots, replicas int) (*benchmarks.
 
 // rollOut restarts the replicas from the highest ordinal down, each once the one before is ready, and
 // returns when each new process started.
-func (b *bench) rollOut(ctx context.Context, x *benchmarks.Rolling) (map[string]time.Time, error) {
+func (b *bench) rollOut(ctx context.Context, x *Rolling) (map[string]time.Time, error) {
 	started := map[string]time.Time{}
 	for i := len(b.replicas) - 1; i >= 0; i-- {
 		r := b.replicas[i]
@@ -90,8 +89,8 @@ func (b *bench) rollOut(ctx context.Context, x *benchmarks.Rolling) (map[string]
 
 // restart stops a replica gracefully, starts a new process under its name at once and waits until
 // it is ready; it returns when the new process started.
-func (b *bench) restart(ctx context.Context, r *sim.Replica) (benchmarks.RollingRestart, time.Time, error) {
-	rr := benchmarks.RollingRestart{Replica: r.Name}
+func (b *bench) restart(ctx context.Context, r *sim.Replica) (RollingRestart, time.Time, error) {
+	rr := RollingRestart{Replica: r.Name}
 	stop := time.Now()
 	rr.Killed = !r.Terminate(rollingStopTimeout)
 	rr.StopSeconds = time.Since(stop).Seconds()
@@ -124,7 +123,7 @@ func (b *bench) awaitResumed(ctx context.Context, owners map[string]string, star
 }
 
 // measureRollout fills in what the shoots' probe windows say.
-func (b *bench) measureRollout(x *benchmarks.Rolling, owners map[string]string, limit time.Duration) {
+func (b *bench) measureRollout(x *Rolling, owners map[string]string, limit time.Duration) {
 	stats := b.seed.Shoots.ProbeStats()
 	gaps := summarizeGaps(stats, owners, time.Now(), limit)
 	x.HandedOver = probedByOthers(stats, owners)
