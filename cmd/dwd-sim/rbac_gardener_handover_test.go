@@ -12,6 +12,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/demo"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
@@ -35,10 +36,10 @@ func (g *gardenerStory) startStandby(ctx context.Context, name string) (string, 
 	if err != nil {
 		return "", err
 	}
-	g.replicas, g.probers = append(g.replicas, r), append(g.probers, r)
+	g.Replicas, g.probers = append(g.Replicas, r), append(g.probers, r)
 	started := time.Now()
 	timeout := 30 * time.Second
-	err = g.until(ctx, timeout, func(ctx context.Context) bool {
+	err = g.Until(ctx, timeout, func(ctx context.Context) bool {
 		return r.Ready(ctx) && logged(r.Log, attemptingMsg)
 	})
 	if err != nil {
@@ -64,7 +65,7 @@ func (g *gardenerStory) handOver(ctx context.Context) (string, error) {
 	if err != nil || holder == "" {
 		return "", errors.Join(fmt.Errorf("%s leads, but the leader lease names no holder", leader.Name), err)
 	}
-	g.seed.Shoots.MarkProbes()
+	g.Seed.Shoots.MarkProbes()
 	start := time.Now()
 	if !leader.Terminate(gardenerGracePeriod) {
 		return "", fmt.Errorf("%s did not exit within %s of SIGTERM (Gardener's grace period), and was killed", leader.Name, gardenerGracePeriod)
@@ -74,7 +75,7 @@ func (g *gardenerStory) handOver(ctx context.Context) (string, error) {
 		return "", errors.Join(fmt.Errorf("%s exited %s after SIGTERM, but the leader lease still names it: not released",
 			leader.Name, exited.Sub(start).Round(10*time.Millisecond)), err)
 	}
-	if err := g.until(ctx, gardenerHandoverLimit, func(ctx context.Context) bool {
+	if err := g.Until(ctx, gardenerHandoverLimit, func(ctx context.Context) bool {
 		_, n := leaders(ctx, g.probers)
 		return n == 1
 	}); err != nil {
@@ -86,8 +87,8 @@ func (g *gardenerStory) handOver(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	shoot, gap := longestGap(g.seed.Shoots.ProbeStats(), time.Now())
-	if limit := demoProbeInterval + gardenerHandoverLimit; gap > limit {
+	shoot, gap := demo.LongestGap(g.Seed.Shoots.ProbeStats(), time.Now())
+	if limit := demo.ProbeInterval + gardenerHandoverLimit; gap > limit {
 		return "", fmt.Errorf("%s went unprobed for %s, more than %s", shoot, gap.Round(10*time.Millisecond), limit)
 	}
 	return fmt.Sprintf("%s exited %s after SIGTERM (exit code %d, grace period %s), releasing the leader lease; %s led %s after the exit "+
@@ -100,13 +101,13 @@ func (g *gardenerStory) handOver(ctx context.Context) (string, error) {
 // probedAgain waits until leader probes every shoot and each was probed since t, and returns how long
 // after t that was.
 func (g *gardenerStory) probedAgain(ctx context.Context, leader *sim.Replica, t time.Time) (time.Duration, error) {
-	timeout := gardenerHandoverLimit + 2*demoProbeInterval
-	err := g.until(ctx, timeout, func(ctx context.Context) bool {
-		return sim.Sum(leader.Metrics(ctx), "dwd_probes_active", "") == float64(g.opts.shoots) &&
-			len(unprobedSince(g.seed.Shoots.ProbeStats(), t)) == 0
+	timeout := gardenerHandoverLimit + 2*demo.ProbeInterval
+	err := g.Until(ctx, timeout, func(ctx context.Context) bool {
+		return sim.Sum(leader.Metrics(ctx), "dwd_probes_active", "") == float64(g.Options.Shoots) &&
+			len(demo.UnprobedSince(g.Seed.Shoots.ProbeStats(), t)) == 0
 	})
 	if err != nil {
-		return 0, fmt.Errorf("%s leads, but shoots were not probed within %s: %v", leader.Name, timeout, unprobedSince(g.seed.Shoots.ProbeStats(), t))
+		return 0, fmt.Errorf("%s leads, but shoots were not probed within %s: %v", leader.Name, timeout, demo.UnprobedSince(g.Seed.Shoots.ProbeStats(), t))
 	}
 	return time.Since(t), nil
 }
@@ -122,7 +123,7 @@ func (g *gardenerStory) failOverWeeder(ctx context.Context, shoots []string) (st
 	leader.Kill()
 	killed := time.Now()
 	timeout := gardenerLeaseDuration + 20*time.Second
-	if err := g.until(ctx, timeout, func(ctx context.Context) bool {
+	if err := g.Until(ctx, timeout, func(ctx context.Context) bool {
 		_, n := leaders(ctx, g.weeders)
 		return n == 1
 	}); err != nil {
@@ -130,7 +131,7 @@ func (g *gardenerStory) failOverWeeder(ctx context.Context, shoots []string) (st
 	}
 	led := time.Since(killed)
 	next, _ := leaders(ctx, g.weeders)
-	weeded, err := g.weed(ctx, shoots)
+	weeded, err := g.Weed(ctx, shoots)
 	if err != nil {
 		return "", fmt.Errorf("%s leads %s after the kill, but: %w (%s counts %.0f failed pod deletes)", next.Name, led.Round(100*time.Millisecond),
 			err, next.Name, sim.Sum(next.Metrics(ctx), "dwd_weeder_pod_delete_failures_total", ""))
@@ -145,7 +146,7 @@ func (g *gardenerStory) failOverWeeder(ctx context.Context, shoots []string) (st
 // leaseHolder reads the holder of the Lease name in garden; empty when released.
 func (g *gardenerStory) leaseHolder(ctx context.Context, name string) (string, error) {
 	lease := &coordinationv1.Lease{}
-	if err := g.seed.Env.Client.Get(ctx, client.ObjectKey{Namespace: gardenNamespace, Name: name}, lease); err != nil {
+	if err := g.Seed.Env.Client.Get(ctx, client.ObjectKey{Namespace: gardenNamespace, Name: name}, lease); err != nil {
 		return "", fmt.Errorf("reading the leader lease: %w", err)
 	}
 	if lease.Spec.HolderIdentity == nil {

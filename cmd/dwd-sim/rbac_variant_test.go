@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/demo"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 	"github.com/sharded-dwd/dependency-watchdog/test"
 )
@@ -28,7 +29,7 @@ func TestRBACRuleRemovedFailsTheStory(t *testing.T) {
 	// The two variants mostly wait for a step to time out: they run side by side.
 	t.Run("dwd run under deploy/overlays/sharded less list and watch on leases", func(t *testing.T) {
 		t.Parallel()
-		g, err := sim.OverlayGrants(demoOverlay)
+		g, err := sim.OverlayGrants(demo.Overlay)
 		require.NoError(t, err)
 		g.Objects, err = withoutVerbs(g.Objects, "Role", "dwd", "coordination.k8s.io", "leases", "list", "watch")
 		require.NoError(t, err)
@@ -37,19 +38,19 @@ func TestRBACRuleRemovedFailsTheStory(t *testing.T) {
 		dwd := test.BuildDwd(t)
 		ctx := context.Background()
 		var buf bytes.Buffer
-		d, err := setUp(ctx, &sim.LockedWriter{W: &buf}, demoOptions{shoots: 30, nodes: 2, replicas: 3, dwd: dwd, dir: dir}, g)
+		d, err := demo.SetUp(ctx, &sim.LockedWriter{W: &buf}, demo.Options{Shoots: 30, Nodes: 2, Replicas: 3, Dwd: dwd, Dir: dir}, g)
 		if d != nil {
-			defer d.tearDown()
+			defer d.TearDown()
 		}
 		require.NoError(t, err, buf.String())
 
-		ok := d.step(ctx, "Start 3 replicas; they share the partitions and probe every shoot", func(ctx context.Context) (string, error) {
-			return d.startReplicasWithin(ctx, variantTimeout)
+		ok := d.Step(ctx, "Start 3 replicas; they share the partitions and probe every shoot", func(ctx context.Context) (string, error) {
+			return d.StartReplicasWithin(ctx, variantTimeout)
 		})
 		t.Log(buf.String())
 		assert.False(t, ok, "the story's first step passed without list and watch on leases")
-		assert.Error(t, d.summary())
-		assertNamedAndUnready(t, ctx, d.replicas, dir, "list", "coordination.k8s.io", "leases", d.namespace)
+		assert.Error(t, d.Summary())
+		assertNamedAndUnready(t, ctx, d.Replicas, dir, "list", "coordination.k8s.io", "leases", d.Namespace)
 	})
 	t.Run("dwd prober under Gardener's RBAC less list and watch on secrets", func(t *testing.T) {
 		t.Parallel()
@@ -60,12 +61,12 @@ func TestRBACRuleRemovedFailsTheStory(t *testing.T) {
 		g := newGardenerStory(t, rbac)
 		ctx := context.Background()
 
-		ok := g.step(ctx, "Start 2 probers and 2 weeders; a leader probes every shoot", func(ctx context.Context) (string, error) {
+		ok := g.Step(ctx, "Start 2 probers and 2 weeders; a leader probes every shoot", func(ctx context.Context) (string, error) {
 			return g.start(ctx, variantTimeout)
 		})
 		assert.False(t, ok, "the story's first step passed without list and watch on secrets")
-		assert.Error(t, g.summary())
-		assertNamedAndUnready(t, ctx, g.probers, g.opts.dir, "list", "", "secrets", "")
+		assert.Error(t, g.Summary())
+		assertNamedAndUnready(t, ctx, g.probers, g.Options.Dir, "list", "", "secrets", "")
 		// A replica whose caches cannot sync has started no work: it stops at once on SIGTERM, where
 		// controller-runtime's manager alone would wait for the caches for ever.
 		for _, r := range g.probers {

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 // watch prints what each replica does every few seconds until the returned stop is called: its
 // partitions and shoots, probes per second, scale operations and pods weeded.
-func (d *demo) watch(ctx context.Context) (stop func()) {
+func (d *Demo) watch(ctx context.Context) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -34,10 +34,10 @@ func (d *demo) watch(ctx context.Context) (stop func()) {
 }
 
 // printView prints one line per replica.
-func (d *demo) printView(ctx context.Context, probes map[string]float64, since time.Duration) {
+func (d *Demo) printView(ctx context.Context, probes map[string]float64, since time.Duration) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "  %-6s %-8s %10s %7s %9s %11s %11s %6s\n", "replica", "state", "partitions", "shoots", "probes/s", "scaled down", "scaled up", "weeded")
-	for _, r := range d.replicas {
+	for _, r := range d.Replicas {
 		m := r.Metrics(ctx)
 		state := "running"
 		if !r.Running() {
@@ -57,5 +57,5 @@ func (d *demo) printView(ctx context.Context, probes map[string]float64, since t
 			sim.Sum(m, "dwd_scale_operations_total", "direction=up,result=success"),
 			sim.Sum(m, "dwd_weeder_pods_deleted_total", ""))
 	}
-	fmt.Fprint(d.out, b.String())
+	fmt.Fprint(d.Out, b.String())
 }
