@@ -55,3 +55,18 @@ servicesAndDependantSelectors:
           - {key: gardener.cloud/role, operator: In, values: [controlplane]}
           - {key: role, operator: NotIn, values: [main, apiserver]}
 `
+
+// ExpiredAge and ExpiredFraction are when ProberConfig (and ProberConfigWith at the same grace) counts
+// a shoot's leases expired: 0.75 × its kcmNodeMonitorGraceDuration of 40 s, and its
+// nodeLeaseFailureFraction.
+const (
+	ExpiredAge      = 30 * time.Second
+	ExpiredFraction = 0.6
+)
+
+// ScaleDownDue is when the leases of a melted shoot had aged enough for a scale-down by ProberConfig
+// (ExpiredAge, ExpiredFraction); the zero time when the shoot is not melted.
+func (s *ShootServer) ScaleDownDue(name string) time.Time {
+	at, _ := s.ExpiredSince(name, ExpiredAge, ExpiredFraction)
+	return at
+}

@@ -16,4 +16,12 @@
 // lists a tenant has filled (ExtraLeases, ExtraNodes). Lists honour limit and continue on consistent
 // reads as kube-apiserver does, and ignore limit on resourceVersion=0 reads as its watch cache does;
 // Stats counts consistent and cached reads apart. Every answer carries a Date header.
+//
+// On the seed run real dwd processes: a ReplicaSet starts Replicas (`dwd run`, or the original's
+// `dwd prober` and `dwd weeder` command lines) that share its flags, each logging to a file of its own
+// and, with ProxyTo, reaching the seed's API server through a proxy of its own that Replica.Cut cuts.
+// A Replica can be killed, stopped, restarted under its name (as a StatefulSet's Pod), asked whether
+// it is ready, and scraped (Sum). Seed.Grant runs them under exactly the RBAC of a deploy/ overlay
+// (OverlayGrants) or of any ServiceAccount's roles, by impersonation. The demo, the benchmarks and the
+// end-to-end tests share these pieces.
 package sim

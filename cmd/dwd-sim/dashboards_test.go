@@ -14,10 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/sharded-dwd/dependency-watchdog/test"
+
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/demo"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 	"github.com/sharded-dwd/dependency-watchdog/deploy/deploytest"
 )
@@ -51,24 +53,24 @@ func TestDashboards(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, queries)
 
-	g, err := overlayGrants(demoOverlay)
+	g, err := sim.OverlayGrants(demo.Overlay)
 	require.NoError(t, err)
 	ctx := context.Background()
 	var buf bytes.Buffer
-	d, err := setUp(ctx, &lockedWriter{w: &buf}, demoOptions{shoots: 30, nodes: 2, replicas: 3, dwd: dwd, dir: dir}, g)
+	d, err := demo.SetUp(ctx, &sim.LockedWriter{W: &buf}, demo.Options{Shoots: 30, Nodes: 2, Replicas: 3, Dwd: dwd, Dir: dir}, g)
 	if d != nil {
-		defer d.tearDown()
+		defer d.TearDown()
 	}
 	require.NoError(t, err, buf.String())
-	_, err = d.startReplicas(ctx)
+	_, err = d.StartReplicas(ctx)
 	require.NoError(t, err, buf.String())
-	prom := startPrometheus(t, bin, dir, d.replicas, rulesFile)
+	prom := startPrometheus(t, bin, dir, d.Replicas, rulesFile)
 
 	// The seed's story before the check: a meltdown whose shoots stay scaled down, and a weeding.
 	melted := []string{sim.ShootName(1), sim.ShootName(2), sim.ShootName(3)}
-	_, err = d.meltdown(ctx, melted)
+	_, err = d.Meltdown(ctx, melted)
 	require.NoError(t, err)
-	_, err = d.weed(ctx, []string{sim.ShootName(4), sim.ShootName(5), sim.ShootName(6)})
+	_, err = d.Weed(ctx, []string{sim.ShootName(4), sim.ShootName(5), sim.ShootName(6)})
 	require.NoError(t, err)
 	waitForQuery(t, prom, `sum(dwd_shoot_scaled_down) >= 3 and sum(dwd_weeder_pods_deleted_total) >= 3 and sum(up{job="dwd"}) == 3`,
 		"Prometheus has scraped the scale-downs and the deletions of all three replicas")
@@ -86,7 +88,7 @@ func TestDashboards(t *testing.T) {
 	}
 	assert.ElementsMatch(t, melted, downShoots, "dwd_shoot_scaled_down names the melted shoots")
 
-	shard := d.replicas[0].name
+	shard := d.Replicas[0].Name
 	t.Run("every panel's expression returns data", func(t *testing.T) {
 		for _, q := range queries {
 			vars := map[string]string{"shard": ".*", "group": ".*", "datasource": "prometheus",
@@ -144,14 +146,14 @@ func TestDashboards(t *testing.T) {
 		t.Logf("other alerts pending or firing after the meltdown and the weeding: %v", others)
 	})
 
-	victim := d.replicas[len(d.replicas)-1]
+	victim := d.Replicas[len(d.Replicas)-1]
 	t.Run("a killed replica fires DwdMemberDown; dwd shards shows it", func(t *testing.T) {
 		killed := time.Now()
-		victim.kill()
+		victim.Kill()
 		// dwd shards names the killed member expired once its lease has been unchanged for a duration,
 		// until the others delete the lease as an orphan, two durations after its last renewal: asked
 		// after the alert and the takeover, under load, it found the lease gone.
-		expired := regexp.MustCompile(`(?m)^` + victim.name + `\s+expired\s`)
+		expired := regexp.MustCompile(`(?m)^` + victim.Name + `\s+expired\s`)
 		var out string
 		require.Eventually(t, func() bool {
 			got, err := shardsOutput(dwd, d)
@@ -159,8 +161,8 @@ func TestDashboards(t *testing.T) {
 				out = got
 			}
 			return err == nil && expired.MatchString(got)
-		}, 2*demoLeaseDuration, 250*time.Millisecond, "dwd shards says %s expired", victim.name)
-		t.Logf("dwd shards %s after the kill -9 of %s:\n%s", time.Since(killed).Round(100*time.Millisecond), victim.name, out)
+		}, 2*demo.LeaseDuration, 250*time.Millisecond, "dwd shards says %s expired", victim.Name)
+		t.Logf("dwd shards %s after the kill -9 of %s:\n%s", time.Since(killed).Round(100*time.Millisecond), victim.Name, out)
 		seen := map[string]time.Duration{} // alert and state -> first seen after the kill
 		require.Eventually(t, func() bool {
 			alerts, err := prom.alerts(ctx)
@@ -173,30 +175,30 @@ func TestDashboards(t *testing.T) {
 				}
 			}
 			return slices.ContainsFunc(alerts, func(a alert) bool {
-				return a.Labels["alertname"] == "DwdMemberDown" && a.Labels["member"] == victim.name && a.State == "firing"
+				return a.Labels["alertname"] == "DwdMemberDown" && a.Labels["member"] == victim.Name && a.State == "firing"
 			})
-		}, 60*time.Second, 250*time.Millisecond, "DwdMemberDown fires for %s", victim.name)
+		}, 60*time.Second, 250*time.Millisecond, "DwdMemberDown fires for %s", victim.Name)
 		// The takeover: every partition held again, every shoot probed by the two others.
-		require.NoError(t, d.until(ctx, demoLeaseDuration+15*time.Second, func(ctx context.Context) bool {
-			held, probing := d.totals(ctx)
-			return held == partitions && probing == float64(d.opts.shoots)
+		require.NoError(t, d.Until(ctx, demo.LeaseDuration+15*time.Second, func(ctx context.Context) bool {
+			held, probing := d.Totals(ctx)
+			return held == sim.Partitions && probing == float64(d.Options.Shoots)
 		}))
-		t.Logf("alerts seen after the kill -9 of %s (first seen, after the kill): %s", victim.name, describeSeen(seen))
+		t.Logf("alerts seen after the kill -9 of %s (first seen, after the kill): %s", victim.Name, describeSeen(seen))
 
 		out = dwdShards(t, dwd, d)
-		t.Logf("dwd shards after the kill -9 of %s and the takeover:\n%s", victim.name, out)
-		for _, r := range d.replicas[:len(d.replicas)-1] {
-			assert.Regexp(t, `(?m)^`+r.name+`\s+live\s`, out, "%s is live", r.name)
+		t.Logf("dwd shards after the kill -9 of %s and the takeover:\n%s", victim.Name, out)
+		for _, r := range d.Replicas[:len(d.Replicas)-1] {
+			assert.Regexp(t, `(?m)^`+r.Name+`\s+live\s`, out, "%s is live", r.Name)
 		}
 		assert.Contains(t, out, "Partitions without a live holder: none")
 	})
 
 	t.Run("the replica returns: DwdMemberDown resolves", func(t *testing.T) {
-		require.NoError(t, victim.run(d.rs.dwd))
+		require.NoError(t, victim.Restart())
 		require.Eventually(t, func() bool {
 			alerts, err := prom.alerts(ctx)
 			return err == nil && !slices.ContainsFunc(alerts, func(a alert) bool { return a.Labels["alertname"] == "DwdMemberDown" })
-		}, 60*time.Second, 250*time.Millisecond, "DwdMemberDown resolves once %s is scraped again", victim.name)
+		}, 60*time.Second, 250*time.Millisecond, "DwdMemberDown resolves once %s is scraped again", victim.Name)
 	})
 }
 
@@ -234,7 +236,7 @@ func describeSeen(seen map[string]time.Duration) string {
 
 // dwdShards runs `dwd shards` against the demo's seed with the seed's own kubeconfig and returns its
 // table.
-func dwdShards(t *testing.T, dwd string, d *demo) string {
+func dwdShards(t *testing.T, dwd string, d *demo.Demo) string {
 	t.Helper()
 	out, err := shardsOutput(dwd, d)
 	require.NoError(t, err, out)
@@ -242,8 +244,8 @@ func dwdShards(t *testing.T, dwd string, d *demo) string {
 }
 
 // shardsOutput runs dwd shards against the demo's seed and returns what it printed.
-func shardsOutput(dwd string, d *demo) (string, error) {
-	out, err := exec.Command(dwd, "shards", "--kubeconfig="+d.seed.KubeconfigPath(), "--shard-namespace="+d.namespace).CombinedOutput()
+func shardsOutput(dwd string, d *demo.Demo) (string, error) {
+	out, err := exec.Command(dwd, "shards", "--kubeconfig="+d.Seed.KubeconfigPath(), "--shard-namespace="+d.Namespace).CombinedOutput()
 	return string(out), err
 }
 

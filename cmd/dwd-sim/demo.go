@@ -1,59 +1,13 @@
 package main
 
 import (
-	"cmp"
-	"context"
-	"errors"
-	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"sync"
-	"time"
-
 	"github.com/spf13/cobra"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
-	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/demo"
 )
-
-// The demo's timings: short enough to watch, the protocol's order kept (retry < renew < lease).
-const (
-	demoLeaseDuration = 8 * time.Second
-	demoRenewDeadline = 5 * time.Second
-	demoRetryPeriod   = time.Second
-	demoProbeInterval = 2 * time.Second
-	demoNamespace     = "garden"
-	// demoExpiredAge and demoFraction are when a lease counts as expired (0.75 × the config's
-	// kcmNodeMonitorGraceDuration of 40 s) and the nodeLeaseFailureFraction: a melted shoot's leases
-	// are expired from the moment that fraction of them is that old (sim.ShootServer.ExpiredSince).
-	demoExpiredAge = 30 * time.Second
-	demoFraction   = 0.6
-)
-
-// expiredSince is when the leases of a melted shoot had aged enough for a scale-down, by the demo's
-// and the bench's prober config; the zero time when the shoot is not melted.
-func expiredSince(shoots *sim.ShootServer, ns string) time.Time {
-	at, _ := shoots.ExpiredSince(ns, demoExpiredAge, demoFraction)
-	return at
-}
-
-// The demo's configs are the simulated seed's.
-const (
-	demoProberConfig = sim.ProberConfig
-	demoWeederConfig = sim.WeederConfig
-)
-
-// demoOptions are the demo's flags.
-type demoOptions struct {
-	shoots, nodes, replicas int
-	dwd, dir                string
-	// logLevel is the replicas' --zap-log-level.
-	logLevel string
-}
 
 func newDemoCommand() *cobra.Command {
-	o := demoOptions{}
+	o := demo.Options{}
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run three dwd replicas against simulated shoots through a scripted outage",
@@ -67,124 +21,14 @@ ends with a summary and exits 1 if a step did not do what it should.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			quietLogs()
-			g, err := overlayGrants(demoOverlay)
-			if err != nil {
-				return err
-			}
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), o, g)
+			return demo.Run(cmd.Context(), cmd.OutOrStdout(), o)
 		},
 	}
-	cmd.Flags().IntVar(&o.shoots, "shoots", 300, "Number of simulated shoots.")
-	cmd.Flags().IntVar(&o.nodes, "nodes", 3, "Nodes per shoot.")
-	cmd.Flags().IntVar(&o.replicas, "replicas", 3, "Number of dwd replicas.")
-	cmd.Flags().StringVar(&o.dwd, "dwd", "", "Path of the dwd binary (default: dwd next to this binary).")
-	cmd.Flags().StringVar(&o.dir, "dir", "", "Folder for configs and replica logs (default: a new temporary folder).")
-	cmd.Flags().StringVar(&o.logLevel, "replica-log-level", "info", "The replicas' --zap-log-level (debug, info, error).")
+	cmd.Flags().IntVar(&o.Shoots, "shoots", 300, "Number of simulated shoots.")
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 3, "Nodes per shoot.")
+	cmd.Flags().IntVar(&o.Replicas, "replicas", 3, "Number of dwd replicas.")
+	cmd.Flags().StringVar(&o.Dwd, "dwd", "", "Path of the dwd binary (default: dwd next to this binary).")
+	cmd.Flags().StringVar(&o.Dir, "dir", "", "Folder for configs and replica logs (default: a new temporary folder).")
+	cmd.Flags().StringVar(&o.LogLevel, "replica-log-level", "info", "The replicas' --zap-log-level (debug, info, error).")
 	return cmd
-}
-
-// demoOverlay is the deploy/ overlay whose RBAC the demo's replicas run under.
-const demoOverlay = "overlays/sharded"
-
-// runDemo sets the stage, with the replicas running under the RBAC of g, plays the script and prints
-// the summary.
-func runDemo(ctx context.Context, out io.Writer, o demoOptions, g grants) error {
-	d, err := setUp(ctx, &lockedWriter{w: out}, o, g)
-	if d != nil {
-		defer d.tearDown()
-	}
-	if err != nil {
-		return err
-	}
-	return d.run(ctx)
-}
-
-// run plays the script with the live view and prints the summary.
-func (d *demo) run(ctx context.Context) error {
-	stop := d.watch(ctx)
-	d.play(ctx)
-	stop()
-	return d.summary()
-}
-
-// setUp starts the seed, applies the RBAC of g, creates the shoots and writes the replicas' configs.
-func setUp(ctx context.Context, out io.Writer, o demoOptions, g grants) (*demo, error) {
-	dwd, err := dwdPath(o.dwd)
-	if err != nil {
-		return nil, err
-	}
-	if o.dir == "" {
-		if o.dir, err = os.MkdirTemp("", "dwd-demo-"); err != nil {
-			return nil, err
-		}
-	}
-	fmt.Fprintf(out, "Starting a local seed (kube-apiserver and etcd) in %s\n", o.dir)
-	seed, err := sim.StartSeed(ctx, o.dir)
-	if err != nil {
-		return nil, err
-	}
-	d := &demo{out: out, seed: seed, opts: o}
-	if err := d.grant(ctx, g); err != nil {
-		return d, err
-	}
-	start := time.Now()
-	if err := seed.CreateShoots(ctx, 0, o.shoots, o.nodes, progressPrinter(out, "simulated shoots")); err != nil {
-		return d, err
-	}
-	fmt.Fprintf(out, " (%s)\n", time.Since(start).Round(100*time.Millisecond))
-	d.rs, err = d.replicaSet(dwd)
-	return d, err
-}
-
-// dwdPath finds the dwd binary: the flag, else next to this binary.
-func dwdPath(flag string) (string, error) {
-	if flag != "" {
-		return flag, nil
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(filepath.Dir(self), "dwd")
-	if _, err := os.Stat(path); err != nil {
-		return "", errors.New("no dwd binary next to dwd-sim: build it (make build) or give --dwd")
-	}
-	return path, nil
-}
-
-// replicaSet writes the configs and returns the set the replicas start from.
-func (d *demo) replicaSet(dwd string) (*replicaSet, error) {
-	prober := filepath.Join(d.opts.dir, "prober.yaml")
-	weeder := filepath.Join(d.opts.dir, "weeder.yaml")
-	if err := os.WriteFile(prober, []byte(demoProberConfig), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(weeder, []byte(demoWeederConfig), 0o644); err != nil {
-		return nil, err
-	}
-	// The replicas are no Pods of a StatefulSet, so a graceful stop is a leave for good: it hands the
-	// share over at once. They look for a leader of the original's mode in their own namespace, as the
-	// base StatefulSet's do (its RBAC reads no Lease elsewhere).
-	return &replicaSet{dwd: dwd, dir: d.opts.dir, baseArgs: []string{
-		"--kubeconfig=" + d.kubeconfig, "--prober-config=" + prober, "--weeder-config=" + weeder,
-		"--shard-namespace=" + d.namespace, "--leader-election-namespace=" + d.namespace, "--kube-api-qps=50", "--kube-api-burst=100",
-		"--member-lease-duration=" + demoLeaseDuration.String(), "--member-renew-deadline=" + demoRenewDeadline.String(),
-		"--member-retry-period=" + demoRetryPeriod.String(), "--leave-mode=handover",
-		"--zap-log-level=" + cmp.Or(d.opts.logLevel, "info"),
-	}}, nil
-}
-
-// partitions is the demo group's partition count.
-const partitions = config.DefaultPartitionCount
-
-// lockedWriter lets the script and the live view write to one output.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
 }

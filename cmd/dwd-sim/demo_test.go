@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/demo"
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
+	"github.com/sharded-dwd/dependency-watchdog/test"
 )
 
 // TestDemo plays the demo's whole script with a small seed, so that `make demo` keeps working: three
@@ -23,28 +26,28 @@ func TestDemo(t *testing.T) {
 	quietLogs()
 	dir := t.TempDir()
 	dwd := test.BuildDwd(t)
-	g, err := overlayGrants(demoOverlay)
+	g, err := sim.OverlayGrants(demo.Overlay)
 	require.NoError(t, err)
 
 	ctx := context.Background()
 	var buf bytes.Buffer
-	d, err := setUp(ctx, &lockedWriter{w: &buf}, demoOptions{shoots: 30, nodes: 2, replicas: 3, dwd: dwd, dir: dir, logLevel: "debug"}, g)
+	d, err := demo.SetUp(ctx, &sim.LockedWriter{W: &buf}, demo.Options{Shoots: 30, Nodes: 2, Replicas: 3, Dwd: dwd, Dir: dir, LogLevel: "debug"}, g)
 	if d != nil {
-		defer d.tearDown()
+		defer d.TearDown()
 	}
 	require.NoError(t, err, buf.String())
-	err = d.run(ctx)
+	err = d.Run(ctx)
 	t.Log(buf.String())
 	require.NoError(t, err)
 	require.Contains(t, buf.String(), "All 7 steps did what they should.")
 	require.Contains(t, buf.String(), "with exactly the permissions of deploy/overlays/sharded")
 	// Readiness follows the last step's rebalance by a reconcile: it holds its new share soon.
-	for _, r := range d.replicas {
-		if r.running() {
-			assert.Eventually(t, func() bool { return r.ready(ctx) }, 15*time.Second, 200*time.Millisecond, "%s is ready", r.name)
+	for _, r := range d.Replicas {
+		if r.Running() {
+			assert.Eventually(t, func() bool { return r.Ready(ctx) }, 15*time.Second, 200*time.Millisecond, "%s is ready", r.Name)
 		}
 	}
 	lines := assertPermissionsSuffice(t, dir)
 	assert.Empty(t, permissionLines(lines, true), "the overlay grants the optional permissions too")
-	requireNoSecretsInLogs(t, ctx, d.seed, dir)
+	requireNoSecretsInLogs(t, ctx, d.Seed, dir)
 }

@@ -16,6 +16,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
 
 	"github.com/stretchr/testify/require"
@@ -33,7 +34,7 @@ const scrapeInterval = time.Second
 // startPrometheus starts bin with a config that scrapes every replica as the PodMonitor of
 // deploy/prometheus does (job dwd, the member label naming the replica, the replica's own labels
 // honoured) and loads rules; it stops it when the test ends.
-func startPrometheus(t *testing.T, bin, dir string, replicas []*replica, rules string) *prometheusServer {
+func startPrometheus(t *testing.T, bin, dir string, replicas []*sim.Replica, rules string) *prometheusServer {
 	t.Helper()
 	type staticConfig struct {
 		Targets []string          `json:"targets"`
@@ -41,8 +42,8 @@ func startPrometheus(t *testing.T, bin, dir string, replicas []*replica, rules s
 	}
 	var targets []staticConfig
 	for _, r := range replicas {
-		targets = append(targets, staticConfig{Targets: []string{r.metricsAddr},
-			Labels: map[string]string{"member": r.name, "namespace": "dwd-system"}})
+		targets = append(targets, staticConfig{Targets: []string{r.MetricsAddr()},
+			Labels: map[string]string{"member": r.Name, "namespace": "dwd-system"}})
 	}
 	cfg := map[string]any{
 		"global": map[string]any{"scrape_interval": scrapeInterval.String(), "scrape_timeout": scrapeInterval.String(),

@@ -11,6 +11,9 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/demo"
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
 const (
@@ -29,25 +32,25 @@ const (
 // startStandby starts one more prober, named name, and waits until it is ready and tries the leader
 // lease that another prober holds: the standby of the graceful handover.
 func (g *gardenerStory) startStandby(ctx context.Context, name string) (string, error) {
-	r, err := g.sets["prober"].start(name)
+	r, err := g.sets["prober"].Start(name)
 	if err != nil {
 		return "", err
 	}
-	g.replicas, g.probers = append(g.replicas, r), append(g.probers, r)
+	g.Replicas, g.probers = append(g.Replicas, r), append(g.probers, r)
 	started := time.Now()
 	timeout := 30 * time.Second
-	err = g.until(ctx, timeout, func(ctx context.Context) bool {
-		return r.ready(ctx) && logged(r.log, attemptingMsg)
+	err = g.Until(ctx, timeout, func(ctx context.Context) bool {
+		return r.Ready(ctx) && logged(r.Log, attemptingMsg)
 	})
 	if err != nil {
-		return "", fmt.Errorf("%s was not ready and trying the leader lease within %s (ready: %t): %w", name, timeout, r.ready(ctx), err)
+		return "", fmt.Errorf("%s was not ready and trying the leader lease within %s (ready: %t): %w", name, timeout, r.Ready(ctx), err)
 	}
 	leader, n := leaders(ctx, g.probers)
 	if n != 1 || leader == r {
 		return "", fmt.Errorf("%d prober(s) lead, the new one among them: %t; want 1, another", n, leader == r)
 	}
 	return fmt.Sprintf("%s ready and trying the leader lease %s after its start; %s leads",
-		name, time.Since(started).Round(100*time.Millisecond), leader.name), nil
+		name, time.Since(started).Round(100*time.Millisecond), leader.Name), nil
 }
 
 // handOver stops the leading prober with SIGTERM and checks that it exits within Gardener's grace
@@ -60,23 +63,23 @@ func (g *gardenerStory) handOver(ctx context.Context) (string, error) {
 	}
 	holder, err := g.leaseHolder(ctx, gardenerLeases[0])
 	if err != nil || holder == "" {
-		return "", errors.Join(fmt.Errorf("%s leads, but the leader lease names no holder", leader.name), err)
+		return "", errors.Join(fmt.Errorf("%s leads, but the leader lease names no holder", leader.Name), err)
 	}
-	g.seed.Shoots.MarkProbes()
+	g.Seed.Shoots.MarkProbes()
 	start := time.Now()
-	if !leader.terminate(gardenerGracePeriod) {
-		return "", fmt.Errorf("%s did not exit within %s of SIGTERM (Gardener's grace period), and was killed", leader.name, gardenerGracePeriod)
+	if !leader.Terminate(gardenerGracePeriod) {
+		return "", fmt.Errorf("%s did not exit within %s of SIGTERM (Gardener's grace period), and was killed", leader.Name, gardenerGracePeriod)
 	}
 	exited := time.Now()
 	if after, err := g.leaseHolder(ctx, gardenerLeases[0]); err != nil || after == holder {
 		return "", errors.Join(fmt.Errorf("%s exited %s after SIGTERM, but the leader lease still names it: not released",
-			leader.name, exited.Sub(start).Round(10*time.Millisecond)), err)
+			leader.Name, exited.Sub(start).Round(10*time.Millisecond)), err)
 	}
-	if err := g.until(ctx, gardenerHandoverLimit, func(ctx context.Context) bool {
+	if err := g.Until(ctx, gardenerHandoverLimit, func(ctx context.Context) bool {
 		_, n := leaders(ctx, g.probers)
 		return n == 1
 	}); err != nil {
-		return "", fmt.Errorf("no prober led within %s of %s's exit (leader lease %s): %w", gardenerHandoverLimit, leader.name, gardenerLeaseDuration, err)
+		return "", fmt.Errorf("no prober led within %s of %s's exit (leader lease %s): %w", gardenerHandoverLimit, leader.Name, gardenerLeaseDuration, err)
 	}
 	led := time.Since(exited)
 	next, _ := leaders(ctx, g.probers)
@@ -84,27 +87,27 @@ func (g *gardenerStory) handOver(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	shoot, gap := longestGap(g.seed.Shoots.ProbeStats(), time.Now())
-	if limit := demoProbeInterval + gardenerHandoverLimit; gap > limit {
+	shoot, gap := demo.LongestGap(g.Seed.Shoots.ProbeStats(), time.Now())
+	if limit := demo.ProbeInterval + gardenerHandoverLimit; gap > limit {
 		return "", fmt.Errorf("%s went unprobed for %s, more than %s", shoot, gap.Round(10*time.Millisecond), limit)
 	}
 	return fmt.Sprintf("%s exited %s after SIGTERM (exit code %d, grace period %s), releasing the leader lease; %s led %s after the exit "+
 		"(retry period %s, leader lease %s) and had probed every shoot %s after it; longest gap between two probes of a shoot %s (%s)",
-		leader.name, exited.Sub(start).Round(10*time.Millisecond), leader.proc.State().ExitCode(), gardenerGracePeriod, next.name,
+		leader.Name, exited.Sub(start).Round(10*time.Millisecond), leader.State().ExitCode(), gardenerGracePeriod, next.Name,
 		led.Round(10*time.Millisecond), gardenerRetryPeriod, gardenerLeaseDuration, probed.Round(10*time.Millisecond),
 		gap.Round(10*time.Millisecond), shoot), nil
 }
 
 // probedAgain waits until leader probes every shoot and each was probed since t, and returns how long
 // after t that was.
-func (g *gardenerStory) probedAgain(ctx context.Context, leader *replica, t time.Time) (time.Duration, error) {
-	timeout := gardenerHandoverLimit + 2*demoProbeInterval
-	err := g.until(ctx, timeout, func(ctx context.Context) bool {
-		return sum(leader.metrics(ctx), "dwd_probes_active", "") == float64(g.opts.shoots) &&
-			len(unprobedSince(g.seed.Shoots.ProbeStats(), t)) == 0
+func (g *gardenerStory) probedAgain(ctx context.Context, leader *sim.Replica, t time.Time) (time.Duration, error) {
+	timeout := gardenerHandoverLimit + 2*demo.ProbeInterval
+	err := g.Until(ctx, timeout, func(ctx context.Context) bool {
+		return sim.Sum(leader.Metrics(ctx), "dwd_probes_active", "") == float64(g.Options.Shoots) &&
+			len(demo.UnprobedSince(g.Seed.Shoots.ProbeStats(), t)) == 0
 	})
 	if err != nil {
-		return 0, fmt.Errorf("%s leads, but shoots were not probed within %s: %v", leader.name, timeout, unprobedSince(g.seed.Shoots.ProbeStats(), t))
+		return 0, fmt.Errorf("%s leads, but shoots were not probed within %s: %v", leader.Name, timeout, demo.UnprobedSince(g.Seed.Shoots.ProbeStats(), t))
 	}
 	return time.Since(t), nil
 }
@@ -117,10 +120,10 @@ func (g *gardenerStory) failOverWeeder(ctx context.Context, shoots []string) (st
 	if n != 1 {
 		return "", fmt.Errorf("%d weeders lead, want 1", n)
 	}
-	leader.kill()
+	leader.Kill()
 	killed := time.Now()
 	timeout := gardenerLeaseDuration + 20*time.Second
-	if err := g.until(ctx, timeout, func(ctx context.Context) bool {
+	if err := g.Until(ctx, timeout, func(ctx context.Context) bool {
 		_, n := leaders(ctx, g.weeders)
 		return n == 1
 	}); err != nil {
@@ -128,22 +131,22 @@ func (g *gardenerStory) failOverWeeder(ctx context.Context, shoots []string) (st
 	}
 	led := time.Since(killed)
 	next, _ := leaders(ctx, g.weeders)
-	weeded, err := g.weed(ctx, shoots)
+	weeded, err := g.Weed(ctx, shoots)
 	if err != nil {
-		return "", fmt.Errorf("%s leads %s after the kill, but: %w (%s counts %.0f failed pod deletes)", next.name, led.Round(100*time.Millisecond),
-			err, next.name, sum(next.metrics(ctx), "dwd_weeder_pod_delete_failures_total", ""))
+		return "", fmt.Errorf("%s leads %s after the kill, but: %w (%s counts %.0f failed pod deletes)", next.Name, led.Round(100*time.Millisecond),
+			err, next.Name, sim.Sum(next.Metrics(ctx), "dwd_weeder_pod_delete_failures_total", ""))
 	}
-	if deleted := sum(next.metrics(ctx), "dwd_weeder_pods_deleted_total", ""); deleted != float64(len(shoots)) {
-		return "", fmt.Errorf("%s counts %.0f pods deleted, want %d", next.name, deleted, len(shoots))
+	if deleted := sim.Sum(next.Metrics(ctx), "dwd_weeder_pods_deleted_total", ""); deleted != float64(len(shoots)) {
+		return "", fmt.Errorf("%s counts %.0f pods deleted, want %d", next.Name, deleted, len(shoots))
 	}
 	return fmt.Sprintf("%s leads %s after the kill (leader lease %s); it deleted them: %s",
-		next.name, led.Round(100*time.Millisecond), gardenerLeaseDuration, weeded), nil
+		next.Name, led.Round(100*time.Millisecond), gardenerLeaseDuration, weeded), nil
 }
 
 // leaseHolder reads the holder of the Lease name in garden; empty when released.
 func (g *gardenerStory) leaseHolder(ctx context.Context, name string) (string, error) {
 	lease := &coordinationv1.Lease{}
-	if err := g.seed.Env.Client.Get(ctx, client.ObjectKey{Namespace: gardenNamespace, Name: name}, lease); err != nil {
+	if err := g.Seed.Env.Client.Get(ctx, client.ObjectKey{Namespace: gardenNamespace, Name: name}, lease); err != nil {
 		return "", fmt.Errorf("reading the leader lease: %w", err)
 	}
 	if lease.Spec.HolderIdentity == nil {

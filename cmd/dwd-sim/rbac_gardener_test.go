@@ -10,13 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/sharded-dwd/dependency-watchdog/test"
+
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/demo"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
@@ -47,10 +49,10 @@ var gardenerLeases = []string{"dwd-prober-leader-election", "dwd-weeder-leader-e
 // active and a standby, as Gardener's high-availability webhook makes them), each as its Gardener
 // ServiceAccount by impersonation, against a seed with simulated shoots.
 type gardenerStory struct {
-	*demo
+	*demo.Demo
 	out              *bytes.Buffer
-	probers, weeders []*replica
-	sets             map[string]*replicaSet
+	probers, weeders []*sim.Replica
+	sets             map[string]*sim.ReplicaSet
 }
 
 // newGardenerStory starts a seed with 30 shoots, applies rbac into it and writes the configs and the
@@ -63,22 +65,22 @@ func newGardenerStory(t *testing.T, rbac []*unstructured.Unstructured) *gardener
 	ctx := context.Background()
 	seed, err := sim.StartSeed(ctx, dir)
 	require.NoError(t, err)
-	g := &gardenerStory{out: &bytes.Buffer{}, sets: map[string]*replicaSet{}}
-	g.demo = &demo{out: &lockedWriter{w: g.out}, seed: seed, opts: demoOptions{shoots: 30, nodes: 2, dwd: dwd, dir: dir}}
+	g := &gardenerStory{out: &bytes.Buffer{}, sets: map[string]*sim.ReplicaSet{}}
+	g.Demo = &demo.Demo{Out: &sim.LockedWriter{W: g.out}, Seed: seed, Options: demo.Options{Shoots: 30, Nodes: 2, Dwd: dwd, Dir: dir}}
 	t.Cleanup(func() {
-		g.tearDown()
+		g.TearDown()
 		t.Log(g.out.String())
 	})
-	require.NoError(t, applyRBAC(ctx, seed.Env.Client, rbac))
-	require.NoError(t, seed.CreateShoots(ctx, 0, g.opts.shoots, g.opts.nodes, nil))
-	configs := map[string]string{"prober": demoProberConfig, "weeder": demoWeederConfig}
+	require.NoError(t, sim.ApplyRBAC(ctx, seed.Env.Client, rbac))
+	require.NoError(t, seed.CreateShoots(ctx, 0, g.Options.Shoots, g.Options.Nodes, nil))
+	configs := map[string]string{"prober": sim.ProberConfig, "weeder": sim.WeederConfig}
 	for role, cfg := range configs {
 		path := filepath.Join(dir, role+".yaml")
 		require.NoError(t, os.WriteFile(path, []byte(cfg), 0o644))
-		kubeconfig, err := seed.WriteKubeconfigAs(role+".kubeconfig", serviceAccountName(gardenNamespace, "dependency-watchdog-"+role))
+		kubeconfig, err := seed.WriteKubeconfigAs(role+".kubeconfig", sim.ServiceAccountName(gardenNamespace, "dependency-watchdog-"+role))
 		require.NoError(t, err)
 		args := append([]string{"--config-file=" + path}, gardenerCommands[role]...)
-		g.sets[role] = &replicaSet{dwd: dwd, dir: dir, command: role, baseArgs: append(args,
+		g.sets[role] = &sim.ReplicaSet{Dwd: dwd, Dir: dir, Command: role, Args: append(args,
 			"--kubeconfig="+kubeconfig, "--leader-elect-lease-duration="+gardenerLeaseDuration.String(),
 			"--leader-elect-renew-deadline="+gardenerRenewDeadline.String(), "--leader-elect-retry-period="+gardenerRetryPeriod.String())}
 	}
@@ -90,11 +92,11 @@ func newGardenerStory(t *testing.T, rbac []*unstructured.Unstructured) *gardener
 func (g *gardenerStory) start(ctx context.Context, timeout time.Duration) (string, error) {
 	for _, name := range []string{"prober-0", "prober-1", "weeder-0", "weeder-1"} {
 		role := name[:len("prober")]
-		r, err := g.sets[role].start(name)
+		r, err := g.sets[role].Start(name)
 		if err != nil {
 			return "", err
 		}
-		g.replicas = append(g.replicas, r)
+		g.Replicas = append(g.Replicas, r)
 		if role == "prober" {
 			g.probers = append(g.probers, r)
 		} else {
@@ -102,30 +104,30 @@ func (g *gardenerStory) start(ctx context.Context, timeout time.Duration) (strin
 		}
 	}
 	started := time.Now()
-	err := g.until(ctx, timeout, func(ctx context.Context) bool {
+	err := g.Until(ctx, timeout, func(ctx context.Context) bool {
 		prober, probers := leaders(ctx, g.probers)
 		_, weeders := leaders(ctx, g.weeders)
-		return probers == 1 && weeders == 1 && sum(prober.metrics(ctx), "dwd_probes_active", "") == float64(g.opts.shoots) &&
-			len(unprobedSince(g.seed.Shoots.ProbeStats(), started)) == 0
+		return probers == 1 && weeders == 1 && sim.Sum(prober.Metrics(ctx), "dwd_probes_active", "") == float64(g.Options.Shoots) &&
+			len(demo.UnprobedSince(g.Seed.Shoots.ProbeStats(), started)) == 0
 	})
 	if err != nil {
 		_, probers := leaders(ctx, g.probers)
 		_, weeders := leaders(ctx, g.weeders)
 		return "", fmt.Errorf("within %s: %d prober(s) and %d weeder(s) lead, %d of %d shoots probed: %w", timeout, probers, weeders,
-			g.opts.shoots-len(unprobedSince(g.seed.Shoots.ProbeStats(), started)), g.opts.shoots, err)
+			g.Options.Shoots-len(demo.UnprobedSince(g.Seed.Shoots.ProbeStats(), started)), g.Options.Shoots, err)
 	}
 	prober, _ := leaders(ctx, g.probers)
 	weeder, _ := leaders(ctx, g.weeders)
-	return fmt.Sprintf("%s leads and probes all %d shoots, %s leads the weeders", prober.name, g.opts.shoots, weeder.name), nil
+	return fmt.Sprintf("%s leads and probes all %d shoots, %s leads the weeders", prober.Name, g.Options.Shoots, weeder.Name), nil
 }
 
 // leaders returns a running replica among rs that holds its work (in leader mode, the one partition
 // that stands for every shoot), and how many do.
-func leaders(ctx context.Context, rs []*replica) (*replica, int) {
-	var leader *replica
+func leaders(ctx context.Context, rs []*sim.Replica) (*sim.Replica, int) {
+	var leader *sim.Replica
 	n := 0
 	for _, r := range rs {
-		if sum(r.metrics(ctx), "dwd_sharding_partitions_held", "") > 0 {
+		if sim.Sum(r.Metrics(ctx), "dwd_sharding_partitions_held", "") > 0 {
 			leader, n = r, n+1
 		}
 	}
@@ -139,58 +141,58 @@ func (g *gardenerStory) killLeader(ctx context.Context) (string, error) {
 	if n != 1 {
 		return "", fmt.Errorf("%d probers lead, want 1", n)
 	}
-	g.seed.Shoots.MarkProbes()
-	leader.kill()
+	g.Seed.Shoots.MarkProbes()
+	leader.Kill()
 	killed := time.Now()
 	timeout := gardenerLeaseDuration + 20*time.Second
-	err := g.until(ctx, timeout, func(ctx context.Context) bool {
+	err := g.Until(ctx, timeout, func(ctx context.Context) bool {
 		next, n := leaders(ctx, g.probers)
-		return n == 1 && sum(next.metrics(ctx), "dwd_probes_active", "") == float64(g.opts.shoots) &&
-			len(unprobedSince(g.seed.Shoots.ProbeStats(), killed)) == 0
+		return n == 1 && sim.Sum(next.Metrics(ctx), "dwd_probes_active", "") == float64(g.Options.Shoots) &&
+			len(demo.UnprobedSince(g.Seed.Shoots.ProbeStats(), killed)) == 0
 	})
 	if err != nil {
 		return "", fmt.Errorf("the standby did not lead and probe every shoot within %s of the kill: %w", timeout, err)
 	}
 	next, _ := leaders(ctx, g.probers)
 	return fmt.Sprintf("%s leads and has probed every shoot %s after the kill (leader lease %s)",
-		next.name, time.Since(killed).Round(100*time.Millisecond), gardenerLeaseDuration), nil
+		next.Name, time.Since(killed).Round(100*time.Millisecond), gardenerLeaseDuration), nil
 }
 
 // play runs the story: start, meltdown, recovery, weeding, the active weeder killed, the active
 // prober killed, then a new standby prober and the active one stopped gracefully.
 func (g *gardenerStory) play(ctx context.Context) {
-	if !g.step(ctx, "Start 2 probers and 2 weeders as Gardener's ServiceAccounts; a leader probes every shoot", func(ctx context.Context) (string, error) {
+	if !g.Step(ctx, "Start 2 probers and 2 weeders as Gardener's ServiceAccounts; a leader probes every shoot", func(ctx context.Context) (string, error) {
 		return g.start(ctx, 60*time.Second)
 	}) {
 		return
 	}
 	meltdown := []string{sim.ShootName(1), sim.ShootName(2), sim.ShootName(3)}
-	if g.step(ctx, "Meltdown of 3 shoots → scale-down in level order", func(ctx context.Context) (string, error) {
-		return g.meltdown(ctx, meltdown)
+	if g.Step(ctx, "Meltdown of 3 shoots → scale-down in level order", func(ctx context.Context) (string, error) {
+		return g.Meltdown(ctx, meltdown)
 	}) {
-		g.step(ctx, "Recovery → scale-up in level order", func(ctx context.Context) (string, error) {
-			return g.recover(ctx, meltdown)
+		g.Step(ctx, "Recovery → scale-up in level order", func(ctx context.Context) (string, error) {
+			return g.Recover(ctx, meltdown)
 		})
 	}
-	g.step(ctx, "etcd of 3 shoots recovers → their crash-looping pods are deleted", func(ctx context.Context) (string, error) {
-		return g.weed(ctx, []string{sim.ShootName(4), sim.ShootName(5), sim.ShootName(6)})
+	g.Step(ctx, "etcd of 3 shoots recovers → their crash-looping pods are deleted", func(ctx context.Context) (string, error) {
+		return g.Weed(ctx, []string{sim.ShootName(4), sim.ShootName(5), sim.ShootName(6)})
 	})
-	g.step(ctx, "Kill -9 the leading weeder → the standby leads and weeds 3 more shoots when their etcd recovers", func(ctx context.Context) (string, error) {
+	g.Step(ctx, "Kill -9 the leading weeder → the standby leads and weeds 3 more shoots when their etcd recovers", func(ctx context.Context) (string, error) {
 		return g.failOverWeeder(ctx, []string{sim.ShootName(7), sim.ShootName(8), sim.ShootName(9)})
 	})
-	g.step(ctx, "Kill -9 the leading prober → the standby leads and probes every shoot", g.killLeader)
+	g.Step(ctx, "Kill -9 the leading prober → the standby leads and probes every shoot", g.killLeader)
 	// The kill left one prober: a new one stands by for the graceful handover.
-	if g.step(ctx, "Start prober-2 → it waits as the standby", func(ctx context.Context) (string, error) {
+	if g.Step(ctx, "Start prober-2 → it waits as the standby", func(ctx context.Context) (string, error) {
 		return g.startStandby(ctx, "prober-2")
 	}) {
-		g.step(ctx, "SIGTERM the leading prober → it exits, releasing the leader lease; the standby leads at once", g.handOver)
+		g.Step(ctx, "SIGTERM the leading prober → it exits, releasing the leader lease; the standby leads at once", g.handOver)
 	}
 }
 
 // leases returns the names of the Leases in namespace.
 func (g *gardenerStory) leases(ctx context.Context, namespace string) ([]string, error) {
 	list := &coordinationv1.LeaseList{}
-	if err := g.seed.Env.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
+	if err := g.Seed.Env.Client.List(ctx, list, client.InNamespace(namespace)); err != nil {
 		return nil, err
 	}
 	var names []string
@@ -219,29 +221,29 @@ func TestRBACGardener(t *testing.T) {
 	ctx := context.Background()
 
 	g.play(ctx)
-	require.NoError(t, g.summary())
+	require.NoError(t, g.Summary())
 
 	leases, err := g.leases(ctx, gardenNamespace)
 	require.NoError(t, err)
 	assert.Equal(t, gardenerLeases, leases, "the only Leases in %s are the leader leases", gardenNamespace)
 	// A leader that took over in the last step is ready once its dependents' caches synced.
-	for _, r := range g.replicas {
-		if r.running() {
-			assert.Eventually(t, func() bool { return r.ready(ctx) }, 15*time.Second, 200*time.Millisecond, "%s is ready", r.name)
+	for _, r := range g.Replicas {
+		if r.Running() {
+			assert.Eventually(t, func() bool { return r.Ready(ctx) }, 15*time.Second, 200*time.Millisecond, "%s is ready", r.Name)
 		}
 	}
 	// A weeder exports no probe metrics: DwdShardNotProbing reads a replica with shoots and no
 	// probes as a stalled prober.
 	for _, r := range g.weeders {
-		if r.running() {
-			families := r.metrics(ctx)
-			require.Contains(t, families, "dwd_api_requests_total", "%s's metrics are read", r.name)
+		if r.Running() {
+			families := r.Metrics(ctx)
+			require.Contains(t, families, "dwd_api_requests_total", "%s's metrics are read", r.Name)
 			for _, name := range []string{"dwd_probes_total", "dwd_probes_active"} {
-				assert.NotContains(t, families, name, "%s exports no probe metrics", r.name)
+				assert.NotContains(t, families, name, "%s exports no probe metrics", r.Name)
 			}
 		}
 	}
-	lines := assertPermissionsSuffice(t, g.opts.dir)
+	lines := assertPermissionsSuffice(t, g.Options.Dir)
 	for _, l := range permissionLines(lines, true) {
 		t.Log("Optional permission missing, as expected under Gardener's RBAC:", l)
 	}

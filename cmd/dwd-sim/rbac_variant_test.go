@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/demo"
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
+	"github.com/sharded-dwd/dependency-watchdog/test"
 )
 
 // variantTimeout bounds the first step of a story under RBAC with a rule taken out: long enough for
@@ -26,28 +29,28 @@ func TestRBACRuleRemovedFailsTheStory(t *testing.T) {
 	// The two variants mostly wait for a step to time out: they run side by side.
 	t.Run("dwd run under deploy/overlays/sharded less list and watch on leases", func(t *testing.T) {
 		t.Parallel()
-		g, err := overlayGrants(demoOverlay)
+		g, err := sim.OverlayGrants(demo.Overlay)
 		require.NoError(t, err)
-		g.objs, err = withoutVerbs(g.objs, "Role", "dwd", "coordination.k8s.io", "leases", "list", "watch")
+		g.Objects, err = withoutVerbs(g.Objects, "Role", "dwd", "coordination.k8s.io", "leases", "list", "watch")
 		require.NoError(t, err)
 		quietLogs()
 		dir := t.TempDir()
 		dwd := test.BuildDwd(t)
 		ctx := context.Background()
 		var buf bytes.Buffer
-		d, err := setUp(ctx, &lockedWriter{w: &buf}, demoOptions{shoots: 30, nodes: 2, replicas: 3, dwd: dwd, dir: dir}, g)
+		d, err := demo.SetUp(ctx, &sim.LockedWriter{W: &buf}, demo.Options{Shoots: 30, Nodes: 2, Replicas: 3, Dwd: dwd, Dir: dir}, g)
 		if d != nil {
-			defer d.tearDown()
+			defer d.TearDown()
 		}
 		require.NoError(t, err, buf.String())
 
-		ok := d.step(ctx, "Start 3 replicas; they share the partitions and probe every shoot", func(ctx context.Context) (string, error) {
-			return d.startReplicasWithin(ctx, variantTimeout)
+		ok := d.Step(ctx, "Start 3 replicas; they share the partitions and probe every shoot", func(ctx context.Context) (string, error) {
+			return d.StartReplicasWithin(ctx, variantTimeout)
 		})
 		t.Log(buf.String())
 		assert.False(t, ok, "the story's first step passed without list and watch on leases")
-		assert.Error(t, d.summary())
-		assertNamedAndUnready(t, ctx, d.replicas, dir, "list", "coordination.k8s.io", "leases", d.namespace)
+		assert.Error(t, d.Summary())
+		assertNamedAndUnready(t, ctx, d.Replicas, dir, "list", "coordination.k8s.io", "leases", d.Namespace)
 	})
 	t.Run("dwd prober under Gardener's RBAC less list and watch on secrets", func(t *testing.T) {
 		t.Parallel()
@@ -58,23 +61,23 @@ func TestRBACRuleRemovedFailsTheStory(t *testing.T) {
 		g := newGardenerStory(t, rbac)
 		ctx := context.Background()
 
-		ok := g.step(ctx, "Start 2 probers and 2 weeders; a leader probes every shoot", func(ctx context.Context) (string, error) {
+		ok := g.Step(ctx, "Start 2 probers and 2 weeders; a leader probes every shoot", func(ctx context.Context) (string, error) {
 			return g.start(ctx, variantTimeout)
 		})
 		assert.False(t, ok, "the story's first step passed without list and watch on secrets")
-		assert.Error(t, g.summary())
-		assertNamedAndUnready(t, ctx, g.probers, g.opts.dir, "list", "", "secrets", "")
+		assert.Error(t, g.Summary())
+		assertNamedAndUnready(t, ctx, g.probers, g.Options.Dir, "list", "", "secrets", "")
 		// A replica whose caches cannot sync has started no work: it stops at once on SIGTERM, where
 		// controller-runtime's manager alone would wait for the caches for ever.
 		for _, r := range g.probers {
-			assert.True(t, r.terminate(5*time.Second), "%s did not stop within 5 s of SIGTERM", r.name)
+			assert.True(t, r.Terminate(5*time.Second), "%s did not stop within 5 s of SIGTERM", r.Name)
 		}
 	})
 }
 
 // assertNamedAndUnready checks that a log says "Missing permission" for verb on resource in group and
 // namespace, and that none of the replicas is ready.
-func assertNamedAndUnready(t *testing.T, ctx context.Context, rs []*replica, dir, verb, group, resource, namespace string) {
+func assertNamedAndUnready(t *testing.T, ctx context.Context, rs []*sim.Replica, dir, verb, group, resource, namespace string) {
 	t.Helper()
 	missing := permissionLines(readLogs(t, dir), false)
 	named := false
@@ -84,6 +87,6 @@ func assertNamedAndUnready(t *testing.T, ctx context.Context, rs []*replica, dir
 	assert.True(t, named, "no log says that %s %s/%s in %q is missing; the missing permissions logged: %v",
 		verb, group, resource, namespace, missing)
 	for _, r := range rs {
-		assert.False(t, r.ready(ctx), "%s is ready without %s on %s", r.name, verb, resource)
+		assert.False(t, r.Ready(ctx), "%s is ready without %s on %s", r.Name, verb, resource)
 	}
 }

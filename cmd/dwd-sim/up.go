@@ -39,7 +39,7 @@ the lies a prober must not act on (a stale watch cache, a slow body, skewed cloc
 			}
 			defer func() { _ = seed.Stop() }()
 			start := time.Now()
-			err = seed.CreateShoots(cmd.Context(), 0, shoots, nodes, progressPrinter(cmd.OutOrStdout(), "shoots"))
+			err = seed.CreateShoots(cmd.Context(), 0, shoots, nodes, sim.ProgressPrinter(cmd.OutOrStdout(), "shoots"))
 			if err != nil {
 				return err
 			}

@@ -1,12 +1,8 @@
-package main
+package benchmarks
 
 import (
 	"context"
-	"fmt"
-	"net/url"
 	"time"
-
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
@@ -117,28 +113,10 @@ func firstByOwner(stats map[string]sim.ProbeStats, owners map[string]string) map
 	return first
 }
 
-// proxiedKubeconfig is a kubeconfig whose servers are reached at addr (host:port) instead: through a
-// proxy. The servers' certificates name the loopback address, not a port, so they still verify.
-func proxiedKubeconfig(kubeconfig []byte, addr string) ([]byte, error) {
-	cfg, err := clientcmd.Load(kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	for name, c := range cfg.Clusters {
-		u, err := url.Parse(c.Server)
-		if err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", name, err)
-		}
-		u.Host = addr
-		c.Server = u.String()
-	}
-	return clientcmd.Write(*cfg)
-}
-
 // counterIncrease is a counter's increase of one replica between two snapshots; a process that
 // restarted in between starts again from 0, so its later value is all increase.
 func counterIncrease(a, b snapshot, replica, name, match string) float64 {
-	before, after := sum(a.metrics[replica], name, match), sum(b.metrics[replica], name, match)
+	before, after := sim.Sum(a.metrics[replica], name, match), sim.Sum(b.metrics[replica], name, match)
 	if after < before {
 		return after
 	}

@@ -1,17 +1,13 @@
-package main
+package benchmarks
 
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
-	"github.com/sharded-dwd/dependency-watchdog/test"
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
 // outageSettle is how long, in probe intervals, the outage scenario keeps measuring after every shoot
@@ -22,7 +18,7 @@ const outageSettle = 2
 // the weeder config's watchDuration) before the cut.
 const outageWindowsTimeout = 2 * time.Minute
 
-// weederWatchDuration is demoWeederConfig's watchDuration. The outage cuts no earlier than this after
+// weederWatchDuration is sim.WeederConfig's watchDuration. The outage cuts no earlier than this after
 // every shoot was probed: the weeder takes a service it first saw ready less than a watchDuration
 // before a fence for one that turned ready then, and opens a window for it after the heal. A service
 // is first seen ready when the replica starts; in the steady state a seed's outage meets, none is.
@@ -30,16 +26,13 @@ const weederWatchDuration = 30 * time.Second
 
 // outage cuts every replica from the seed's API server at once, heals the cut after the outage
 // duration, and measures how the replicas come back.
-func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.Outage, error) {
-	proxies, rs, err := b.proxiedReplicaSet(benchProfile, replicas)
+func (b *bench) outage(ctx context.Context, shoots, replicas int) (*Outage, error) {
+	rs, err := b.replicaSet(benchProfile)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		for _, p := range proxies {
-			p.Close()
-		}
-	}()
+	rs.ProxyTo = b.seed // each replica reaches the seed through a proxy of its own, which the outage cuts
+	defer rs.Close()
 	if err := b.startFresh(ctx, shoots, replicas, rs); err != nil {
 		return nil, err
 	}
@@ -49,8 +42,8 @@ func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.O
 		return nil, err
 	}
 	defer tracker.stop()
-	x := &benchmarks.Outage{Shoots: shoots, Replicas: replicas, ResumeTimeoutSeconds: restartResumeTimeout(b.opts.interval).Seconds(),
-		SettleSeconds: (outageSettle * b.opts.interval).Seconds()}
+	x := &Outage{Shoots: shoots, Replicas: replicas, ResumeTimeoutSeconds: restartResumeTimeout(b.opts.Interval).Seconds(),
+		SettleSeconds: (outageSettle * b.opts.Interval).Seconds()}
 	if err := b.quietBeforeCut(ctx, x); err != nil {
 		return x, err
 	}
@@ -58,7 +51,7 @@ func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.O
 	s0 := b.snapshot(ctx)
 	tracker.mark()
 	b.scaling.mark()
-	heal, err := b.cut(ctx, proxies, x)
+	heal, err := b.cut(ctx, x)
 	if err != nil {
 		return x, err
 	}
@@ -76,7 +69,7 @@ func (b *bench) outage(ctx context.Context, shoots, replicas int) (*benchmarks.O
 
 // quietBeforeCut waits a weeder watch duration after the start settled, then until no weeding window
 // is open, and records when the cut comes and how many windows it found open.
-func (b *bench) quietBeforeCut(ctx context.Context, x *benchmarks.Outage) error {
+func (b *bench) quietBeforeCut(ctx context.Context, x *Outage) error {
 	settled := time.Now()
 	if err := pause(ctx, weederWatchDuration); err != nil {
 		return err
@@ -87,19 +80,19 @@ func (b *bench) quietBeforeCut(ctx context.Context, x *benchmarks.Outage) error 
 	}
 	x.CutAfterSeconds = time.Since(settled).Seconds()
 	fmt.Fprintf(b.out, "outage, %d shoots × %d replicas: the seed's API server cut for %s, %.0fs after the start settled (%.0f weeding windows open)\n",
-		x.Shoots, x.Replicas, b.opts.outage, x.CutAfterSeconds, x.WeederWindowsOpenAtCut)
+		x.Shoots, x.Replicas, b.opts.Outage, x.CutAfterSeconds, x.WeederWindowsOpenAtCut)
 	return nil
 }
 
 // tallyHealed records what the replicas wrote and did from the heal (metrics snapshot sHeal) to the
 // end of the settling (sEnd), s0 being the snapshot before the cut and owners the shoots' owners then.
-func (b *bench) tallyHealed(x *benchmarks.Outage, tracker *leaseTracker, s0, sHeal, sEnd snapshot, owners map[string]string) {
+func (b *bench) tallyHealed(x *Outage, tracker *leaseTracker, s0, sHeal, sEnd snapshot, owners map[string]string) {
 	x.PartitionLeaseWritesHealed = minus(tracker.writes(), x.PartitionLeaseWritesCut)
 	x.ScaleWritesHealed = b.scaling.writes() - x.ScaleWritesCut
 	x.PartitionsMoved, x.PartitionsHeldByOthers = tracker.moved()
 	x.WeederWindowsOpened = countersByLabel(sHeal, sEnd, "dwd_weeder_windows_opened_total", "", "service")
 	for _, r := range b.replicas {
-		x.SelfFencings += counterIncrease(s0, sEnd, r.name, "dwd_sharding_self_fencing_total", "")
+		x.SelfFencings += counterIncrease(s0, sEnd, r.Name, "dwd_sharding_self_fencing_total", "")
 	}
 	x.ProbedByOthers = probedByOthers(b.seed.Shoots.ProbeStats(), owners)
 	fmt.Fprintf(b.out, "  resumed after %.2fs (p99 %.2fs), %d not; %d partitions moved (%d held by others meanwhile); partition lease writes cut %s, healed %s; weeder windows %v; scale writes %d cut, %d healed\n",
@@ -107,71 +100,28 @@ func (b *bench) tallyHealed(x *benchmarks.Outage, tracker *leaseTracker, s0, sHe
 		x.PartitionLeaseWritesHealed, x.WeederWindowsOpened, x.ScaleWritesCut, x.ScaleWritesHealed)
 }
 
-// proxiedReplicaSet starts a proxy to the seed's API server for each replica the scenario starts
-// (dwd-0, dwd-1, …), writes a kubeconfig through it, and returns the profile's replica set with them.
-func (b *bench) proxiedReplicaSet(p replicaProfile, replicas int) (map[string]*test.Proxy, *replicaSet, error) {
-	rs, err := b.replicaSet(p)
-	if err != nil {
-		return nil, nil, err
-	}
-	u, err := url.Parse(b.seed.Env.Config.Host)
-	if err != nil {
-		return nil, nil, fmt.Errorf("the seed's address %q: %w", b.seed.Env.Config.Host, err)
-	}
-	proxies := map[string]*test.Proxy{}
-	kubeconfigs := map[string]string{}
-	closeAll := func() {
-		for _, p := range proxies {
-			p.Close()
-		}
-	}
-	for i := range replicas {
-		name := fmt.Sprintf("dwd-%d", i)
-		proxy, err := test.StartProxy(u.Host)
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		proxies[name] = proxy
-		data, err := proxiedKubeconfig(b.seed.Env.KubeConfig, proxy.Addr())
-		if err == nil {
-			kubeconfigs[name] = filepath.Join(b.opts.dir, "seed-via-proxy-"+name+".kubeconfig")
-			err = os.WriteFile(kubeconfigs[name], data, 0o600)
-		}
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-	}
-	rs.kubeconfigOf = func(name string) string {
-		if path, ok := kubeconfigs[name]; ok {
-			return path
-		}
-		return b.seed.KubeconfigPath()
-	}
-	return proxies, rs, nil
-}
-
-// cut cuts every proxy for the outage duration, starting a replica whose process ended again at once
-// as a kubelet would, heals them and returns the moment of the heal.
-func (b *bench) cut(ctx context.Context, proxies map[string]*test.Proxy, x *benchmarks.Outage) (time.Time, error) {
+// cut cuts every replica from the seed for the outage duration, starting a replica whose process
+// ended again at once as a kubelet would, heals the cuts and returns the moment of the heal.
+func (b *bench) cut(ctx context.Context, x *Outage) (time.Time, error) {
 	start := time.Now()
-	for _, p := range proxies {
-		p.Cut()
+	for _, r := range b.replicas {
+		if err := r.Cut(); err != nil {
+			return time.Time{}, err
+		}
 	}
-	err := b.superviseFor(ctx, b.opts.outage, x)
+	err := b.superviseFor(ctx, b.opts.Outage, x)
 	// The probe windows start right before the heal: a probe after it is one the heal let through.
 	b.seed.Shoots.MarkProbes()
 	heal := time.Now()
-	for _, p := range proxies {
-		p.Heal()
+	for _, r := range b.replicas {
+		r.Heal()
 	}
 	x.OutageSeconds = heal.Sub(start).Seconds()
 	return heal, err
 }
 
 // superviseFor lets d pass, starting again at once any replica whose process ended, and records it.
-func (b *bench) superviseFor(ctx context.Context, d time.Duration, x *benchmarks.Outage) error {
+func (b *bench) superviseFor(ctx context.Context, d time.Duration, x *Outage) error {
 	err := wait.PollUntilContextTimeout(ctx, time.Second, d, true, func(context.Context) (bool, error) {
 		return false, b.restartExited(x)
 	})
@@ -182,14 +132,14 @@ func (b *bench) superviseFor(ctx context.Context, d time.Duration, x *benchmarks
 }
 
 // restartExited starts again every replica whose process ended, and records it.
-func (b *bench) restartExited(x *benchmarks.Outage) error {
+func (b *bench) restartExited(x *Outage) error {
 	for _, r := range b.replicas {
-		if r.running() {
+		if r.Running() {
 			continue
 		}
-		x.Exited = append(x.Exited, r.name)
-		fmt.Fprintf(b.out, "  %s exited; starting it again\n", r.name)
-		if err := r.run(b.dwd); err != nil {
+		x.Exited = append(x.Exited, r.Name)
+		fmt.Fprintf(b.out, "  %s exited; starting it again\n", r.Name)
+		if err := r.Restart(); err != nil {
 			return err
 		}
 	}
@@ -198,7 +148,7 @@ func (b *bench) restartExited(x *benchmarks.Outage) error {
 
 // awaitOwners waits until every shoot was probed again by its owner before the outage and every
 // replica is ready, or the resume timeout passes (no error: the figures say what is missing).
-func (b *bench) awaitOwners(ctx context.Context, owners map[string]string, heal time.Time, x *benchmarks.Outage) error {
+func (b *bench) awaitOwners(ctx context.Context, owners map[string]string, heal time.Time, x *Outage) error {
 	timeout := seconds(x.ResumeTimeoutSeconds)
 	var first map[string]time.Time
 	var ready time.Time
@@ -241,11 +191,11 @@ func (b *bench) awaitWindowsClosed(ctx context.Context) (float64, error) {
 	err := wait.PollUntilContextTimeout(ctx, time.Second, outageWindowsTimeout, true, func(ctx context.Context) (bool, error) {
 		open = 0
 		for _, r := range b.replicas {
-			m := r.metrics(ctx)
+			m := r.Metrics(ctx)
 			if m == nil {
 				return false, exited(b.replicas)
 			}
-			open += sum(m, "dwd_weeder_windows_open", "") + sum(m, "dwd_weeder_windows_queued", "")
+			open += sim.Sum(m, "dwd_weeder_windows_open", "") + sim.Sum(m, "dwd_weeder_windows_queued", "")
 		}
 		return open == 0, nil
 	})
@@ -256,4 +206,4 @@ func (b *bench) awaitWindowsClosed(ctx context.Context) (float64, error) {
 }
 
 // allReady reports whether every replica's /readyz answers 200.
-func (b *bench) allReady(ctx context.Context) bool { return allReady(ctx, b.replicas) }
+func (b *bench) allReady(ctx context.Context) bool { return sim.AllReady(ctx, b.replicas) }

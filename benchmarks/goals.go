@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"cmp"
@@ -6,26 +6,24 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 )
 
 // goals checks the figures against the goals the benchmarks must meet; a goal whose scenario did not
 // run is left out.
-func goals(r *benchmarks.Result) []benchmarks.Goal {
+func goals(r *Result) []Goal {
 	interval, lease := r.Settings.ProbeIntervalSeconds, r.Settings.MemberLeaseDurationSeconds
 	gs := steadyGoals(r)
 	if h := r.Handover; h != nil {
-		gs = append(gs, benchmarks.Goal{
+		gs = append(gs, Goal{
 			Goal: "graceful handover", Target: "p99 ≤ 2 s",
 			Measured: fmt.Sprintf("p99 %.2f s", h.HandoverGracefulP99Seconds), Met: h.HandoverGracefulP99Seconds <= 2,
-		}, benchmarks.Goal{
+		}, Goal{
 			Goal: "kill -9 handover", Target: fmt.Sprintf("p99 ≤ member lease + 2 s = %g s", lease+2),
 			Measured: fmt.Sprintf("p99 %.2f s", h.HandoverKillP99Seconds), Met: h.HandoverKillP99Seconds <= lease+2,
 		})
 	}
 	if m := r.Meltdown; m != nil {
-		gs = append(gs, benchmarks.Goal{
+		gs = append(gs, Goal{
 			Goal: "meltdown detection to first scale-down", Target: fmt.Sprintf("p99 ≤ probe interval + 2 s = %g s", interval+2),
 			Measured: fmt.Sprintf("p99 %.2f s", m.DetectionToScaledownP99Seconds), Met: m.DetectionToScaledownP99Seconds <= interval+2,
 		})
@@ -34,8 +32,8 @@ func goals(r *benchmarks.Result) []benchmarks.Goal {
 }
 
 // faultGoals are the goals of the fault, restart and verdict scenarios that ran.
-func faultGoals(r *benchmarks.Result, interval float64) []benchmarks.Goal {
-	var gs []benchmarks.Goal
+func faultGoals(r *Result, interval float64) []Goal {
+	var gs []Goal
 	if m := r.MassMeltdown; m != nil {
 		gs = append(gs, massGoals(m, interval)...)
 	}
@@ -59,7 +57,7 @@ func faultGoals(r *benchmarks.Result, interval float64) []benchmarks.Goal {
 
 // steadyGoals are the goals of the steady runs, if any: probe lag and seed requests at the largest
 // load, shoot requests, CPU per probe, and the CPU of a replica of many against a single one.
-func steadyGoals(r *benchmarks.Result) []benchmarks.Goal {
+func steadyGoals(r *Result) []Goal {
 	if len(r.Steady) == 0 {
 		return nil
 	}
@@ -71,10 +69,10 @@ func steadyGoals(r *benchmarks.Result) []benchmarks.Goal {
 	}
 	// Membership renewals are a fixed 1/retryPeriod per replica, not a cost of probing: the goal is
 	// checked with them at the largest load, and without them at every load.
-	worst := slices.MaxFunc(r.Steady, func(a, b benchmarks.SteadyRun) int {
+	worst := slices.MaxFunc(r.Steady, func(a, b SteadyRun) int {
 		return cmp.Compare(a.SeedWatchdogRequestsPerProbe, b.SeedWatchdogRequestsPerProbe)
 	})
-	gs := []benchmarks.Goal{{
+	gs := []Goal{{
 		Goal:     fmt.Sprintf("probe lag at %d shoots, %d replicas", largest.Shoots, largest.Replicas),
 		Target:   "p99 < 1 s, 0 missed cycles",
 		Measured: fmt.Sprintf("p99 %.3f s, %.0f missed", largest.ProbeLagP99Seconds, largest.MissedCycles),
@@ -92,18 +90,18 @@ func steadyGoals(r *benchmarks.Result) []benchmarks.Goal {
 
 // replicaCPUGoals bound the CPU of each of 3 or more replicas against a single replica's at the same
 // number of shoots.
-func replicaCPUGoals(r *benchmarks.Result) []benchmarks.Goal {
-	var gs []benchmarks.Goal
+func replicaCPUGoals(r *Result) []Goal {
+	var gs []Goal
 	for _, many := range r.Steady {
 		single := r.SteadyAt(many.Shoots, 1)
 		if many.Replicas < 3 || single == nil {
 			continue
 		}
-		ratio := slices.Max(many.CPUCores) / max(meanOf(single.CPUCores), 1e-9)
-		gs = append(gs, benchmarks.Goal{
+		ratio := slices.Max(many.CPUCores) / max(mean(single.CPUCores), 1e-9)
+		gs = append(gs, Goal{
 			Goal:     fmt.Sprintf("CPU of each of %d replicas over a single replica's, %d shoots", many.Replicas, many.Shoots),
 			Target:   "≤ 0.40",
-			Measured: fmt.Sprintf("%.2f (%.3f of %.3f cores)", ratio, slices.Max(many.CPUCores), meanOf(single.CPUCores)),
+			Measured: fmt.Sprintf("%.2f (%.3f of %.3f cores)", ratio, slices.Max(many.CPUCores), mean(single.CPUCores)),
 			Met:      ratio <= 0.40,
 		})
 	}
@@ -115,14 +113,14 @@ func replicaCPUGoals(r *benchmarks.Result) []benchmarks.Goal {
 const cpuPerHealthyProbe = 1.2
 
 // cpuPerProbeGoals checks the CPU per 1,000 healthy probes of every steady run on one replica.
-func cpuPerProbeGoals(steady []benchmarks.SteadyRun) []benchmarks.Goal {
-	var gs []benchmarks.Goal
+func cpuPerProbeGoals(steady []SteadyRun) []Goal {
+	var gs []Goal
 	for _, s := range steady {
 		if s.Replicas != 1 || len(s.CPUSecondsPer1000HealthyProbes) != 1 {
 			continue
 		}
 		cpu := s.CPUSecondsPer1000HealthyProbes[0]
-		gs = append(gs, benchmarks.Goal{
+		gs = append(gs, Goal{
 			Goal:     fmt.Sprintf("CPU per 1,000 healthy probes, %d shoots, 1 replica", s.Shoots),
 			Target:   fmt.Sprintf("≤ %g CPU-s", cpuPerHealthyProbe),
 			Measured: fmt.Sprintf("%.3f CPU-s (%.0f probes, %.0f not healthy)", cpu, s.Probes, s.UnhealthyProbes),
@@ -134,11 +132,11 @@ func cpuPerProbeGoals(steady []benchmarks.SteadyRun) []benchmarks.Goal {
 
 // blipGoals checks that after a blip no write contradicts the shoots' latest probes, no shoot is left
 // at 0, and the shoots are restored in time.
-func blipGoals(x benchmarks.Blip) []benchmarks.Goal {
+func blipGoals(x Blip) []Goal {
 	scenario := fmt.Sprintf("blip, %s profile, %d of %d shoots for %.0f s, %d replicas", x.Profile.Name, x.Melted, x.SeedShoots, x.OutageSeconds, x.Replicas)
 	interval := x.Profile.ProbeIntervalSeconds
 	target := kubeletRenewInterval.Seconds() + interval + x.Profile.MCMScaleUpDelaySeconds + x.RestoreFloorSeconds + restoreFlowSlack
-	return []benchmarks.Goal{{
+	return []Goal{{
 		Goal:   scenario + ": scale-down writes later than the shoot's kubelets renewed again + a probe interval + 5 s",
 		Target: "0",
 		Measured: fmt.Sprintf("%d on %d shoots (last %.1f s after the renewal); %d scale-down writes after the recovery in all, %d of them later than the limit after the recovery itself (the last kubelets renewed %.1f s after it)",
@@ -167,9 +165,9 @@ const kcmAfterMCMLimit = 6.0
 
 // detectionGoals checks every case with a figure of the original against it, and the wait before
 // kube-controller-manager over all cases.
-func detectionGoals(d benchmarks.Detection) []benchmarks.Goal {
+func detectionGoals(d Detection) []Goal {
 	scenario := fmt.Sprintf("detection, %s profile (interval %g s)", d.Profile.Name, d.Profile.ProbeIntervalSeconds)
-	var gs []benchmarks.Goal
+	var gs []Goal
 	var kcm []float64
 	notWritten := 0
 	for _, c := range d.Cases {
@@ -178,7 +176,7 @@ func detectionGoals(d benchmarks.Detection) []benchmarks.Goal {
 		if c.Original == "" {
 			continue
 		}
-		gs = append(gs, benchmarks.Goal{
+		gs = append(gs, Goal{
 			Goal:   fmt.Sprintf("%s, %s: T0 to the first scale-down write", scenario, c.Case),
 			Target: fmt.Sprintf("p99 ≤ the original's (%s) %.1f s", c.Original, c.OriginalP99Seconds),
 			Measured: fmt.Sprintf("p99 %.1f s, p50 %.1f s (original %.1f), %d of %d not within %.0f s",
@@ -190,7 +188,7 @@ func detectionGoals(d benchmarks.Detection) []benchmarks.Goal {
 		return gs
 	}
 	p99 := sampleQuantile(0.99, kcm)
-	return append(gs, benchmarks.Goal{
+	return append(gs, Goal{
 		Goal:     scenario + ": kube-controller-manager written after machine-controller-manager and cluster-autoscaler",
 		Target:   fmt.Sprintf("p99 ≤ the original's level wait (5 s) + 1 s = %g s, every one written", kcmAfterMCMLimit),
 		Measured: fmt.Sprintf("p99 %.2f s, p50 %.2f s of %d shoots, %d not written", p99, sampleQuantile(0.5, kcm), len(kcm), notWritten),
@@ -199,9 +197,9 @@ func detectionGoals(d benchmarks.Detection) []benchmarks.Goal {
 }
 
 // rollingGoals checks that a rolling restart hands no shoot over and leaves none unprobed for long.
-func rollingGoals(x *benchmarks.Rolling, interval float64) []benchmarks.Goal {
+func rollingGoals(x *Rolling, interval float64) []Goal {
 	scenario := fmt.Sprintf("rolling restart of %d replicas at %d shoots", x.Replicas, x.Shoots)
-	return []benchmarks.Goal{{
+	return []Goal{{
 		Goal: scenario + ": shoots handed to another replica", Target: "0",
 		Measured: strconv.Itoa(x.HandedOver), Met: x.HandedOver == 0,
 	}, {
@@ -213,13 +211,13 @@ func rollingGoals(x *benchmarks.Rolling, interval float64) []benchmarks.Goal {
 }
 
 // outageGoals checks that a seed API outage moves no partition, and opens and scales nothing.
-func outageGoals(x *benchmarks.Outage) []benchmarks.Goal {
+func outageGoals(x *Outage) []Goal {
 	scenario := fmt.Sprintf("seed API outage of %.0f s, %d replicas at %d shoots", x.OutageSeconds, x.Replicas, x.Shoots)
 	windows := 0.0
 	for _, n := range x.WeederWindowsOpened {
 		windows += n
 	}
-	return []benchmarks.Goal{{
+	return []Goal{{
 		Goal: scenario + ": partitions whose holder changed", Target: "0",
 		Measured: fmt.Sprintf("%d (%d held by another member meanwhile; %d shoots probed by another replica)",
 			x.PartitionsMoved, x.PartitionsHeldByOthers, x.ProbedByOthers),
@@ -244,14 +242,14 @@ const (
 )
 
 // shootRequestsGoal checks the shoot requests per healthy probe at every steady load.
-func shootRequestsGoal(steady []benchmarks.SteadyRun) benchmarks.Goal {
-	worst := slices.MaxFunc(steady, func(a, b benchmarks.SteadyRun) int {
+func shootRequestsGoal(steady []SteadyRun) Goal {
+	worst := slices.MaxFunc(steady, func(a, b SteadyRun) int {
 		return cmp.Compare(a.ShootRequestsPerProbe, b.ShootRequestsPerProbe)
 	})
-	consistent := slices.MaxFunc(steady, func(a, b benchmarks.SteadyRun) int {
+	consistent := slices.MaxFunc(steady, func(a, b SteadyRun) int {
 		return cmp.Compare(a.ConsistentLeaseListsPerProbe, b.ConsistentLeaseListsPerProbe)
 	}).ConsistentLeaseListsPerProbe
-	return benchmarks.Goal{
+	return Goal{
 		Goal:   "shoot requests per healthy probe",
 		Target: fmt.Sprintf("%.1f (leases, nodes every tenth probe, from the watch cache), no consistent read", shootRequestsPerHealthyProbe),
 		Measured: fmt.Sprintf("%.3f at worst (%d shoots, %d replicas); %.4f consistent lease lists per probe at worst",
@@ -273,10 +271,10 @@ const (
 )
 
 // massGoals checks the mass-meltdown parts that ran.
-func massGoals(m *benchmarks.MassMeltdown, interval float64) []benchmarks.Goal {
-	var gs []benchmarks.Goal
+func massGoals(m *MassMeltdown, interval float64) []Goal {
+	var gs []Goal
 	if x := m.OriginalLimits; x != nil {
-		gs = append(gs, benchmarks.Goal{
+		gs = append(gs, Goal{
 			Goal:   fmt.Sprintf("%d shoots melt at once, 1 replica, original client limits (%s)", x.Melted, x.Client),
 			Target: fmt.Sprintf("scaled down p99 ≤ %g s", originalLimitsScaleDownP99),
 			Measured: fmt.Sprintf("p99 %.1f s (p50 %.1f, max %.1f), %d not within %.0f s", x.ScaledDownP99Seconds, x.ScaledDownP50Seconds,
@@ -286,12 +284,12 @@ func massGoals(m *benchmarks.MassMeltdown, interval float64) []benchmarks.Goal {
 	}
 	for _, x := range m.Recover {
 		target := kubeletRenewInterval.Seconds() + interval + x.MCMScaleUpDelaySeconds + x.RestoreFloorSeconds + restoreFlowSlack
-		gs = append(gs, benchmarks.Goal{
+		gs = append(gs, Goal{
 			Goal:     fmt.Sprintf("%d of %d shoots melt and recover, %d replicas: restored", x.Melted, x.SeedShoots, x.Replicas),
 			Target:   fmt.Sprintf("p99 ≤ kubelet renewal + probe interval + MCM delay + write floor + %g s = %.1f s", restoreFlowSlack, target),
 			Measured: fmt.Sprintf("p99 %.1f s, %d not restored (scaled down p99 %.1f s)", x.RestoredP99Seconds, x.NotRestored, x.ScaledDownP99Seconds),
 			Met:      x.RestoredP99Seconds <= target && x.NotRestored == 0 && x.NotScaledDown == 0,
-		}, benchmarks.Goal{
+		}, Goal{
 			Goal:     fmt.Sprintf("%d of %d shoots melt and recover, %d replicas: probe lag meanwhile", x.Melted, x.SeedShoots, x.Replicas),
 			Target:   "p99 < 1 s, 0 missed cycles",
 			Measured: fmt.Sprintf("p99 %.3f s, %.0f missed", x.ProbeLagP99Seconds, x.MissedCycles),
@@ -300,7 +298,7 @@ func massGoals(m *benchmarks.MassMeltdown, interval float64) []benchmarks.Goal {
 	}
 	// With a floor of 0 (the bursts cover every write) the time is all detection: no goal to check.
 	if x := m.All; x != nil && x.ScaleDownFloorSeconds > 0 {
-		gs = append(gs, benchmarks.Goal{
+		gs = append(gs, Goal{
 			Goal:   fmt.Sprintf("all %d shoots melt at once, %d replicas: all scaled down", x.Melted, x.Replicas),
 			Target: fmt.Sprintf("≤ %g × write floor = %.1f s", allScaleDownOverFloor, allScaleDownOverFloor*x.ScaleDownFloorSeconds),
 			Measured: fmt.Sprintf("%.1f s (p50 %.1f s), %d not within %.0f s; seed requests per scaled resource %.2f (scaler %.2f)",
@@ -316,14 +314,14 @@ func massGoals(m *benchmarks.MassMeltdown, interval float64) []benchmarks.Goal {
 const hugeListPeakRSS = 512 << 20
 
 // liesGoals checks that no lie scaled anything down, and the memory of the huge lists.
-func liesGoals(l *benchmarks.Lies) []benchmarks.Goal {
+func liesGoals(l *Lies) []Goal {
 	var spurious []string
 	total := 0
 	for _, p := range l.Parts {
 		spurious = append(spurious, fmt.Sprintf("%s: %d", p.Lie, p.SpuriousScaleDowns))
 		total += p.SpuriousScaleDowns
 	}
-	gs := []benchmarks.Goal{{
+	gs := []Goal{{
 		Goal: fmt.Sprintf("lies at %d shoots, %d replicas: spurious scale-downs", l.Shoots, l.Replicas), Target: "0",
 		Measured: strings.Join(spurious, "; "), Met: total == 0,
 	}}
@@ -332,7 +330,7 @@ func liesGoals(l *benchmarks.Lies) []benchmarks.Goal {
 			continue
 		}
 		peak := slices.Max(p.PeakRSSBytes)
-		gs = append(gs, benchmarks.Goal{
+		gs = append(gs, Goal{
 			Goal: fmt.Sprintf("replica memory while %d shoots answer %s", p.Shoots, p.Lie), Target: "peak RSS < 512 MiB",
 			Measured: fmt.Sprintf("%.0f MiB", peak/(1<<20)), Met: peak < hugeListPeakRSS,
 		})

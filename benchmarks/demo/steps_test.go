@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"slices"
@@ -23,9 +23,9 @@ func TestOrderSeenWaitsForTheWatch(t *testing.T) {
 		return slices.Clone(all)
 	}
 	assert.Error(t, checkOrder(all[:2], []string{"a"}, upLevels, 1), "judged before the watch delivered the last change")
-	assert.NoError(t, (&demo{}).orderSeen(t.Context(), order, []string{"a"}, upLevels, 1))
+	assert.NoError(t, (&Demo{}).orderSeen(t.Context(), order, []string{"a"}, upLevels, 1))
 
 	wrong := []scaling{all[1], all[0], all[2]}
-	assert.Error(t, (&demo{}).orderSeen(t.Context(), func() []scaling { return wrong }, []string{"a"}, upLevels, 1),
+	assert.Error(t, (&Demo{}).orderSeen(t.Context(), func() []scaling { return wrong }, []string{"a"}, upLevels, 1),
 		"a wrong order still fails")
 }

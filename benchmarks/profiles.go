@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
@@ -80,11 +79,11 @@ type replicaProfile struct {
 var benchProfile = replicaProfile{name: "bench", kubeAPIQPS: benchKubeAPIQPS, kubeAPIBurst: benchKubeAPIBurst,
 	probeTimeout: 5 * time.Second, mcmScaleUpDelay: 2 * time.Second}
 
-// The --profile values: the prober settings the blip and detection scenarios run at.
+// The values of Options.Profile: the prober settings the blip and detection scenarios run at.
 const (
-	profileDefault  = "default"
-	profileGardener = "gardener"
-	profileBoth     = "both"
+	ProfileDefault  = "default"
+	ProfileGardener = "gardener"
+	ProfileBoth     = "both"
 )
 
 // benchGrace is kcmNodeMonitorGraceDuration in every profile's prober config: a lease counts as
@@ -106,11 +105,11 @@ var gardenerTimings = replicaProfile{name: "gardener-30s", interval: 30 * time.S
 // default, gardenerTimings for gardener, both in that order for both.
 func timings(profile string) []replicaProfile {
 	switch profile {
-	case profileDefault:
+	case ProfileDefault:
 		return []replicaProfile{benchProfile}
-	case profileGardener:
+	case ProfileGardener:
 		return []replicaProfile{gardenerTimings}
-	case profileBoth:
+	case ProfileBoth:
 		return []replicaProfile{benchProfile, gardenerTimings}
 	}
 	return nil
@@ -125,19 +124,19 @@ func (p replicaProfile) probeInterval(flag time.Duration) time.Duration {
 }
 
 // profile describes the profile for a result: its name is the --profile value that chose it.
-func (b *bench) profile(p replicaProfile) benchmarks.Profile {
-	name := profileDefault
+func (b *bench) profile(p replicaProfile) Profile {
+	name := ProfileDefault
 	if p.name == gardenerTimings.name {
-		name = profileGardener
+		name = ProfileGardener
 	}
-	return benchmarks.Profile{Name: name, ProbeIntervalSeconds: p.probeInterval(b.opts.interval).Seconds(),
+	return Profile{Name: name, ProbeIntervalSeconds: p.probeInterval(b.opts.Interval).Seconds(),
 		GraceSeconds: benchGrace.Seconds(), ProbeTimeoutSeconds: p.probeTimeout.Seconds(),
 		MCMScaleUpDelaySeconds: p.mcmScaleUpDelay.Seconds(), Client: p.limits(b.dwdHas)}
 }
 
 // limits are the client limits the profile's replicas run with, given the flags the binary has.
-func (p replicaProfile) limits(has map[string]bool) benchmarks.ClientLimits {
-	l := benchmarks.ClientLimits{KubeAPIQPS: p.kubeAPIQPS, KubeAPIBurst: p.kubeAPIBurst}
+func (p replicaProfile) limits(has map[string]bool) ClientLimits {
+	l := ClientLimits{KubeAPIQPS: p.kubeAPIQPS, KubeAPIBurst: p.kubeAPIBurst}
 	if p.scaleBudget && has[flagScaleWorkers] && has[flagScaleQPS] && has[flagScaleBurst] {
 		l.ScaleWorkers, l.ScaleQPS, l.ScaleBurst = defaultScaleWorkers, defaultScaleQPS, defaultScaleBurst
 	}
@@ -147,7 +146,7 @@ func (p replicaProfile) limits(has map[string]bool) benchmarks.ClientLimits {
 // scaleBudget is the rate and burst of the scale writes of one replica: the scale budget when it
 // was given, else the seed client's, which a binary without one scales through. A binary with a scale
 // budget whose flags were left out runs at the defaults.
-func scaleBudget(l benchmarks.ClientLimits, has map[string]bool) (float64, int) {
+func scaleBudget(l ClientLimits, has map[string]bool) (float64, int) {
 	switch {
 	case l.ScaleQPS > 0:
 		return l.ScaleQPS, l.ScaleBurst
@@ -158,19 +157,19 @@ func scaleBudget(l benchmarks.ClientLimits, has map[string]bool) (float64, int) 
 }
 
 // replicaSet writes the profile's prober config and returns the set its replicas start from.
-func (b *bench) replicaSet(p replicaProfile) (*replicaSet, error) {
-	prober := filepath.Join(b.opts.dir, "prober-"+p.name+".yaml")
-	weeder := filepath.Join(b.opts.dir, "weeder.yaml")
-	if err := os.WriteFile(prober, []byte(benchProberConfig(p.probeInterval(b.opts.interval), p.probeTimeout, p.mcmScaleUpDelay)), 0o644); err != nil {
+func (b *bench) replicaSet(p replicaProfile) (*sim.ReplicaSet, error) {
+	prober := filepath.Join(b.opts.Dir, "prober-"+p.name+".yaml")
+	weeder := filepath.Join(b.opts.Dir, "weeder.yaml")
+	if err := os.WriteFile(prober, []byte(benchProberConfig(p.probeInterval(b.opts.Interval), p.probeTimeout, p.mcmScaleUpDelay)), 0o644); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(weeder, []byte(demoWeederConfig), 0o644); err != nil {
+	if err := os.WriteFile(weeder, []byte(sim.WeederConfig), 0o644); err != nil {
 		return nil, err
 	}
 	limits := p.limits(b.dwdHas)
 	args := []string{
 		"--kubeconfig=" + b.seed.KubeconfigPath(), "--prober-config=" + prober, "--weeder-config=" + weeder,
-		"--shard-namespace=" + demoNamespace, "--probe-workers=" + strconv.Itoa(b.opts.probeWorkers),
+		"--shard-namespace=" + benchNamespace, "--probe-workers=" + strconv.Itoa(b.opts.ProbeWorkers),
 		"--kube-api-qps=" + strconv.FormatFloat(limits.KubeAPIQPS, 'f', -1, 64), "--kube-api-burst=" + strconv.Itoa(limits.KubeAPIBurst),
 		"--zap-log-level=info", "--zap-time-encoding=rfc3339nano",
 	}
@@ -179,12 +178,12 @@ func (b *bench) replicaSet(p replicaProfile) (*replicaSet, error) {
 			flagScaleQPS+"="+strconv.FormatFloat(limits.ScaleQPS, 'f', -1, 64), flagScaleBurst+"="+strconv.Itoa(limits.ScaleBurst))
 	}
 	if b.dwdHas[flagLeaderElectionNamespace] { // as the base StatefulSet's replicas, whose RBAC it has
-		args = append(args, flagLeaderElectionNamespace+"="+demoNamespace)
+		args = append(args, flagLeaderElectionNamespace+"="+benchNamespace)
 	}
 	if p.responseBounds && b.dwdHas[flagMaxResponseBytes] && b.dwdHas[flagMaxResponseItems] {
 		args = append(args, flagMaxResponseBytes+"="+strconv.Itoa(defaultMaxResponseBytes), flagMaxResponseItems+"="+strconv.Itoa(defaultMaxResponseItems))
 	}
-	return &replicaSet{dwd: b.dwd, dir: b.opts.dir, pprof: b.opts.pprof, baseArgs: args}, nil
+	return &sim.ReplicaSet{Dwd: b.dwd, Dir: b.opts.Dir, Pprof: b.opts.Pprof, Args: args}, nil
 }
 
 // benchProberConfig is the demo's prober config at another probe interval, probe timeout and

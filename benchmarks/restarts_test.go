@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"testing"
@@ -7,10 +7,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
@@ -23,14 +21,14 @@ func TestPartitionEvents(t *testing.T) {
 	e.observe("p-1", "dwd-1", true)
 	e.observe("p-2", "dwd-2", true)
 	e.mark()
-	assert.Equal(t, benchmarks.PartitionWrites{}, e.writes, "what the informer listed is no write of the window")
+	assert.Equal(t, PartitionWrites{}, e.writes, "what the informer listed is no write of the window")
 
 	e.observe("p-0", "", false)      // dwd-0 releases p-0 …
 	e.observe("p-0", "dwd-0", false) // … and takes it back
 	e.observe("p-1", "dwd-1", false) // a rewrite by its holder
 	e.observe("p-2", "dwd-0", false) // another member takes p-2
 	e.observe("p-3", "dwd-1", true)  // a new partition lease
-	assert.Equal(t, benchmarks.PartitionWrites{Total: 5, Creates: 1, Acquires: 2, Releases: 1, Rewrites: 1}, e.writes)
+	assert.Equal(t, PartitionWrites{Total: 5, Creates: 1, Acquires: 2, Releases: 1, Rewrites: 1}, e.writes)
 	assert.Equal(t, 2, e.moved(), "p-2 and the new p-3; p-0 is back with its holder")
 	assert.Equal(t, map[string]bool{"p-2": true, "p-3": true}, e.others)
 
@@ -40,8 +38,8 @@ func TestPartitionEvents(t *testing.T) {
 	e.observe("p-1", "", false)
 	assert.Equal(t, 2, e.moved(), "a released partition has moved away from its holder")
 
-	got := minus(benchmarks.PartitionWrites{Total: 7, Creates: 1, Acquires: 3, Releases: 2, Rewrites: 1}, benchmarks.PartitionWrites{Total: 2, Acquires: 1, Releases: 1})
-	assert.Equal(t, benchmarks.PartitionWrites{Total: 5, Creates: 1, Acquires: 2, Releases: 1, Rewrites: 1}, got)
+	got := minus(PartitionWrites{Total: 7, Creates: 1, Acquires: 3, Releases: 2, Rewrites: 1}, PartitionWrites{Total: 2, Acquires: 1, Releases: 1})
+	assert.Equal(t, PartitionWrites{Total: 5, Creates: 1, Acquires: 2, Releases: 1, Rewrites: 1}, got)
 }
 
 func TestRestartProbeFigures(t *testing.T) {
@@ -74,33 +72,6 @@ func TestRestartProbeFigures(t *testing.T) {
 	assert.Equal(t, map[string]time.Time{"a": at(12), "b": at(5)}, firstByOwner(stats, owners), "a shoot not probed is left out")
 }
 
-func TestProxiedKubeconfig(t *testing.T) {
-	kubeconfig := []byte(`apiVersion: v1
-kind: Config
-clusters:
-- name: seed
-  cluster: {server: "https://127.0.0.1:6443", certificate-authority-data: Y2E=}
-users:
-- name: admin
-  user: {token: secret}
-contexts:
-- name: seed
-  context: {cluster: seed, user: admin}
-current-context: seed
-`)
-	data, err := proxiedKubeconfig(kubeconfig, "127.0.0.1:40001")
-	require.NoError(t, err)
-	cfg, err := clientcmd.Load(data)
-	require.NoError(t, err)
-	assert.Equal(t, "https://127.0.0.1:40001", cfg.Clusters["seed"].Server)
-	assert.Equal(t, []byte("ca"), cfg.Clusters["seed"].CertificateAuthorityData, "the CA stays")
-	assert.Equal(t, "secret", cfg.AuthInfos["admin"].Token)
-	assert.Equal(t, "seed", cfg.CurrentContext)
-
-	_, err = proxiedKubeconfig([]byte("{"), "127.0.0.1:1")
-	assert.Error(t, err)
-}
-
 func TestCounterIncreaseCountsARestartFromZero(t *testing.T) {
 	counter := func(v float64) map[string]*dto.MetricFamily {
 		return map[string]*dto.MetricFamily{"c": {Metric: []*dto.Metric{{Counter: &dto.Counter{Value: ptr.To(v)}}}}}
@@ -113,10 +84,10 @@ func TestCounterIncreaseCountsARestartFromZero(t *testing.T) {
 }
 
 func TestRestartGoals(t *testing.T) {
-	r := &benchmarks.Result{
-		Settings: benchmarks.Settings{ProbeIntervalSeconds: 10},
-		Rolling:  &benchmarks.Rolling{Shoots: 300, Replicas: 3, LongestGapSeconds: 15, GapLimitSeconds: 15},
-		Outage:   &benchmarks.Outage{Shoots: 300, Replicas: 3, OutageSeconds: 60},
+	r := &Result{
+		Settings: Settings{ProbeIntervalSeconds: 10},
+		Rolling:  &Rolling{Shoots: 300, Replicas: 3, LongestGapSeconds: 15, GapLimitSeconds: 15},
+		Outage:   &Outage{Shoots: 300, Replicas: 3, OutageSeconds: 60},
 	}
 	met := func() map[string]bool {
 		m := map[string]bool{}
@@ -141,26 +112,18 @@ func TestRestartGoals(t *testing.T) {
 }
 
 func TestRestartScenarios(t *testing.T) {
-	o := benchOptions{name: "x", scenarios: []string{scenarioRolling, scenarioOutage}, shoots: []int{100, 300}, replicas: []int{1, 3},
-		nodes: 3, repeats: 1, meltdowns: 1, meltdownShoots: 1, probeWorkers: 1, duration: time.Second, interval: time.Second, outage: time.Minute}
-	require.NoError(t, o.validate())
-	o.outage = 0
-	assert.ErrorContains(t, o.validate(), "--outage-duration")
-	o.scenarios = []string{scenarioSteady}
-	assert.NoError(t, o.validate(), "the outage duration is checked only when the scenario runs")
+	o := Options{Name: "x", Scenarios: []string{scenarioRolling, scenarioOutage}, Shoots: []int{100, 300}, Replicas: []int{1, 3},
+		Nodes: 3, Repeats: 1, Meltdowns: 1, MeltdownShoots: 1, ProbeWorkers: 1, Duration: time.Second, Interval: time.Second, Outage: time.Minute}
+	require.NoError(t, o.Validate())
+	o.Outage = 0
+	assert.ErrorContains(t, o.Validate(), "--outage-duration")
+	o.Scenarios = []string{scenarioSteady}
+	assert.NoError(t, o.Validate(), "the outage duration is checked only when the scenario runs")
 
-	b := &bench{opts: benchOptions{scenarios: []string{scenarioOutage, scenarioSteady, scenarioRolling}, shoots: []int{100, 300}, replicas: []int{1, 3}}}
+	b := &bench{opts: Options{Scenarios: []string{scenarioOutage, scenarioSteady, scenarioRolling}, Shoots: []int{100, 300}, Replicas: []int{1, 3}}}
 	var sizes []int
 	for _, st := range inOrder(b.stages()) {
 		sizes = append(sizes, st.shoots)
 	}
 	assert.Equal(t, []int{100, 100, 300, 300, 300, 300}, sizes, "rolling and outage at the largest load, after steady there")
-}
-
-func TestReplicaSetGivesEachReplicaItsKubeconfig(t *testing.T) {
-	rs := &replicaSet{baseArgs: []string{"--kubeconfig=/seed", "--probe-workers=1"}}
-	assert.Equal(t, []string{"--kubeconfig=/seed", "--probe-workers=1"}, rs.common("dwd-0"))
-	rs.kubeconfigOf = func(name string) string { return "/via-" + name }
-	assert.Equal(t, []string{"--probe-workers=1", "--kubeconfig=/via-dwd-1"}, rs.common("dwd-1"))
-	assert.Equal(t, []string{"--kubeconfig=/seed", "--probe-workers=1"}, rs.baseArgs, "the common flags stay")
 }

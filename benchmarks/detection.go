@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"context"
@@ -8,14 +8,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
-// detectionOptions size the detection scenario.
-type detectionOptions struct {
-	seed, replicas, shoots, rounds int
-	cases                          []string
+// DetectionOptions size the detection scenario.
+type DetectionOptions struct {
+	Seed, Replicas, Shoots, Rounds int      // the shoots on the seed, the replicas, the shoots melted per round, the rounds per case
+	Cases                          []string // of DetectionCases
 }
 
 // What happens to the replica that owns a round's shoots.
@@ -62,8 +61,8 @@ var detectionCases = []detectionCase{
 		event: eventKill, original: originalKilled},
 }
 
-// detectionCaseKeys are the --detection-cases values.
-func detectionCaseKeys() []string {
+// DetectionCases are the keys of the cases the detection scenario can play (Options.Detection.Cases).
+func DetectionCases() []string {
 	keys := make([]string, len(detectionCases))
 	for i, c := range detectionCases {
 		keys[i] = c.key
@@ -92,10 +91,10 @@ func (b *bench) detectionStages() []stage {
 		return nil
 	}
 	var stages []stage
-	for _, p := range timings(b.opts.profile) {
-		stages = append(stages, stage{b.opts.detection.seed, func(ctx context.Context) error {
-			d := &benchmarks.Detection{Profile: b.profile(p), Replicas: b.opts.detection.replicas, Rounds: b.opts.detection.rounds,
-				ShootsPerRound: b.opts.detection.shoots}
+	for _, p := range timings(b.opts.Profile) {
+		stages = append(stages, stage{b.opts.Detection.Seed, func(ctx context.Context) error {
+			d := &Detection{Profile: b.profile(p), Replicas: b.opts.Detection.Replicas, Rounds: b.opts.Detection.Rounds,
+				ShootsPerRound: b.opts.Detection.Shoots}
 			b.result.Detection = append(b.result.Detection, *d)
 			err := b.detection(ctx, p, &b.result.Detection[len(b.result.Detection)-1])
 			return wrap(fmt.Sprintf("%s, %s profile", scenarioDetection, d.Profile.Name), err)
@@ -105,22 +104,22 @@ func (b *bench) detectionStages() []stage {
 }
 
 // detection plays the chosen cases at one profile, each on freshly started replicas.
-func (b *bench) detection(ctx context.Context, p replicaProfile, d *benchmarks.Detection) error {
-	o := b.opts.detection
+func (b *bench) detection(ctx context.Context, p replicaProfile, d *Detection) error {
+	o := b.opts.Detection
 	rs, err := b.replicaSet(p)
 	if err != nil {
 		return err
 	}
 	defer b.stopAll()
 	for _, c := range detectionCases {
-		if !slices.Contains(o.cases, c.key) {
+		if !slices.Contains(o.Cases, c.key) {
 			continue
 		}
-		if err := b.startFresh(ctx, o.seed, o.replicas, rs); err != nil {
+		if err := b.startFresh(ctx, o.Seed, o.Replicas, rs); err != nil {
 			return err
 		}
 		d.SeedShoots = b.shoots
-		x, err := b.detectionCase(ctx, c, p.probeInterval(b.opts.interval))
+		x, err := b.detectionCase(ctx, c, p.probeInterval(b.opts.Interval))
 		d.Cases = append(d.Cases, x)
 		if err != nil {
 			return fmt.Errorf("%s: %w", c.name, err)
@@ -136,17 +135,17 @@ func detectionTimeout(interval time.Duration) time.Duration {
 }
 
 // detectionCase plays the rounds of one case and measures them.
-func (b *bench) detectionCase(ctx context.Context, c detectionCase, interval time.Duration) (benchmarks.DetectionCase, error) {
-	o := b.opts.detection
-	x := benchmarks.DetectionCase{Case: c.name, TimeoutSeconds: detectionTimeout(interval).Seconds()}
+func (b *bench) detectionCase(ctx context.Context, c detectionCase, interval time.Duration) (DetectionCase, error) {
+	o := b.opts.Detection
+	x := DetectionCase{Case: c.name, TimeoutSeconds: detectionTimeout(interval).Seconds()}
 	if p50, p99, ok := originalFigures(c.original, interval); ok {
 		x.Original, x.OriginalP50Seconds, x.OriginalP99Seconds = c.original, p50, p99
 	}
 	fromT0, fromRenewal := samples{timeout: x.TimeoutSeconds}, samples{timeout: x.TimeoutSeconds}
 	used := map[string]bool{}
-	for round := range o.rounds {
+	for round := range o.Rounds {
 		victim := b.replicas[round%len(b.replicas)]
-		names, err := b.ownedBy(victim.name, o.shoots, used)
+		names, err := b.ownedBy(victim.Name, o.Shoots, used)
 		if err != nil {
 			return x, err
 		}
@@ -159,7 +158,7 @@ func (b *bench) detectionCase(ctx context.Context, c detectionCase, interval tim
 		x.KCMAfterMCMSeconds = append(x.KCMAfterMCMSeconds, r.kcmAfterMCM...)
 		x.KCMNotWritten += r.kcmNotWritten
 		fmt.Fprintf(b.out, "  %s, round %d (%s owns the shoots): first scale-down %s s after T0, %d not within %.0fs\n",
-			c.name, round+1, victim.name, strings.Join(rounded(r.fromT0.done), " "), r.fromT0.missing, x.TimeoutSeconds)
+			c.name, round+1, victim.Name, strings.Join(rounded(r.fromT0.done), " "), r.fromT0.missing, x.TimeoutSeconds)
 	}
 	x.Samples, x.NotScaledDown, x.Seconds = len(fromT0.done)+fromT0.missing, fromT0.missing, fromT0.done
 	x.P50Seconds, x.P99Seconds, _ = fromT0.quantiles()
@@ -177,7 +176,7 @@ type roundResult struct {
 
 // detectionRound warms the replicas up on the shoots, melts them at T0 with the case's event on their
 // owner, waits until they are scaled down, recovers them and brings the owner back.
-func (b *bench) detectionRound(ctx context.Context, c detectionCase, names []string, victim *replica, interval time.Duration) (roundResult, error) {
+func (b *bench) detectionRound(ctx context.Context, c detectionCase, names []string, victim *sim.Replica, interval time.Duration) (roundResult, error) {
 	var r roundResult
 	if err := b.setScenario(names, c.before); err != nil {
 		return r, err
@@ -209,16 +208,16 @@ func (b *bench) detectionRound(ctx context.Context, c detectionCase, names []str
 }
 
 // detectionEvent does the case's event to the owner of the round's shoots, right after T0.
-func (b *bench) detectionEvent(ctx context.Context, event string, victim *replica) error {
+func (b *bench) detectionEvent(ctx context.Context, event string, victim *sim.Replica) error {
 	switch event {
 	case eventKill:
-		victim.kill()
+		victim.Kill()
 		b.forget(victim)
 	case eventLeave:
 		if err := pause(ctx, detectionLeaveAfter); err != nil {
 			return err
 		}
-		victim.terminate(30 * time.Second)
+		victim.Terminate(30 * time.Second)
 		b.forget(victim)
 	}
 	return nil
@@ -226,14 +225,14 @@ func (b *bench) detectionEvent(ctx context.Context, event string, victim *replic
 
 // recoverRound lets the round's kubelets renew again, waits until the shoots are restored and starts
 // the owner again if the round stopped it.
-func (b *bench) recoverRound(ctx context.Context, names []string, victim *replica) error {
+func (b *bench) recoverRound(ctx context.Context, names []string, victim *sim.Replica) error {
 	if err := b.setScenario(names, sim.Scenario{}); err != nil {
 		return err
 	}
 	if err := b.awaitAllUp(ctx, names, 3*time.Minute+gardenerMCMScaleUpDelay); err != nil {
 		return err
 	}
-	if victim.running() {
+	if victim.Running() {
 		return nil
 	}
 	before := b.seed.Shoots.Callers()
@@ -250,7 +249,7 @@ func (b *bench) recoverRound(ctx context.Context, names []string, victim *replic
 func (b *bench) ownedBy(owner string, n int, used map[string]bool) ([]string, error) {
 	members := make([]string, len(b.replicas))
 	for i, r := range b.replicas {
-		members[i] = r.name
+		members[i] = r.Name
 	}
 	own, err := newOwnership(members)
 	if err != nil {
@@ -322,26 +321,26 @@ func (s *samples) add(o samples) {
 }
 
 // validateVerdicts checks --profile and the flags of the blip and detection scenarios that run.
-func (o *benchOptions) validateVerdicts(largest int) error {
+func (o *Options) validateVerdicts(largest int) error {
 	var errs []error
-	if (o.runs(scenarioBlip) || o.runs(scenarioDetection)) && timings(o.profile) == nil {
-		errs = append(errs, fmt.Errorf("--profile %q: give %s, %s or %s", o.profile, profileDefault, profileGardener, profileBoth))
+	if (o.runs(scenarioBlip) || o.runs(scenarioDetection)) && timings(o.Profile) == nil {
+		errs = append(errs, fmt.Errorf("--profile %q: give %s, %s or %s", o.Profile, ProfileDefault, ProfileGardener, ProfileBoth))
 	}
-	if b := o.blip; o.runs(scenarioBlip) {
-		if b.seed < 1 || b.seed > largest || b.melt < 1 || b.melt > b.seed {
+	if b := o.Blip; o.runs(scenarioBlip) {
+		if b.Seed < 1 || b.Seed > largest || b.Melt < 1 || b.Melt > b.Seed {
 			errs = append(errs, fmt.Errorf("--blip-seed, --blip-melt: give 1 ≤ melt ≤ seed ≤ the largest --shoots (%d)", largest))
 		}
-		if len(b.replicas) == 0 || slices.Min(b.replicas) < 1 || b.outage < 0 {
+		if len(b.Replicas) == 0 || slices.Min(b.Replicas) < 1 || b.Outage < 0 {
 			errs = append(errs, errors.New("--blip-replicas: give at least one positive number; --blip-outage must not be negative"))
 		}
 	}
-	if d := o.detection; o.runs(scenarioDetection) {
-		if d.seed < 1 || d.seed > largest || d.replicas < 2 || d.shoots < 1 || d.rounds < 1 {
+	if d := o.Detection; o.runs(scenarioDetection) {
+		if d.Seed < 1 || d.Seed > largest || d.Replicas < 2 || d.Shoots < 1 || d.Rounds < 1 {
 			errs = append(errs, fmt.Errorf("--detection-seed (1 to the largest --shoots, %d), --detection-replicas (at least 2), --detection-shoots, --detection-rounds: out of range", largest))
 		}
-		for _, c := range d.cases {
-			if !slices.Contains(detectionCaseKeys(), c) {
-				errs = append(errs, fmt.Errorf("--detection-cases: unknown case %q (%s)", c, strings.Join(detectionCaseKeys(), ", ")))
+		for _, c := range d.Cases {
+			if !slices.Contains(DetectionCases(), c) {
+				errs = append(errs, fmt.Errorf("--detection-cases: unknown case %q (%s)", c, strings.Join(DetectionCases(), ", ")))
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"context"
@@ -28,8 +28,8 @@ type snapshot struct {
 func (b *bench) snapshot(ctx context.Context) snapshot {
 	s := snapshot{at: time.Now(), metrics: map[string]map[string]*dto.MetricFamily{}, shoots: b.seed.Shoots.Stats()}
 	for _, r := range b.replicas {
-		if m := r.metrics(ctx); m != nil {
-			s.metrics[r.name] = m
+		if m := r.Metrics(ctx); m != nil {
+			s.metrics[r.Name] = m
 		}
 	}
 	return s
@@ -37,7 +37,7 @@ func (b *bench) snapshot(ctx context.Context) snapshot {
 
 // delta is a counter's (or a sum of counters') increase of one replica between two snapshots.
 func delta(a, b snapshot, replica, name, match string) float64 {
-	return sum(b.metrics[replica], name, match) - sum(a.metrics[replica], name, match)
+	return sim.Sum(b.metrics[replica], name, match) - sim.Sum(a.metrics[replica], name, match)
 }
 
 // countersByLabel is the increase of a counter between two snapshots, summed over the replicas in
@@ -46,7 +46,7 @@ func countersByLabel(a, b snapshot, name, match, label string) map[string]float6
 	by := map[string]float64{}
 	add := func(families map[string]*dto.MetricFamily, sign float64) {
 		for _, m := range families[name].GetMetric() {
-			if !dwdproc.LabelsMatch(m.GetLabel(), splitMatch(match)...) {
+			if !dwdproc.LabelsMatch(m.GetLabel(), sim.SplitMatch(match)...) {
 				continue
 			}
 			value := ""

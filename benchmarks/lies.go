@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
@@ -34,17 +33,17 @@ type lie struct {
 
 // lieList is the lies of the scenario, in the order they are told: every shoot lies in each, except
 // that only a few have huge lease lists.
-func lieList(o liesOptions, interval time.Duration) []lie {
-	hold := o.duration
+func lieList(o LiesOptions, interval time.Duration) []lie {
+	hold := o.Duration
 	if hold == 0 {
 		hold = 3 * interval
 	}
 	return []lie{
-		{name: "stale cache, leases " + o.cacheLag.String() + " old", scenario: sim.Scenario{Kind: sim.StaleCache, CacheLag: o.cacheLag}, hold: hold},
-		{name: "lease list body " + o.slowBody.String() + " late", scenario: sim.Scenario{Kind: sim.SlowBody, Delay: o.slowBody}, hold: hold + o.slowBody},
-		{name: "node clocks " + signed(o.nodeClock), scenario: sim.Scenario{NodeClockOffset: o.nodeClock}, hold: hold},
-		{name: "server clock " + signed(o.serverClock), scenario: sim.Scenario{ServerClockOffset: o.serverClock}, hold: hold},
-		{name: strconv.Itoa(o.hugeLeases) + " extra leases", scenario: sim.Scenario{ExtraLeases: o.hugeLeases}, shoots: o.hugeShoots, hold: hold},
+		{name: "stale cache, leases " + o.CacheLag.String() + " old", scenario: sim.Scenario{Kind: sim.StaleCache, CacheLag: o.CacheLag}, hold: hold},
+		{name: "lease list body " + o.SlowBody.String() + " late", scenario: sim.Scenario{Kind: sim.SlowBody, Delay: o.SlowBody}, hold: hold + o.SlowBody},
+		{name: "node clocks " + signed(o.NodeClock), scenario: sim.Scenario{NodeClockOffset: o.NodeClock}, hold: hold},
+		{name: "server clock " + signed(o.ServerClock), scenario: sim.Scenario{ServerClockOffset: o.ServerClock}, hold: hold},
+		{name: strconv.Itoa(o.HugeLeases) + " extra leases", scenario: sim.Scenario{ExtraLeases: o.HugeLeases}, shoots: o.HugeShoots, hold: hold},
 	}
 }
 
@@ -61,7 +60,7 @@ func (b *bench) liesStages() []stage {
 	if !b.opts.runs(scenarioLies) {
 		return nil
 	}
-	return []stage{{b.opts.lies.shoots, func(ctx context.Context) error {
+	return []stage{{b.opts.Lies.Shoots, func(ctx context.Context) error {
 		l, err := b.lies(ctx)
 		b.result.Lies = l
 		return wrap(scenarioLies, err)
@@ -69,20 +68,20 @@ func (b *bench) liesStages() []stage {
 }
 
 // lies starts the replicas and tells the lies one after the other.
-func (b *bench) lies(ctx context.Context) (*benchmarks.Lies, error) {
-	o := b.opts.lies
+func (b *bench) lies(ctx context.Context) (*Lies, error) {
+	o := b.opts.Lies
 	rs, err := b.replicaSet(liesProfile)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.startFresh(ctx, o.shoots, o.replicas, rs); err != nil {
+	if err := b.startFresh(ctx, o.Shoots, o.Replicas, rs); err != nil {
 		return nil, err
 	}
 	defer b.stopAll()
-	result := &benchmarks.Lies{Shoots: b.shoots, Replicas: o.replicas, ProbeTimeoutSeconds: liesProbeTimeout.Seconds(),
+	result := &Lies{Shoots: b.shoots, Replicas: o.Replicas, ProbeTimeoutSeconds: liesProbeTimeout.Seconds(),
 		Client: liesProfile.limits(b.dwdHas)}
-	fmt.Fprintf(b.out, "lies: %d shoots on %d replicas (%s), probe timeout %s\n", b.shoots, o.replicas, result.Client, liesProbeTimeout)
-	for _, l := range lieList(o, b.opts.interval) {
+	fmt.Fprintf(b.out, "lies: %d shoots on %d replicas (%s), probe timeout %s\n", b.shoots, o.Replicas, result.Client, liesProbeTimeout)
+	for _, l := range lieList(o, b.opts.Interval) {
 		part, err := b.tell(ctx, l)
 		if err != nil {
 			return result, fmt.Errorf("%s: %w", l.name, err)
@@ -95,13 +94,13 @@ func (b *bench) lies(ctx context.Context) (*benchmarks.Lies, error) {
 // tell has the shoots tell a lie for its hold, then tell the truth for a settling time (a probe
 // interval and a probe timeout, so that answers of the lie still in flight arrive), and counts the
 // shoots scaled down meanwhile. If any were, it waits until they are restored.
-func (b *bench) tell(ctx context.Context, l lie) (benchmarks.LiePart, error) {
+func (b *bench) tell(ctx context.Context, l lie) (LiePart, error) {
 	n := b.shoots
 	if l.shoots > 0 {
 		n = min(l.shoots, b.shoots)
 	}
 	names := spread(n, b.shoots)
-	part := benchmarks.LiePart{Lie: l.name, Shoots: len(names), ExtraLeases: l.scenario.ExtraLeases, HeldSeconds: l.hold.Seconds()}
+	part := LiePart{Lie: l.name, Shoots: len(names), ExtraLeases: l.scenario.ExtraLeases, HeldSeconds: l.hold.Seconds()}
 	fmt.Fprintf(b.out, "  %s: %d shoots for %s\n", l.name, len(names), l.hold)
 	s0 := b.snapshot(ctx)
 	b.scaling.mark()
@@ -114,7 +113,7 @@ func (b *bench) tell(ctx context.Context, l lie) (benchmarks.LiePart, error) {
 		err = b.setScenario(names, sim.Scenario{})
 	}
 	if err == nil {
-		err = pause(ctx, b.opts.interval+liesProbeTimeout)
+		err = pause(ctx, b.opts.Interval+liesProbeTimeout)
 	}
 	part.PeakRSSBytes = peaks()
 	if err != nil {
@@ -127,7 +126,7 @@ func (b *bench) tell(ctx context.Context, l lie) (benchmarks.LiePart, error) {
 	part.ConsistentLeaseLists = float64(s1.shoots.LeaseLists.Consistent - s0.shoots.LeaseLists.Consistent)
 	part.CachedLeaseLists = float64(s1.shoots.LeaseLists.Cached - s0.shoots.LeaseLists.Cached)
 	for _, r := range b.replicas {
-		part.MissedCycles += delta(s0, s1, r.name, "dwd_probe_missed_cycles_total", "")
+		part.MissedCycles += delta(s0, s1, r.Name, "dwd_probe_missed_cycles_total", "")
 	}
 	fmt.Fprintf(b.out, "    %d spurious scale-downs, probes %v, lease lists %.0f consistent / %.0f cached, %.0f missed cycles, peak RSS %s MiB\n",
 		part.SpuriousScaleDowns, part.ProbesByResult, part.ConsistentLeaseLists, part.CachedLeaseLists, part.MissedCycles, mib(part.PeakRSSBytes))
@@ -141,7 +140,7 @@ func (b *bench) tell(ctx context.Context, l lie) (benchmarks.LiePart, error) {
 // scale-downs.
 func (b *bench) awaitRestore(ctx context.Context, n int) error {
 	qps, burst := scaleBudget(liesProfile.limits(b.dwdHas), b.dwdHas)
-	timeout := b.opts.interval + gardenerMCMScaleUpDelay + 2*seconds(writeFloor(scaleWritesPerShoot*n, len(b.replicas), qps, burst)) + 2*time.Minute
+	timeout := b.opts.Interval + gardenerMCMScaleUpDelay + 2*seconds(writeFloor(scaleWritesPerShoot*n, len(b.replicas), qps, burst)) + 2*time.Minute
 	names := spread(b.shoots, b.shoots)
 	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(context.Context) (bool, error) {
 		return b.scaling.allUp(names), nil
@@ -154,7 +153,7 @@ func (b *bench) awaitRestore(ctx context.Context, n int) error {
 
 // sampleRSS samples the replicas' resident memory every period until the function it returns is
 // called, which returns each replica's highest sample.
-func sampleRSS(replicas []*replica, period time.Duration) func() []float64 {
+func sampleRSS(replicas []*sim.Replica, period time.Duration) func() []float64 {
 	peaks := make([]float64, len(replicas))
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -163,7 +162,7 @@ func sampleRSS(replicas []*replica, period time.Duration) func() []float64 {
 		defer ticker.Stop()
 		for {
 			for i, r := range replicas {
-				if rss, err := r.proc.Memory("VmRSS"); err == nil {
+				if rss, err := r.Memory("VmRSS"); err == nil {
 					peaks[i] = max(peaks[i], float64(rss))
 				}
 			}

@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
@@ -25,19 +24,19 @@ import (
 const steadyWarmUp = 3
 
 // steady measures one load: shoots healthy, probed by replicas, for the configured duration.
-func (b *bench) steady(ctx context.Context, shoots, replicas int) (benchmarks.SteadyRun, error) {
-	run := benchmarks.SteadyRun{Shoots: shoots, Replicas: replicas}
+func (b *bench) steady(ctx context.Context, shoots, replicas int) (SteadyRun, error) {
+	run := SteadyRun{Shoots: shoots, Replicas: replicas}
 	if err := b.startFresh(ctx, shoots, replicas, b.rs); err != nil {
 		return run, err
 	}
 	defer b.stopAll()
-	warmUp := steadyWarmUp * b.opts.interval
-	fmt.Fprintf(b.out, "steady %d shoots × %d replicas: warming up %s, measuring %s\n", shoots, replicas, warmUp, b.opts.duration)
+	warmUp := steadyWarmUp * b.opts.Interval
+	fmt.Fprintf(b.out, "steady %d shoots × %d replicas: warming up %s, measuring %s\n", shoots, replicas, warmUp, b.opts.Duration)
 	if err := pause(ctx, warmUp); err != nil {
 		return run, err
 	}
 	s0 := b.snapshot(ctx)
-	if err := pause(ctx, b.opts.duration); err != nil {
+	if err := pause(ctx, b.opts.Duration); err != nil {
 		return run, err
 	}
 	s1 := b.snapshot(ctx)
@@ -48,19 +47,19 @@ func (b *bench) steady(ctx context.Context, shoots, replicas int) (benchmarks.St
 	run.DurationSeconds = elapsed
 	var seedWatchdog, seedSharding float64
 	for _, r := range b.replicas {
-		probes := delta(s0, s1, r.name, "dwd_probes_total", "")
-		healthy := delta(s0, s1, r.name, "dwd_probes_total", "result=healthy")
-		cpu := delta(s0, s1, r.name, "process_cpu_seconds_total", "")
+		probes := delta(s0, s1, r.Name, "dwd_probes_total", "")
+		healthy := delta(s0, s1, r.Name, "dwd_probes_total", "result=healthy")
+		cpu := delta(s0, s1, r.Name, "process_cpu_seconds_total", "")
 		run.Probes += probes
 		run.UnhealthyProbes += probes - healthy
-		run.MissedCycles += delta(s0, s1, r.name, "dwd_probe_missed_cycles_total", "")
+		run.MissedCycles += delta(s0, s1, r.Name, "dwd_probe_missed_cycles_total", "")
 		run.ProbesPerSecondPerReplica = append(run.ProbesPerSecondPerReplica, probes/elapsed)
 		run.CPUCores = append(run.CPUCores, cpu/elapsed)
 		run.CPUSecondsPer1000Probes = append(run.CPUSecondsPer1000Probes, cpu/max(probes, 1)*1000)
 		run.CPUSecondsPer1000HealthyProbes = append(run.CPUSecondsPer1000HealthyProbes, cpu/max(healthy, 1)*1000)
-		run.RSSBytes = append(run.RSSBytes, sum(s1.metrics[r.name], "process_resident_memory_bytes", ""))
-		seedWatchdog += delta(s0, s1, r.name, "dwd_api_requests_total", "api=seed,client=watchdog")
-		seedSharding += delta(s0, s1, r.name, "dwd_api_requests_total", "api=seed,client=sharding")
+		run.RSSBytes = append(run.RSSBytes, sim.Sum(s1.metrics[r.Name], "process_resident_memory_bytes", ""))
+		seedWatchdog += delta(s0, s1, r.Name, "dwd_api_requests_total", "api=seed,client=watchdog")
+		seedSharding += delta(s0, s1, r.Name, "dwd_api_requests_total", "api=seed,client=sharding")
 	}
 	probes := max(run.Probes, 1)
 	run.ProbesPerSecond = run.Probes / elapsed
@@ -81,8 +80,8 @@ const memberWritesWindow = 20 * time.Second
 
 // handover plays a graceful leave, a join, a kill and a join again, repeats times, each time with
 // another victim, and measures how long until every moved shoot is probed by its new owner.
-func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks.Handover, error) {
-	h := &benchmarks.Handover{Shoots: shoots, Replicas: replicas, Repeats: b.opts.repeats}
+func (b *bench) handover(ctx context.Context, shoots, replicas int) (*Handover, error) {
+	h := &Handover{Shoots: shoots, Replicas: replicas, Repeats: b.opts.Repeats}
 	if err := b.startFresh(ctx, shoots, replicas, b.rs); err != nil {
 		return nil, err
 	}
@@ -99,15 +98,15 @@ func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks
 	}
 	h.MemberWritesPerSecond = tracker.memberWritesPerSecond()
 	ev := &handoverEvents{b: b, tracker: tracker, ideal: float64(shoots) / float64(replicas), writes: map[string][]float64{}}
-	leave := func(r *replica) error { r.terminate(30 * time.Second); b.forget(r); return nil }
-	kill := func(r *replica) error { r.kill(); b.forget(r); return nil }
-	join := func(r *replica) error { return b.rejoin(r) }
-	fmt.Fprintf(b.out, "handover, %d shoots × %d replicas, %d times each\n", shoots, replicas, b.opts.repeats)
-	for i := range b.opts.repeats {
+	leave := func(r *sim.Replica) error { r.Terminate(30 * time.Second); b.forget(r); return nil }
+	kill := func(r *sim.Replica) error { r.Kill(); b.forget(r); return nil }
+	join := func(r *sim.Replica) error { return b.rejoin(r) }
+	fmt.Fprintf(b.out, "handover, %d shoots × %d replicas, %d times each\n", shoots, replicas, b.opts.Repeats)
+	for i := range b.opts.Repeats {
 		victim := b.replicas[i%len(b.replicas)]
 		for _, e := range []struct {
 			name    string
-			do      func(*replica) error
+			do      func(*sim.Replica) error
 			samples *[]float64
 		}{
 			{"leave", leave, &h.GracefulSeconds}, {"join", join, &h.JoinSeconds},
@@ -126,8 +125,8 @@ func (b *bench) handover(ctx context.Context, shoots, replicas int) (*benchmarks
 	h.HandoverGracefulP99Seconds = sampleQuantile(0.99, h.GracefulSeconds)
 	h.HandoverJoinP99Seconds = sampleQuantile(0.99, h.JoinSeconds)
 	h.HandoverKillP99Seconds = sampleQuantile(0.99, h.KillSeconds)
-	h.MovedFractionOverIdeal, h.MovedFractionOverIdealMax = meanOf(ev.moved), slices.Max(ev.moved)
-	h.GracefulWrites, h.JoinWrites, h.KillWrites = meanOf(ev.writes["leave"]), meanOf(ev.writes["join"]), meanOf(ev.writes["kill -9"])
+	h.MovedFractionOverIdeal, h.MovedFractionOverIdealMax = mean(ev.moved), slices.Max(ev.moved)
+	h.GracefulWrites, h.JoinWrites, h.KillWrites = mean(ev.writes["leave"]), mean(ev.writes["join"]), mean(ev.writes["kill -9"])
 	return h, nil
 }
 
@@ -143,7 +142,7 @@ type handoverEvents struct {
 
 // play does the event to victim and returns the seconds until every moved shoot was probed by its
 // new owner.
-func (e *handoverEvents) play(ctx context.Context, name string, do func(victim *replica) error, victim *replica) (float64, error) {
+func (e *handoverEvents) play(ctx context.Context, name string, do func(victim *sim.Replica) error, victim *sim.Replica) (float64, error) {
 	before := e.b.seed.Shoots.Callers()
 	e.tracker.mark()
 	start := time.Now()
@@ -152,31 +151,31 @@ func (e *handoverEvents) play(ctx context.Context, name string, do func(victim *
 	}
 	settled, n, err := e.b.settle(ctx, start, before, benchLeaseDuration+time.Minute)
 	if err != nil {
-		return 0, fmt.Errorf("%s of %s: %w", name, victim.name, err)
+		return 0, fmt.Errorf("%s of %s: %w", name, victim.Name, err)
 	}
 	took := settled.Sub(start).Seconds()
 	e.moved = append(e.moved, float64(n)/e.ideal)
 	w := e.tracker.writes()
 	e.writes[name] = append(e.writes[name], float64(w.Total))
-	fmt.Fprintf(e.b.out, "  %-8s %s: %d shoots moved, all probed by their new owner after %.2fs; partition lease writes %s\n", name, victim.name, n, took, w)
+	fmt.Fprintf(e.b.out, "  %-8s %s: %d shoots moved, all probed by their new owner after %.2fs; partition lease writes %s\n", name, victim.Name, n, took, w)
 	return took, nil
 }
 
 // meltdown expires the node leases of some shoots at once and measures until the first scale-down
 // write of each, then lets them recover before the next round.
-func (b *bench) meltdown(ctx context.Context, shoots, replicas int) (*benchmarks.Meltdown, error) {
-	m := &benchmarks.Meltdown{Shoots: shoots}
+func (b *bench) meltdown(ctx context.Context, shoots, replicas int) (*Meltdown, error) {
+	m := &Meltdown{Shoots: shoots}
 	if len(b.replicas) != replicas || b.shoots != shoots {
 		if err := b.startFresh(ctx, shoots, replicas, b.rs); err != nil {
 			return nil, err
 		}
 	}
 	defer b.stopAll()
-	fmt.Fprintf(b.out, "meltdown, %d shoots × %d replicas, %d rounds of %d shoots\n", shoots, replicas, b.opts.meltdowns, b.opts.meltdownShoots)
-	for round := range b.opts.meltdowns {
+	fmt.Fprintf(b.out, "meltdown, %d shoots × %d replicas, %d rounds of %d shoots\n", shoots, replicas, b.opts.Meltdowns, b.opts.MeltdownShoots)
+	for round := range b.opts.Meltdowns {
 		var names []string
-		for j := range b.opts.meltdownShoots {
-			names = append(names, sim.ShootName((j*shoots/b.opts.meltdownShoots+round)%shoots))
+		for j := range b.opts.MeltdownShoots {
+			names = append(names, sim.ShootName((j*shoots/b.opts.MeltdownShoots+round)%shoots))
 		}
 		samples, err := b.meltdownRound(ctx, names)
 		if err != nil {
@@ -204,10 +203,10 @@ func (b *bench) meltdownRound(ctx context.Context, names []string) ([]float64, e
 		if err := b.seed.Shoots.SetScenario(ns, sim.Scenario{Kind: sim.Meltdown, ExpiredFraction: 1}); err != nil {
 			return nil, err
 		}
-		expired[ns] = expiredSince(b.seed.Shoots, ns)
+		expired[ns] = b.seed.Shoots.ScaleDownDue(ns)
 	}
 	var samples []float64
-	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, demoExpiredAge+b.opts.interval+time.Minute, true, func(context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, sim.ExpiredAge+b.opts.Interval+time.Minute, true, func(context.Context) (bool, error) {
 		downs := firstDown()
 		if len(downs) < len(names) {
 			return false, nil
@@ -226,7 +225,7 @@ func (b *bench) meltdownRound(ctx context.Context, names []string) ([]float64, e
 			return nil, err
 		}
 	}
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 4*b.opts.interval+time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 4*b.opts.Interval+time.Minute, true, func(ctx context.Context) (bool, error) {
 		return b.scaledUp(ctx, names), nil
 	})
 	if err != nil {
@@ -300,14 +299,14 @@ func (b *bench) scaledUp(ctx context.Context, names []string) bool {
 
 // startFresh stops the replicas, makes sure there are shoots, starts replicas of the set and waits
 // until every shoot has been probed by its owner.
-func (b *bench) startFresh(ctx context.Context, shoots, replicas int, rs *replicaSet) error {
+func (b *bench) startFresh(ctx context.Context, shoots, replicas int, rs *sim.ReplicaSet) error {
 	b.stopAll()
 	if err := b.ensureShoots(ctx, shoots); err != nil {
 		return err
 	}
 	start := time.Now()
 	for i := range replicas {
-		r, err := rs.start(fmt.Sprintf("dwd-%d", i))
+		r, err := rs.Start(fmt.Sprintf("dwd-%d", i))
 		if err != nil {
 			return err
 		}
@@ -327,7 +326,7 @@ func (b *bench) ensureShoots(ctx context.Context, n int) error {
 		return nil
 	}
 	start := time.Now()
-	if err := b.seed.CreateShoots(ctx, b.shoots, n, b.opts.nodes, progressPrinter(b.out, "simulated shoots")); err != nil {
+	if err := b.seed.CreateShoots(ctx, b.shoots, n, b.opts.Nodes, sim.ProgressPrinter(b.out, "simulated shoots")); err != nil {
 		return err
 	}
 	fmt.Fprintf(b.out, "%d shoots created in %s\n", n-b.shoots, time.Since(start).Round(time.Second))
@@ -338,25 +337,25 @@ func (b *bench) ensureShoots(ctx context.Context, n int) error {
 // stopAll stops the running replicas gracefully.
 func (b *bench) stopAll() {
 	for _, r := range b.replicas {
-		if r.running() {
-			r.terminate(30 * time.Second)
+		if r.Running() {
+			r.Terminate(30 * time.Second)
 		}
 	}
 	b.replicas = nil
 }
 
 // forget drops a stopped replica from the running set; rejoin adds it back.
-func (b *bench) forget(r *replica) {
-	b.replicas = slices.DeleteFunc(b.replicas, func(x *replica) bool { return x == r })
+func (b *bench) forget(r *sim.Replica) {
+	b.replicas = slices.DeleteFunc(b.replicas, func(x *sim.Replica) bool { return x == r })
 }
 
 // rejoin starts a stopped replica again under its name.
-func (b *bench) rejoin(r *replica) error {
-	if err := r.run(b.dwd); err != nil {
+func (b *bench) rejoin(r *sim.Replica) error {
+	if err := r.Restart(); err != nil {
 		return err
 	}
 	b.replicas = append(b.replicas, r)
-	slices.SortFunc(b.replicas, func(x, y *replica) int { return strings.Compare(x.name, y.name) })
+	slices.SortFunc(b.replicas, func(x, y *sim.Replica) int { return strings.Compare(x.Name, y.Name) })
 	return nil
 }
 
@@ -367,7 +366,7 @@ func (b *bench) rejoin(r *replica) error {
 func (b *bench) settle(ctx context.Context, start time.Time, before map[string]sim.Caller, timeout time.Duration) (time.Time, int, error) {
 	names := make([]string, len(b.replicas))
 	for i, r := range b.replicas {
-		names[i] = r.name
+		names[i] = r.Name
 	}
 	own, err := newOwnership(names)
 	if err != nil {
@@ -385,9 +384,9 @@ func (b *bench) settle(ctx context.Context, start time.Time, before map[string]s
 			return false, err
 		}
 		for _, r := range b.replicas {
-			held := sum(r.metrics(ctx), "dwd_sharding_partitions_held", "group="+replicaGroups[0])
-			if int(held) != wantHeld[r.name] {
-				why = fmt.Sprintf("%s holds %.0f partitions, its ring share is %d", r.name, held, wantHeld[r.name])
+			held := sim.Sum(r.Metrics(ctx), "dwd_sharding_partitions_held", "group="+sim.Groups[0])
+			if int(held) != wantHeld[r.Name] {
+				why = fmt.Sprintf("%s holds %.0f partitions, its ring share is %d", r.Name, held, wantHeld[r.Name])
 				return false, nil
 			}
 		}
@@ -426,10 +425,10 @@ func (b *bench) settle(ctx context.Context, start time.Time, before map[string]s
 }
 
 // exited fails when a replica's process has ended: what waits for it to act would wait in vain.
-func exited(replicas []*replica) error {
+func exited(replicas []*sim.Replica) error {
 	for _, r := range replicas {
-		if !r.running() {
-			return fmt.Errorf("%s exited (%v); see %s", r.name, r.proc.State(), r.log)
+		if !r.Running() {
+			return fmt.Errorf("%s exited (%v); see %s", r.Name, r.State(), r.Log)
 		}
 	}
 	return nil
@@ -443,7 +442,7 @@ func (b *bench) balance() float64 {
 	}
 	most, total := 0, 0
 	for _, r := range b.replicas {
-		most, total = max(most, count[r.name]), total+count[r.name]
+		most, total = max(most, count[r.Name]), total+count[r.Name]
 	}
 	if total == 0 {
 		return 0
@@ -461,17 +460,6 @@ func pause(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-func meanOf(values []float64) float64 {
-	if len(values) == 0 {
-		return 0
-	}
-	total := 0.0
-	for _, v := range values {
-		total += v
-	}
-	return total / float64(len(values))
 }
 
 func rounded(values []float64) []string {

@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"testing"
@@ -7,7 +7,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
@@ -96,8 +95,8 @@ func TestScaleEventsRecordDecreasesAndRestores(t *testing.T) {
 func TestBlipOutageIsLongEnoughToBeFound(t *testing.T) {
 	assert.Equal(t, 50*time.Second, blipOutage(10*time.Second), "the issue's 50 s at 10 s")
 	assert.Equal(t, 70*time.Second, blipOutage(30*time.Second))
-	assert.Equal(t, 70*time.Second, blipOptions{}.outageAt(30*time.Second))
-	assert.Equal(t, time.Minute, blipOptions{outage: time.Minute}.outageAt(30*time.Second), "the flag's")
+	assert.Equal(t, 70*time.Second, BlipOptions{}.outageAt(30*time.Second))
+	assert.Equal(t, time.Minute, BlipOptions{Outage: time.Minute}.outageAt(30*time.Second), "the flag's")
 }
 
 func TestEveryDetectionCaseHasTheOriginalsFigures(t *testing.T) {
@@ -115,13 +114,13 @@ func TestEveryDetectionCaseHasTheOriginalsFigures(t *testing.T) {
 	assert.True(t, ok)
 	_, _, ok = originalFigures(originalSteady, 20*time.Second)
 	assert.False(t, ok, "the original's figures are for 10 s and 30 s only")
-	assert.Equal(t, []string{"steady", "owner-killed", "handover", "server-clock", "melt70-killed"}, detectionCaseKeys())
+	assert.Equal(t, []string{"steady", "owner-killed", "handover", "server-clock", "melt70-killed"}, DetectionCases())
 }
 
 func TestProfiles(t *testing.T) {
-	assert.Equal(t, []replicaProfile{benchProfile, gardenerTimings}, timings(profileBoth), "the bench's first")
-	assert.Equal(t, []replicaProfile{gardenerTimings}, timings(profileGardener))
-	assert.Equal(t, []replicaProfile{benchProfile}, timings(profileDefault))
+	assert.Equal(t, []replicaProfile{benchProfile, gardenerTimings}, timings(ProfileBoth), "the bench's first")
+	assert.Equal(t, []replicaProfile{gardenerTimings}, timings(ProfileGardener))
+	assert.Equal(t, []replicaProfile{benchProfile}, timings(ProfileDefault))
 	assert.Nil(t, timings("fast"))
 
 	assert.Equal(t, 10*time.Second, benchProfile.probeInterval(10*time.Second), "the bench's follows --probe-interval")
@@ -131,17 +130,17 @@ func TestProfiles(t *testing.T) {
 		assert.Contains(t, cfg, line)
 	}
 	all := map[string]bool{flagScaleWorkers: true, flagScaleQPS: true, flagScaleBurst: true}
-	assert.Equal(t, benchmarks.ClientLimits{KubeAPIQPS: 20, KubeAPIBurst: 100, ScaleWorkers: 16, ScaleQPS: 20, ScaleBurst: 100},
+	assert.Equal(t, ClientLimits{KubeAPIQPS: 20, KubeAPIBurst: 100, ScaleWorkers: 16, ScaleQPS: 20, ScaleBurst: 100},
 		gardenerTimings.limits(all), "Gardener's --kube-api-qps=20 --kube-api-burst=100")
 
-	b := &bench{opts: benchOptions{interval: 10 * time.Second}, dwdHas: all}
-	assert.Equal(t, benchmarks.Profile{Name: profileGardener, ProbeIntervalSeconds: 30, GraceSeconds: 40, ProbeTimeoutSeconds: 30,
+	b := &bench{opts: Options{Interval: 10 * time.Second}, dwdHas: all}
+	assert.Equal(t, Profile{Name: ProfileGardener, ProbeIntervalSeconds: 30, GraceSeconds: 40, ProbeTimeoutSeconds: 30,
 		MCMScaleUpDelaySeconds: 30, Client: gardenerTimings.limits(all)}, b.profile(gardenerTimings))
-	assert.Equal(t, profileDefault, b.profile(benchProfile).Name)
+	assert.Equal(t, ProfileDefault, b.profile(benchProfile).Name)
 }
 
 func TestOwnedByNamesUnusedShootsOfTheOwner(t *testing.T) {
-	b := &bench{shoots: 300, replicas: []*replica{{name: "dwd-0"}, {name: "dwd-1"}, {name: "dwd-2"}}}
+	b := &bench{shoots: 300, replicas: []*sim.Replica{{Name: "dwd-0"}, {Name: "dwd-1"}, {Name: "dwd-2"}}}
 	own, err := newOwnership([]string{"dwd-0", "dwd-1", "dwd-2"})
 	require.NoError(t, err)
 	used := map[string]bool{}
@@ -160,19 +159,19 @@ func TestOwnedByNamesUnusedShootsOfTheOwner(t *testing.T) {
 }
 
 func TestVerdictGoals(t *testing.T) {
-	gardener := benchmarks.Profile{Name: profileGardener, ProbeIntervalSeconds: 30, MCMScaleUpDelaySeconds: 30}
-	r := &benchmarks.Result{
-		Steady: []benchmarks.SteadyRun{
+	gardener := Profile{Name: ProfileGardener, ProbeIntervalSeconds: 30, MCMScaleUpDelaySeconds: 30}
+	r := &Result{
+		Steady: []SteadyRun{
 			{Shoots: 1000, Replicas: 1, CPUCores: []float64{0.1}, CPUSecondsPer1000HealthyProbes: []float64{1.19}},
 			{Shoots: 5000, Replicas: 1, CPUCores: []float64{0.5}, CPUSecondsPer1000HealthyProbes: []float64{1.3}},
 			{Shoots: 5000, Replicas: 3, CPUCores: []float64{0.1, 0.1, 0.1}, CPUSecondsPer1000HealthyProbes: []float64{1, 1, 1}},
 		},
-		Blips: []benchmarks.Blip{
+		Blips: []Blip{
 			{Profile: gardener, SeedShoots: 1000, Melted: 600, Replicas: 1, OutageSeconds: 70, RestoreFloorSeconds: 85, RestoredP99Seconds: 160},
 			{Profile: gardener, SeedShoots: 1000, Melted: 600, Replicas: 3, OutageSeconds: 70, LateScaleDownWrites: 1, ShootsAtZero: 2,
 				RestoredP99Seconds: 76, NotRestored: 1},
 		},
-		Detection: []benchmarks.Detection{{Profile: gardener, Cases: []benchmarks.DetectionCase{
+		Detection: []Detection{{Profile: gardener, Cases: []DetectionCase{
 			{Case: "steady", Original: originalSteady, OriginalP99Seconds: 58.8, P99Seconds: 58.8, KCMAfterMCMSeconds: []float64{1, 5.9}},
 			{Case: "owner killed", Original: originalKilled, OriginalP99Seconds: 47, P99Seconds: 46, NotScaledDown: 1},
 			{Case: "new", KCMAfterMCMSeconds: []float64{2}},
@@ -205,7 +204,7 @@ func TestVerdictGoals(t *testing.T) {
 		met[g.Goal] = g.Met
 	}
 	assert.False(t, met[detection+": kube-controller-manager written after machine-controller-manager and cluster-autoscaler"], "a shoot left with KCM up")
-	r.Detection[0].Cases = []benchmarks.DetectionCase{{Case: "steady", KCMAfterMCMSeconds: []float64{6.1}}}
+	r.Detection[0].Cases = []DetectionCase{{Case: "steady", KCMAfterMCMSeconds: []float64{6.1}}}
 	for _, g := range goals(r) {
 		if g.Goal == detection+": kube-controller-manager written after machine-controller-manager and cluster-autoscaler" {
 			assert.False(t, g.Met, "6.1 s is over the level wait")
@@ -222,31 +221,31 @@ func dropSteadyGoals(met map[string]bool) map[string]bool {
 }
 
 func TestVerdictOptionsValidate(t *testing.T) {
-	valid := func() benchOptions {
-		return benchOptions{name: "x", scenarios: []string{scenarioBlip, scenarioDetection}, shoots: []int{50}, replicas: []int{1},
-			nodes: 3, repeats: 1, meltdowns: 1, meltdownShoots: 1, probeWorkers: 1, duration: time.Second, interval: time.Second,
-			profile: profileBoth, blip: blipOptions{seed: 50, melt: 30, replicas: []int{1, 3}},
-			detection: detectionOptions{seed: 50, replicas: 3, shoots: 5, rounds: 1, cases: detectionCaseKeys()}}
+	valid := func() Options {
+		return Options{Name: "x", Scenarios: []string{scenarioBlip, scenarioDetection}, Shoots: []int{50}, Replicas: []int{1},
+			Nodes: 3, Repeats: 1, Meltdowns: 1, MeltdownShoots: 1, ProbeWorkers: 1, Duration: time.Second, Interval: time.Second,
+			Profile: ProfileBoth, Blip: BlipOptions{Seed: 50, Melt: 30, Replicas: []int{1, 3}},
+			Detection: DetectionOptions{Seed: 50, Replicas: 3, Shoots: 5, Rounds: 1, Cases: DetectionCases()}}
 	}
 	o := valid()
-	require.NoError(t, o.validate())
+	require.NoError(t, o.Validate())
 	for _, tc := range []struct {
 		name    string
-		change  func(o *benchOptions)
+		change  func(o *Options)
 		wantErr string
 	}{
-		{name: "unknown profile", change: func(o *benchOptions) { o.profile = "fast" }, wantErr: `--profile "fast"`},
-		{name: "blip seed above the largest --shoots", change: func(o *benchOptions) { o.blip.seed = 100 }, wantErr: "--blip-seed"},
-		{name: "melting more than the blip's seed", change: func(o *benchOptions) { o.blip.melt = 51 }, wantErr: "--blip-melt"},
-		{name: "no blip replicas", change: func(o *benchOptions) { o.blip.replicas = nil }, wantErr: "--blip-replicas"},
-		{name: "one detection replica", change: func(o *benchOptions) { o.detection.replicas = 1 }, wantErr: "--detection-replicas"},
-		{name: "unknown case", change: func(o *benchOptions) { o.detection.cases = []string{"steady", "flood"} }, wantErr: `unknown case "flood"`},
-		{name: "not run, not checked", change: func(o *benchOptions) { o.scenarios = []string{scenarioSteady}; o.profile = "fast"; o.blip.melt = 0 }},
+		{name: "unknown profile", change: func(o *Options) { o.Profile = "fast" }, wantErr: `--profile "fast"`},
+		{name: "blip seed above the largest --shoots", change: func(o *Options) { o.Blip.Seed = 100 }, wantErr: "--blip-seed"},
+		{name: "melting more than the blip's seed", change: func(o *Options) { o.Blip.Melt = 51 }, wantErr: "--blip-melt"},
+		{name: "no blip replicas", change: func(o *Options) { o.Blip.Replicas = nil }, wantErr: "--blip-replicas"},
+		{name: "one detection replica", change: func(o *Options) { o.Detection.Replicas = 1 }, wantErr: "--detection-replicas"},
+		{name: "unknown case", change: func(o *Options) { o.Detection.Cases = []string{"steady", "flood"} }, wantErr: `unknown case "flood"`},
+		{name: "not run, not checked", change: func(o *Options) { o.Scenarios = []string{scenarioSteady}; o.Profile = "fast"; o.Blip.Melt = 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := valid()
 			tc.change(&o)
-			err := o.validate()
+			err := o.Validate()
 			if tc.wantErr == "" {
 				assert.NoError(t, err)
 				return
@@ -257,13 +256,13 @@ func TestVerdictOptionsValidate(t *testing.T) {
 }
 
 func TestVerdictStagesRunPerProfile(t *testing.T) {
-	b := &bench{opts: benchOptions{scenarios: []string{scenarioBlip, scenarioDetection}, shoots: []int{50}, replicas: []int{1},
-		profile: profileBoth, blip: blipOptions{seed: 50, melt: 30, replicas: []int{1, 3}}, detection: detectionOptions{seed: 40}}}
+	b := &bench{opts: Options{Scenarios: []string{scenarioBlip, scenarioDetection}, Shoots: []int{50}, Replicas: []int{1},
+		Profile: ProfileBoth, Blip: BlipOptions{Seed: 50, Melt: 30, Replicas: []int{1, 3}}, Detection: DetectionOptions{Seed: 40}}}
 	var sizes []int
 	for _, st := range inOrder(b.stages()) {
 		sizes = append(sizes, st.shoots)
 	}
 	assert.Equal(t, []int{40, 40, 50, 50, 50, 50}, sizes, "detection per profile, blip per profile × replicas")
-	b.opts.profile = profileGardener
+	b.opts.Profile = ProfileGardener
 	assert.Len(t, b.stages(), 3)
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -22,9 +22,9 @@ var (
 	upLevels   = [][]string{{"kube-controller-manager"}, {"machine-controller-manager"}, {"cluster-autoscaler"}}
 )
 
-// meltdown stops the kubelets of the shoots and checks that, once their leases expired, their
+// Meltdown stops the kubelets of the shoots and checks that, once their leases expired, their
 // dependents are scaled down in level order.
-func (d *demo) meltdown(ctx context.Context, shoots []string) (string, error) {
+func (d *Demo) Meltdown(ctx context.Context, shoots []string) (string, error) {
 	order, stop, err := d.recordScaling(ctx, shoots)
 	if err != nil {
 		return "", err
@@ -32,14 +32,14 @@ func (d *demo) meltdown(ctx context.Context, shoots []string) (string, error) {
 	defer stop()
 	var expired time.Time
 	for _, ns := range shoots {
-		if err := d.seed.Shoots.SetScenario(ns, sim.Scenario{Kind: sim.Meltdown, ExpiredFraction: 1}); err != nil {
+		if err := d.Seed.Shoots.SetScenario(ns, sim.Scenario{Kind: sim.Meltdown, ExpiredFraction: 1}); err != nil {
 			return "", err
 		}
-		if at := expiredSince(d.seed.Shoots, ns); at.After(expired) {
+		if at := d.Seed.Shoots.ScaleDownDue(ns); at.After(expired) {
 			expired = at
 		}
 	}
-	if err := d.until(ctx, demoExpiredAge+30*time.Second, func(ctx context.Context) bool {
+	if err := d.Until(ctx, sim.ExpiredAge+30*time.Second, func(ctx context.Context) bool {
 		return d.allDependents(ctx, shoots, func(string) int32 { return 0 })
 	}); err != nil {
 		return "", fmt.Errorf("not scaled down in time: %w", err)
@@ -49,22 +49,22 @@ func (d *demo) meltdown(ctx context.Context, shoots []string) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%d shoots scaled down %s after their leases expired (probe interval %s), level by level",
-		len(shoots), took.Round(100*time.Millisecond), demoProbeInterval), nil
+		len(shoots), took.Round(100*time.Millisecond), ProbeInterval), nil
 }
 
-// recover renews the leases again and checks the scale-up.
-func (d *demo) recover(ctx context.Context, shoots []string) (string, error) {
+// Recover renews the leases again and checks the scale-up.
+func (d *Demo) Recover(ctx context.Context, shoots []string) (string, error) {
 	order, stop, err := d.recordScaling(ctx, shoots)
 	if err != nil {
 		return "", err
 	}
 	defer stop()
 	for _, ns := range shoots {
-		if err := d.seed.Shoots.SetScenario(ns, sim.Scenario{Kind: sim.Healthy}); err != nil {
+		if err := d.Seed.Shoots.SetScenario(ns, sim.Scenario{Kind: sim.Healthy}); err != nil {
 			return "", err
 		}
 	}
-	if err := d.until(ctx, 60*time.Second, func(ctx context.Context) bool {
+	if err := d.Until(ctx, 60*time.Second, func(ctx context.Context) bool {
 		return d.allDependents(ctx, shoots, func(name string) int32 { return sim.Dependents[name] })
 	}); err != nil {
 		return "", fmt.Errorf("not scaled up in time: %w", err)
@@ -76,29 +76,29 @@ func (d *demo) recover(ctx context.Context, shoots []string) (string, error) {
 }
 
 // kill kills a replica and checks that the others take over all its partitions and shoots.
-func (d *demo) kill(ctx context.Context, victim *replica) (string, error) {
+func (d *Demo) kill(ctx context.Context, victim *sim.Replica) (string, error) {
 	start := time.Now()
-	victim.kill()
-	err := d.until(ctx, demoLeaseDuration+15*time.Second, func(ctx context.Context) bool {
-		held, probing := d.totals(ctx)
-		return held == partitions && probing == float64(d.opts.shoots)
+	victim.Kill()
+	err := d.Until(ctx, LeaseDuration+15*time.Second, func(ctx context.Context) bool {
+		held, probing := d.Totals(ctx)
+		return held == sim.Partitions && probing == float64(d.Options.Shoots)
 	})
 	if err != nil {
 		return "", fmt.Errorf("its shoots were not taken over in time: %w", err)
 	}
 	return fmt.Sprintf("every partition held and every shoot probed again %s after the kill (member lease %s); %s",
-		time.Since(start).Round(100*time.Millisecond), demoLeaseDuration, d.shares(ctx)), nil
+		time.Since(start).Round(100*time.Millisecond), LeaseDuration, d.shares(ctx)), nil
 }
 
 // comeBack restarts a replica under its name and checks that it takes back a share.
-func (d *demo) comeBack(ctx context.Context, r *replica) (string, error) {
+func (d *Demo) comeBack(ctx context.Context, r *sim.Replica) (string, error) {
 	start := time.Now()
-	if err := r.run(d.rs.dwd); err != nil {
+	if err := r.Restart(); err != nil {
 		return "", err
 	}
-	err := d.until(ctx, 60*time.Second, func(ctx context.Context) bool {
-		held, probing := d.totals(ctx)
-		return held == partitions && probing == float64(d.opts.shoots) && sum(r.metrics(ctx), "dwd_probes_active", "") > 0
+	err := d.Until(ctx, 60*time.Second, func(ctx context.Context) bool {
+		held, probing := d.Totals(ctx)
+		return held == sim.Partitions && probing == float64(d.Options.Shoots) && sim.Sum(r.Metrics(ctx), "dwd_probes_active", "") > 0
 	})
 	if err != nil {
 		return "", fmt.Errorf("it did not take back its share in time: %w", err)
@@ -106,19 +106,19 @@ func (d *demo) comeBack(ctx context.Context, r *replica) (string, error) {
 	back := time.Since(start)
 	// Every replica ready: the share is back where the ring puts it, so that the next step starts
 	// from a settled group (a SIGTERM during the move measured the move, not the handover).
-	if err := d.until(ctx, 60*time.Second, func(ctx context.Context) bool { return allReady(ctx, d.replicas) }); err != nil {
+	if err := d.Until(ctx, 60*time.Second, func(ctx context.Context) bool { return sim.AllReady(ctx, d.Replicas) }); err != nil {
 		return "", fmt.Errorf("the group did not settle with it back: %w", err)
 	}
 	return fmt.Sprintf("back after %s, every replica holding its share after %s; %s", back.Round(100*time.Millisecond),
 		time.Since(start).Round(100*time.Millisecond), d.shares(ctx)), nil
 }
 
-// weed makes the etcd of the shoots unready, starts a crash-looping kube-apiserver in each, then lets
+// Weed makes the etcd of the shoots unready, starts a crash-looping kube-apiserver in each, then lets
 // etcd recover and checks that those pods are deleted and the healthy ones kept.
-func (d *demo) weed(ctx context.Context, shoots []string) (string, error) {
-	c := d.seed.Env.Client
+func (d *Demo) Weed(ctx context.Context, shoots []string) (string, error) {
+	c := d.Seed.Env.Client
 	for _, ns := range shoots {
-		if err := d.seed.SetServiceReady(ctx, ns, sim.EtcdService, false); err != nil {
+		if err := d.Seed.SetServiceReady(ctx, ns, sim.EtcdService, false); err != nil {
 			return "", err
 		}
 		if err := sim.CreatePod(ctx, c, ns, "kube-apiserver-crashing", "apiserver", "CrashLoopBackOff"); err != nil {
@@ -127,11 +127,11 @@ func (d *demo) weed(ctx context.Context, shoots []string) (string, error) {
 	}
 	start := time.Now()
 	for _, ns := range shoots {
-		if err := d.seed.SetServiceReady(ctx, ns, sim.EtcdService, true); err != nil {
+		if err := d.Seed.SetServiceReady(ctx, ns, sim.EtcdService, true); err != nil {
 			return "", err
 		}
 	}
-	err := d.until(ctx, 30*time.Second, func(ctx context.Context) bool {
+	err := d.Until(ctx, 30*time.Second, func(ctx context.Context) bool {
 		for _, ns := range shoots {
 			if !d.podGone(ctx, ns, "kube-apiserver-crashing") {
 				return false
@@ -158,21 +158,29 @@ type scaling struct {
 }
 
 // recordScaling watches the dependents of the shoots and records every change of their replicas.
-func (d *demo) recordScaling(ctx context.Context, shoots []string) (func() []scaling, func(), error) {
-	cs, err := kubernetes.NewForConfig(d.seed.Env.Config)
+func (d *Demo) recordScaling(ctx context.Context, shoots []string) (func() []scaling, func(), error) {
+	cs, err := kubernetes.NewForConfig(d.Seed.Env.Config)
 	if err != nil {
 		return nil, nil, err
 	}
 	var mu sync.Mutex
 	var changes []scaling
 	var watches []watch.Interface
+	var wg sync.WaitGroup
+	stop := func() { // ends the watches and waits for their readers
+		for _, w := range watches {
+			w.Stop()
+		}
+		wg.Wait()
+	}
 	for _, ns := range shoots {
 		w, err := cs.AppsV1().Deployments(ns).Watch(ctx, metav1.ListOptions{})
 		if err != nil {
+			stop()
 			return nil, nil, err
 		}
 		watches = append(watches, w)
-		go func() {
+		wg.Go(func() {
 			last := map[string]int32{}
 			for e := range w.ResultChan() {
 				dep, ok := e.Object.(*appsv1.Deployment)
@@ -186,12 +194,7 @@ func (d *demo) recordScaling(ctx context.Context, shoots []string) (func() []sca
 				}
 				last[dep.Name] = *dep.Spec.Replicas
 			}
-		}()
-	}
-	stop := func() {
-		for _, w := range watches {
-			w.Stop()
-		}
+		})
 	}
 	return func() []scaling { mu.Lock(); defer mu.Unlock(); return slices.Clone(changes) }, stop, nil
 }
@@ -231,8 +234,8 @@ func reachedAt(changes []scaling, ns string, min int32) map[string]int {
 
 // orderSeen checks the order of the changes once the watch has shown every dependent of every shoot
 // at the target: the watch delivers the changes a little after a read shows their result.
-func (d *demo) orderSeen(ctx context.Context, order func() []scaling, shoots []string, levels [][]string, min int32) error {
-	_ = d.until(ctx, watchDelivery, func(context.Context) bool {
+func (d *Demo) orderSeen(ctx context.Context, order func() []scaling, shoots []string, levels [][]string, min int32) error {
+	_ = d.Until(ctx, watchDelivery, func(context.Context) bool {
 		changes := order()
 		for _, ns := range shoots {
 			if len(reachedAt(changes, ns, min)) < len(sim.Dependents) {

@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
@@ -30,15 +29,15 @@ var scaleWritesPerShoot = len(sim.Dependents)
 // recovery at the seed it needs, on each replica count, and all shoots at the largest.
 func (b *bench) massStages(shoots, replicas int) []stage {
 	o := b.opts
-	mass := func() *benchmarks.MassMeltdown {
+	mass := func() *MassMeltdown {
 		if b.result.MassMeltdown == nil {
-			b.result.MassMeltdown = &benchmarks.MassMeltdown{}
+			b.result.MassMeltdown = &MassMeltdown{}
 		}
 		return b.result.MassMeltdown
 	}
 	var stages []stage
 	if o.runs(scenarioMassOriginal) {
-		n := o.mass.originalShoots
+		n := o.Mass.OriginalShoots
 		stages = append(stages, stage{n, func(ctx context.Context) error {
 			x, err := b.meltdownBatch(ctx, batchSpec{name: scenarioMassOriginal, shoots: n, melt: n, replicas: 1, profile: originalProfile})
 			mass().OriginalLimits = x
@@ -46,9 +45,9 @@ func (b *bench) massStages(shoots, replicas int) []stage {
 		}})
 	}
 	if o.runs(scenarioMassRecover) {
-		for _, r := range o.mass.replicas {
-			stages = append(stages, stage{o.mass.seed, func(ctx context.Context) error {
-				x, err := b.meltdownBatch(ctx, batchSpec{name: scenarioMassRecover, shoots: o.mass.seed, melt: o.mass.melt, replicas: r, profile: gardenerProfile})
+		for _, r := range o.Mass.Replicas {
+			stages = append(stages, stage{o.Mass.Seed, func(ctx context.Context) error {
+				x, err := b.meltdownBatch(ctx, batchSpec{name: scenarioMassRecover, shoots: o.Mass.Seed, melt: o.Mass.Melt, replicas: r, profile: gardenerProfile})
 				if x != nil {
 					mass().Recover = append(mass().Recover, *x)
 				}
@@ -76,7 +75,7 @@ type batchSpec struct {
 
 // meltdownBatch melts the shoots at once, waits until each is scaled down (or the time is up),
 // renews their leases and waits until each is restored, and measures it.
-func (b *bench) meltdownBatch(ctx context.Context, spec batchSpec) (*benchmarks.MeltdownBatch, error) {
+func (b *bench) meltdownBatch(ctx context.Context, spec batchSpec) (*MeltdownBatch, error) {
 	rs, err := b.replicaSet(spec.profile)
 	if err != nil {
 		return nil, err
@@ -89,10 +88,10 @@ func (b *bench) meltdownBatch(ctx context.Context, spec batchSpec) (*benchmarks.
 	qps, burst := scaleBudget(limits, b.dwdHas)
 	names := spread(spec.melt, b.shoots)
 	floor := writeFloor(scaleWritesPerShoot*len(names), spec.replicas, qps, burst)
-	x := &benchmarks.MeltdownBatch{SeedShoots: b.shoots, Melted: len(names), Replicas: spec.replicas, Client: limits,
+	x := &MeltdownBatch{SeedShoots: b.shoots, Melted: len(names), Replicas: spec.replicas, Client: limits,
 		MCMScaleUpDelaySeconds: spec.profile.mcmScaleUpDelay.Seconds(), ScaleDownFloorSeconds: floor, RestoreFloorSeconds: floor,
-		ScaleDownTimeoutSeconds: max(3*time.Minute, b.opts.interval+2*seconds(floor)+time.Minute).Seconds()}
-	x.RestoreTimeoutSeconds = (b.opts.interval + spec.profile.mcmScaleUpDelay + 2*seconds(floor) + 2*time.Minute).Seconds()
+		ScaleDownTimeoutSeconds: max(3*time.Minute, b.opts.Interval+2*seconds(floor)+time.Minute).Seconds()}
+	x.RestoreTimeoutSeconds = (b.opts.Interval + spec.profile.mcmScaleUpDelay + 2*seconds(floor) + 2*time.Minute).Seconds()
 	fmt.Fprintf(b.out, "%s: %d of %d shoots melt at once on %d replicas (%s); write floor %.1fs\n",
 		spec.name, len(names), b.shoots, spec.replicas, limits, floor)
 
@@ -107,11 +106,11 @@ func (b *bench) meltdownBatch(ctx context.Context, spec batchSpec) (*benchmarks.
 	s2 := b.snapshot(ctx)
 	x.ProbeLagP99Seconds = histogramQuantile(0.99, histogramDelta(s0, s2, "dwd_probe_lag_seconds"))
 	for _, r := range b.replicas {
-		x.MissedCycles += delta(s0, s2, r.name, "dwd_probe_missed_cycles_total", "")
+		x.MissedCycles += delta(s0, s2, r.Name, "dwd_probe_missed_cycles_total", "")
 	}
 	x.SeedRequestsByClient = countersByLabel(s0, s1, "dwd_api_requests_total", "api=seed", "client")
 	scaled := float64(max(scaleWritesPerShoot*(x.Melted-x.NotScaledDown), 1))
-	x.SeedRequestsPerScaledResource = (sumValues(x.SeedRequestsByClient) - x.SeedRequestsByClient["sharding"]) / scaled
+	x.SeedRequestsPerScaledResource = (sumOf(x.SeedRequestsByClient) - x.SeedRequestsByClient["sharding"]) / scaled
 	x.ScalerRequestsPerScaledResource = x.SeedRequestsByClient["scaler"] / scaled
 	fmt.Fprintf(b.out, "  probe lag p99 %.3fs, %.0f missed cycles, seed requests per scaled resource %.2f (scaler %.2f) %v\n",
 		x.ProbeLagP99Seconds, x.MissedCycles, x.SeedRequestsPerScaledResource, x.ScalerRequestsPerScaledResource, x.SeedRequestsByClient)
@@ -120,17 +119,17 @@ func (b *bench) meltdownBatch(ctx context.Context, spec batchSpec) (*benchmarks.
 
 // scaleDown melts the shoots and records when each was scaled down, from when its leases expired
 // (the kubelets stop at the melt; the leases expire as they age).
-func (b *bench) scaleDown(ctx context.Context, names []string, x *benchmarks.MeltdownBatch) error {
+func (b *bench) scaleDown(ctx context.Context, names []string, x *MeltdownBatch) error {
 	b.scaling.mark()
 	if err := b.setScenario(names, sim.Scenario{Kind: sim.Meltdown, ExpiredFraction: 1}); err != nil {
 		return err
 	}
 	expired := map[string]time.Time{}
 	for _, ns := range names {
-		expired[ns] = expiredSince(b.seed.Shoots, ns)
+		expired[ns] = b.seed.Shoots.ScaleDownDue(ns)
 	}
 	start := func(ns string) time.Time { return expired[ns] }
-	timeout := seconds(x.ScaleDownTimeoutSeconds) + demoExpiredAge
+	timeout := seconds(x.ScaleDownTimeoutSeconds) + sim.ExpiredAge
 	if err := b.until(ctx, "scaled down", names, timeout, func() map[string]time.Time { down, _, _ := b.scaling.moments(); return down }); err != nil {
 		return err
 	}
@@ -145,7 +144,7 @@ func (b *bench) scaleDown(ctx context.Context, names []string, x *benchmarks.Mel
 
 // restore renews the shoots' leases and records when each scaled-down shoot was restored; it waits
 // for every shoot to be at its replicas.
-func (b *bench) restore(ctx context.Context, names []string, x *benchmarks.MeltdownBatch) error {
+func (b *bench) restore(ctx context.Context, names []string, x *MeltdownBatch) error {
 	wasDown, _, _ := b.scaling.moments()
 	start := b.scaling.mark()
 	if err := b.setScenario(names, sim.Scenario{Kind: sim.Healthy}); err != nil {
@@ -268,12 +267,3 @@ func writeFloor(writes, replicas int, qps float64, burst int) float64 {
 
 // seconds turns seconds into a Duration.
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
-// sumValues adds up a map's values.
-func sumValues(m map[string]float64) float64 {
-	total := 0.0
-	for _, v := range m {
-		total += v
-	}
-	return total
-}

@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 	"github.com/sharded-dwd/dependency-watchdog/config"
 )
 
@@ -21,17 +21,17 @@ const (
 
 // rolling restarts every replica in turn as a StatefulSet's rolling update does, from the highest
 // ordinal down, and measures what the shoots saw of it.
-func (b *bench) rolling(ctx context.Context, shoots, replicas int) (*benchmarks.Rolling, error) {
+func (b *bench) rolling(ctx context.Context, shoots, replicas int) (*Rolling, error) {
 	rs, err := b.replicaSet(benchProfile)
 	if err != nil {
 		return nil, err
 	}
-	limit := gapLimit(b.opts.interval)
-	x := &benchmarks.Rolling{Shoots: shoots, Replicas: replicas, GapLimitSeconds: limit.Seconds(),
-		ResumeTimeoutSeconds: restartResumeTimeout(b.opts.interval).Seconds(), SettleSeconds: (benchReturnGrace + b.opts.interval).Seconds()}
+	limit := gapLimit(b.opts.Interval)
+	x := &Rolling{Shoots: shoots, Replicas: replicas, GapLimitSeconds: limit.Seconds(),
+		ResumeTimeoutSeconds: restartResumeTimeout(b.opts.Interval).Seconds(), SettleSeconds: (benchReturnGrace + b.opts.Interval).Seconds()}
 	// The bench runs no StatefulSet for leave mode auto to ask: the replicas are told they return.
 	if b.dwdHas[flagLeaveMode] {
-		rs.baseArgs = append(slices.Clip(rs.baseArgs), flagLeaveMode+"="+config.LeaveReturn)
+		rs.Args = append(slices.Clip(rs.Args), flagLeaveMode+"="+config.LeaveReturn)
 		x.LeaveMode = config.LeaveReturn
 	}
 	if err := b.startFresh(ctx, shoots, replicas, rs); err != nil {
@@ -72,7 +72,7 @@ func (b *bench) rolling(ctx context.Context, shoots, replicas int) (*benchmarks.
 
 // rollOut restarts the replicas from the highest ordinal down, each once the one before is ready, and
 // returns when each new process started.
-func (b *bench) rollOut(ctx context.Context, x *benchmarks.Rolling) (map[string]time.Time, error) {
+func (b *bench) rollOut(ctx context.Context, x *Rolling) (map[string]time.Time, error) {
 	started := map[string]time.Time{}
 	for i := len(b.replicas) - 1; i >= 0; i-- {
 		r := b.replicas[i]
@@ -81,28 +81,28 @@ func (b *bench) rollOut(ctx context.Context, x *benchmarks.Rolling) (map[string]
 		if err != nil {
 			return started, err
 		}
-		started[r.name] = at
-		fmt.Fprintf(b.out, "  %s: exited %.2fs after SIGTERM, ready %.2fs after its start\n", r.name, rr.StopSeconds, rr.ReadySeconds)
+		started[r.Name] = at
+		fmt.Fprintf(b.out, "  %s: exited %.2fs after SIGTERM, ready %.2fs after its start\n", r.Name, rr.StopSeconds, rr.ReadySeconds)
 	}
 	return started, nil
 }
 
 // restart stops a replica gracefully, starts a new process under its name at once and waits until
 // it is ready; it returns when the new process started.
-func (b *bench) restart(ctx context.Context, r *replica) (benchmarks.RollingRestart, time.Time, error) {
-	rr := benchmarks.RollingRestart{Replica: r.name}
+func (b *bench) restart(ctx context.Context, r *sim.Replica) (RollingRestart, time.Time, error) {
+	rr := RollingRestart{Replica: r.Name}
 	stop := time.Now()
-	rr.Killed = !r.terminate(rollingStopTimeout)
+	rr.Killed = !r.Terminate(rollingStopTimeout)
 	rr.StopSeconds = time.Since(stop).Seconds()
 	started := time.Now()
-	if err := r.run(b.dwd); err != nil {
+	if err := r.Restart(); err != nil {
 		return rr, started, err
 	}
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, rollingReadyTimeout, true, func(ctx context.Context) (bool, error) {
-		return r.ready(ctx), exited([]*replica{r})
+		return r.Ready(ctx), exited([]*sim.Replica{r})
 	})
 	if err != nil {
-		return rr, started, fmt.Errorf("%s not ready %s after its start: %w", r.name, rollingReadyTimeout, err)
+		return rr, started, fmt.Errorf("%s not ready %s after its start: %w", r.Name, rollingReadyTimeout, err)
 	}
 	rr.ReadySeconds = time.Since(started).Seconds()
 	return rr, started, nil
@@ -123,7 +123,7 @@ func (b *bench) awaitResumed(ctx context.Context, owners map[string]string, star
 }
 
 // measureRollout fills in what the shoots' probe windows say.
-func (b *bench) measureRollout(x *benchmarks.Rolling, owners map[string]string, limit time.Duration) {
+func (b *bench) measureRollout(x *Rolling, owners map[string]string, limit time.Duration) {
 	stats := b.seed.Shoots.ProbeStats()
 	gaps := summarizeGaps(stats, owners, time.Now(), limit)
 	x.HandedOver = probedByOthers(stats, owners)

@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"context"
@@ -7,16 +7,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
-// blipOptions size the blip scenario.
-type blipOptions struct {
-	seed, melt int
-	replicas   []int
-	// outage is how long the kubelets stop renewing; 0 for blipOutage's.
-	outage time.Duration
+// BlipOptions size the blip scenario.
+type BlipOptions struct {
+	Seed, Melt int   // the shoots on the seed, and those whose kubelets stop renewing
+	Replicas   []int // the replica counts it runs on
+	// Outage is how long the kubelets stop renewing; 0 for blipOutage's.
+	Outage time.Duration
 }
 
 // The blip scenario's windows, after the recovery: a scale-down write later than a probe interval and
@@ -47,9 +46,9 @@ func (b *bench) blipStages() []stage {
 		return nil
 	}
 	var stages []stage
-	for _, p := range timings(b.opts.profile) {
-		for _, r := range b.opts.blip.replicas {
-			stages = append(stages, stage{b.opts.blip.seed, func(ctx context.Context) error {
+	for _, p := range timings(b.opts.Profile) {
+		for _, r := range b.opts.Blip.Replicas {
+			stages = append(stages, stage{b.opts.Blip.Seed, func(ctx context.Context) error {
 				x, err := b.blip(ctx, p, r)
 				if x != nil {
 					b.result.Blips = append(b.result.Blips, *x)
@@ -63,19 +62,19 @@ func (b *bench) blipStages() []stage {
 
 // blip melts part of the seed for the outage, lets it recover, and watches what the replicas write
 // afterwards.
-func (b *bench) blip(ctx context.Context, p replicaProfile, replicas int) (*benchmarks.Blip, error) {
-	o := b.opts.blip
-	interval := p.probeInterval(b.opts.interval)
+func (b *bench) blip(ctx context.Context, p replicaProfile, replicas int) (*Blip, error) {
+	o := b.opts.Blip
+	interval := p.probeInterval(b.opts.Interval)
 	rs, err := b.replicaSet(p)
 	if err != nil {
 		return nil, err
 	}
-	if err := b.startFresh(ctx, o.seed, replicas, rs); err != nil {
+	if err := b.startFresh(ctx, o.Seed, replicas, rs); err != nil {
 		return nil, err
 	}
 	defer b.stopAll()
-	names := spread(o.melt, b.shoots)
-	x := &benchmarks.Blip{Profile: b.profile(p), SeedShoots: b.shoots, Melted: len(names), Replicas: replicas,
+	names := spread(o.Melt, b.shoots)
+	x := &Blip{Profile: b.profile(p), SeedShoots: b.shoots, Melted: len(names), Replicas: replicas,
 		OutageSeconds: o.outageAt(interval).Seconds(), LateLimitSeconds: (interval + blipLateSlack).Seconds(),
 		AtZeroAfterSeconds: (blipAtZeroIntervals * interval).Seconds(), RestoreTimeoutSeconds: b.blipRestoreTimeout(p, replicas).Seconds(),
 		RestoreFloorSeconds: b.blipFloor(p, replicas)}
@@ -95,7 +94,7 @@ func (b *bench) blip(ctx context.Context, p replicaProfile, replicas int) (*benc
 	s1 := b.snapshot(ctx)
 	x.ProbeLagP99Seconds = histogramQuantile(0.99, histogramDelta(s0, s1, "dwd_probe_lag_seconds"))
 	for _, r := range b.replicas {
-		x.MissedCycles += delta(s0, s1, r.name, "dwd_probe_missed_cycles_total", "")
+		x.MissedCycles += delta(s0, s1, r.Name, "dwd_probe_missed_cycles_total", "")
 	}
 	fmt.Fprintf(b.out, "  %d found during the outage; %d scale-down writes after the recovery, %d later than %.0fs (%d shoots, last %.1fs); %d at 0 after %.0fs; restored p50 %.1fs p99 %.1fs max %.1fs, %d not\n",
 		x.ScaledDownDuringOutage, x.ScaleDownWritesAfterRecovery, x.LateScaleDownWrites, x.LateLimitSeconds, x.LateScaleDownShoots,
@@ -104,9 +103,9 @@ func (b *bench) blip(ctx context.Context, p replicaProfile, replicas int) (*benc
 }
 
 // outageAt is the outage at a probe interval: the flag's, or blipOutage's.
-func (o blipOptions) outageAt(interval time.Duration) time.Duration {
-	if o.outage > 0 {
-		return o.outage
+func (o BlipOptions) outageAt(interval time.Duration) time.Duration {
+	if o.Outage > 0 {
+		return o.Outage
 	}
 	return blipOutage(interval)
 }
@@ -114,19 +113,19 @@ func (o blipOptions) outageAt(interval time.Duration) time.Duration {
 // blipFloor is the write floor of restoring every melted shoot on the replicas.
 func (b *bench) blipFloor(p replicaProfile, replicas int) float64 {
 	qps, burst := scaleBudget(p.limits(b.dwdHas), b.dwdHas)
-	return writeFloor(scaleWritesPerShoot*b.opts.blip.melt, replicas, qps, burst)
+	return writeFloor(scaleWritesPerShoot*b.opts.Blip.Melt, replicas, qps, burst)
 }
 
 // blipRestoreTimeout bounds the wait for the melted shoots to be restored after the recovery: a
 // kubelet renewal, a probe interval, machine-controller-manager's delay, twice the write floor of
 // restoring them all and two minutes.
 func (b *bench) blipRestoreTimeout(p replicaProfile, replicas int) time.Duration {
-	return kubeletRenewInterval + p.probeInterval(b.opts.interval) + p.mcmScaleUpDelay + 2*seconds(b.blipFloor(p, replicas)) + 2*time.Minute
+	return kubeletRenewInterval + p.probeInterval(b.opts.Interval) + p.mcmScaleUpDelay + 2*seconds(b.blipFloor(p, replicas)) + 2*time.Minute
 }
 
 // blipOutage stops the kubelets of the shoots for the outage and lets them renew again; it returns the
 // moment of the recovery, taken before the first shoot renews.
-func (b *bench) blipOutage(ctx context.Context, names []string, outage time.Duration, x *benchmarks.Blip) (time.Time, error) {
+func (b *bench) blipOutage(ctx context.Context, names []string, outage time.Duration, x *Blip) (time.Time, error) {
 	b.scaling.mark()
 	if err := b.setScenario(names, sim.Scenario{Kind: sim.Meltdown, ExpiredFraction: 1}); err != nil {
 		return time.Time{}, err
@@ -150,7 +149,7 @@ func (b *bench) blipOutage(ctx context.Context, names []string, outage time.Dura
 // blipAftermath counts the shoots at 0 three intervals after the recovery, then watches until the
 // watch window has passed and every melted shoot is restored (or the restore timeout), and measures
 // the late writes and the restores.
-func (b *bench) blipAftermath(ctx context.Context, names []string, recovery time.Time, interval time.Duration, x *benchmarks.Blip) error {
+func (b *bench) blipAftermath(ctx context.Context, names []string, recovery time.Time, interval time.Duration, x *Blip) error {
 	writes := b.scaling.writes()
 	if err := pause(ctx, time.Until(recovery.Add(seconds(x.AtZeroAfterSeconds)))); err != nil {
 		return err
@@ -239,7 +238,7 @@ func (b *bench) renewedAgain(names []string) (map[string]time.Time, time.Time) {
 	renewed := make(map[string]time.Time, len(names))
 	var last time.Time
 	for _, ns := range names {
-		if at, ok := b.seed.Shoots.RenewedAgain(ns, demoFraction); ok {
+		if at, ok := b.seed.Shoots.RenewedAgain(ns, sim.ExpiredFraction); ok {
 			renewed[ns] = at
 			if at.After(last) {
 				last = at

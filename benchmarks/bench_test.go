@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"math"
@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/ptr"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
@@ -93,7 +92,7 @@ func TestOwnershipMatchesTheRing(t *testing.T) {
 	for _, n := range held {
 		total += n
 	}
-	assert.Equal(t, partitions, total)
+	assert.Equal(t, sim.Partitions, total)
 	assert.Len(t, held, 3)
 	owners := map[string]int{}
 	for i := range 3000 {
@@ -105,16 +104,16 @@ func TestOwnershipMatchesTheRing(t *testing.T) {
 }
 
 func TestGoals(t *testing.T) {
-	r := &benchmarks.Result{
-		Settings: benchmarks.Settings{ProbeIntervalSeconds: 10, MemberLeaseDurationSeconds: 15},
-		Steady: []benchmarks.SteadyRun{
+	r := &Result{
+		Settings: Settings{ProbeIntervalSeconds: 10, MemberLeaseDurationSeconds: 15},
+		Steady: []SteadyRun{
 			{Shoots: 1000, Replicas: 1, CPUCores: []float64{0.2}, SeedRequestsPerProbe: 0.005, ShootRequestsPerProbe: 1.1001},
 			{Shoots: 1000, Replicas: 3, CPUCores: []float64{0.07, 0.09, 0.08}, SeedRequestsPerProbe: 0.015, ShootRequestsPerProbe: 1.1004},
 			{Shoots: 5000, Replicas: 3, ProbeLagP99Seconds: 0.5, CPUCores: []float64{0.3, 0.3, 0.3},
 				SeedRequestsPerProbe: 0.003, SeedWatchdogRequestsPerProbe: 0.0002, ShootRequestsPerProbe: 1.0998},
 		},
-		Handover: &benchmarks.Handover{HandoverGracefulP99Seconds: 2.1, HandoverKillP99Seconds: 16.5},
-		Meltdown: &benchmarks.Meltdown{DetectionToScaledownP99Seconds: 11.2},
+		Handover: &Handover{HandoverGracefulP99Seconds: 2.1, HandoverKillP99Seconds: 16.5},
+		Meltdown: &Meltdown{DetectionToScaledownP99Seconds: 11.2},
 	}
 	met := map[string]bool{}
 	for _, g := range goals(r) {

@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 )
 
@@ -25,7 +25,7 @@ type partitionEvents struct {
 	holders map[string]string // lease name → holder, "" when released
 	atMark  map[string]string
 	others  map[string]bool
-	writes  benchmarks.PartitionWrites
+	writes  PartitionWrites
 }
 
 func newPartitionEvents() *partitionEvents {
@@ -40,7 +40,7 @@ func (e *partitionEvents) mark() {
 	for name, holder := range e.holders {
 		e.atMark[name] = holder
 	}
-	e.others, e.writes = map[string]bool{}, benchmarks.PartitionWrites{}
+	e.others, e.writes = map[string]bool{}, PartitionWrites{}
 }
 
 // observe records a write of a partition lease that left holder; created says it made the lease.
@@ -98,9 +98,9 @@ func startLeaseTracker(ctx context.Context, cfg *rest.Config) (*leaseTracker, er
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	t := &leaseTracker{cancel: cancel, events: newPartitionEvents()}
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(demoNamespace),
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(benchNamespace),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-			o.LabelSelector = k8slabels.Set{leases.GroupLabel: replicaGroups[0]}.String()
+			o.LabelSelector = k8slabels.Set{leases.GroupLabel: sim.Groups[0]}.String()
 		}))
 	informer := factory.Coordination().V1().Leases().Informer()
 	observe := func(obj any, created bool) {
@@ -161,7 +161,7 @@ func (t *leaseTracker) memberWritesPerSecond() float64 {
 }
 
 // writes are the writes since the mark.
-func (t *leaseTracker) writes() benchmarks.PartitionWrites {
+func (t *leaseTracker) writes() PartitionWrites {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.events.writes
@@ -176,7 +176,7 @@ func (t *leaseTracker) moved() (moved, heldByOthers int) {
 }
 
 // minus is the writes of a that b does not count: the writes between two readings.
-func minus(a, b benchmarks.PartitionWrites) benchmarks.PartitionWrites {
-	return benchmarks.PartitionWrites{Total: a.Total - b.Total, Creates: a.Creates - b.Creates, Acquires: a.Acquires - b.Acquires,
+func minus(a, b PartitionWrites) PartitionWrites {
+	return PartitionWrites{Total: a.Total - b.Total, Creates: a.Creates - b.Creates, Acquires: a.Acquires - b.Acquires,
 		Releases: a.Releases - b.Releases, Rewrites: a.Rewrites - b.Rewrites}
 }

@@ -1,4 +1,4 @@
-package main
+package benchmarks
 
 import (
 	"testing"
@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/utils/ptr"
 
-	"github.com/sharded-dwd/dependency-watchdog/benchmarks"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
@@ -89,8 +88,8 @@ func TestScaleEventsRecordChangesSinceTheMark(t *testing.T) {
 }
 
 func TestLieList(t *testing.T) {
-	o := liesOptions{hugeLeases: 200000, hugeShoots: 2, cacheLag: time.Minute, slowBody: 28 * time.Second,
-		nodeClock: -90 * time.Second, serverClock: time.Minute}
+	o := LiesOptions{HugeLeases: 200000, HugeShoots: 2, CacheLag: time.Minute, SlowBody: 28 * time.Second,
+		NodeClock: -90 * time.Second, ServerClock: time.Minute}
 	got := lieList(o, 10*time.Second)
 	var names []string
 	for _, l := range got {
@@ -105,7 +104,7 @@ func TestLieList(t *testing.T) {
 	assert.Equal(t, sim.Scenario{ExtraLeases: 200000}, got[4].scenario)
 	assert.Equal(t, []int{0, 0, 0, 0, 2}, []int{got[0].shoots, got[1].shoots, got[2].shoots, got[3].shoots, got[4].shoots})
 
-	o.duration = time.Minute
+	o.Duration = time.Minute
 	assert.Equal(t, time.Minute, lieList(o, 10*time.Second)[2].hold)
 }
 
@@ -114,7 +113,7 @@ func TestBenchProberConfig(t *testing.T) {
 	for _, line := range []string{"probeInterval: 10s", "probeTimeout: 30s", "scaleUp: {level: 1, initialDelay: 30s}", "initialDelay: 2s\n"} {
 		assert.Contains(t, cfg, line)
 	}
-	assert.Equal(t, demoProberConfig, benchProberConfig(2*time.Second, 5*time.Second, 2*time.Second), "the demo's own values")
+	assert.Equal(t, sim.ProberConfig, benchProberConfig(2*time.Second, 5*time.Second, 2*time.Second), "the demo's own values")
 }
 
 func TestClientLimitsFollowTheBinarysFlags(t *testing.T) {
@@ -123,18 +122,18 @@ func TestClientLimitsFollowTheBinarysFlags(t *testing.T) {
 		name       string
 		profile    replicaProfile
 		has        map[string]bool
-		want       benchmarks.ClientLimits
+		want       ClientLimits
 		wantBudget []float64 // qps, burst
 	}{
 		{name: "an old binary scales through the seed client", profile: gardenerProfile, has: map[string]bool{},
-			want: benchmarks.ClientLimits{KubeAPIQPS: 20, KubeAPIBurst: 100}, wantBudget: []float64{20, 100}},
+			want: ClientLimits{KubeAPIQPS: 20, KubeAPIBurst: 100}, wantBudget: []float64{20, 100}},
 		{name: "a new binary gets the scale budget", profile: gardenerProfile, has: all,
-			want:       benchmarks.ClientLimits{KubeAPIQPS: 20, KubeAPIBurst: 100, ScaleWorkers: 16, ScaleQPS: 20, ScaleBurst: 100},
+			want:       ClientLimits{KubeAPIQPS: 20, KubeAPIBurst: 100, ScaleWorkers: 16, ScaleQPS: 20, ScaleBurst: 100},
 			wantBudget: []float64{20, 100}},
 		{name: "the original's limits, no scale flags, an old binary", profile: originalProfile, has: map[string]bool{},
-			want: benchmarks.ClientLimits{KubeAPIQPS: 5, KubeAPIBurst: 10}, wantBudget: []float64{5, 10}},
+			want: ClientLimits{KubeAPIQPS: 5, KubeAPIBurst: 10}, wantBudget: []float64{5, 10}},
 		{name: "the original's limits, no scale flags, a new binary: its defaults", profile: originalProfile, has: all,
-			want: benchmarks.ClientLimits{KubeAPIQPS: 5, KubeAPIBurst: 10}, wantBudget: []float64{20, 100}},
+			want: ClientLimits{KubeAPIQPS: 5, KubeAPIBurst: 10}, wantBudget: []float64{20, 100}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.profile.limits(tc.has)
@@ -171,35 +170,35 @@ func TestCountersByLabel(t *testing.T) {
 }
 
 func TestBenchOptionsValidate(t *testing.T) {
-	valid := func() benchOptions {
-		return benchOptions{name: "x", scenarios: []string{scenarioMassMeltdown, scenarioLies}, shoots: []int{100}, replicas: []int{1, 3},
-			nodes: 3, repeats: 1, meltdowns: 1, meltdownShoots: 1, probeWorkers: 1, duration: time.Second, interval: time.Second,
-			mass: massOptions{originalShoots: 50, seed: 100, melt: 30, replicas: []int{1, 3}},
-			lies: liesOptions{shoots: 100, replicas: 1, hugeLeases: 10, hugeShoots: 2}}
+	valid := func() Options {
+		return Options{Name: "x", Scenarios: []string{scenarioMassMeltdown, scenarioLies}, Shoots: []int{100}, Replicas: []int{1, 3},
+			Nodes: 3, Repeats: 1, Meltdowns: 1, MeltdownShoots: 1, ProbeWorkers: 1, Duration: time.Second, Interval: time.Second,
+			Mass: MassOptions{OriginalShoots: 50, Seed: 100, Melt: 30, Replicas: []int{1, 3}},
+			Lies: LiesOptions{Shoots: 100, Replicas: 1, HugeLeases: 10, HugeShoots: 2}}
 	}
 	o := valid()
-	require.NoError(t, o.validate())
+	require.NoError(t, o.Validate())
 	assert.True(t, o.runs(scenarioMassOriginal) && o.runs(scenarioMassRecover) && o.runs(scenarioMassAll), "mass-meltdown stands for its parts")
 	assert.False(t, o.runs(scenarioSteady))
 
 	for _, tc := range []struct {
 		name    string
-		change  func(o *benchOptions)
+		change  func(o *Options)
 		wantErr string
 	}{
-		{name: "unknown scenario", change: func(o *benchOptions) { o.scenarios = append(o.scenarios, "lying") }, wantErr: `unknown scenario "lying"`},
-		{name: "recover seed above the largest --shoots", change: func(o *benchOptions) { o.mass.seed = 1000 }, wantErr: "--mass-meltdown-seed"},
-		{name: "melting more than the seed", change: func(o *benchOptions) { o.mass.melt = 101 }, wantErr: "--mass-meltdown-melt"},
-		{name: "original above the largest --shoots", change: func(o *benchOptions) { o.mass.originalShoots = 101 }, wantErr: "--mass-meltdown-original-shoots"},
-		{name: "lies above the largest --shoots", change: func(o *benchOptions) { o.lies.shoots = 101 }, wantErr: "--lies-shoots"},
-		{name: "more huge shoots than lying ones", change: func(o *benchOptions) { o.lies.hugeShoots = 101 }, wantErr: "--huge-shoots"},
-		{name: "a part alone is checked", change: func(o *benchOptions) { o.scenarios = []string{scenarioMassRecover}; o.mass.melt = 0 }, wantErr: "--mass-meltdown-melt"},
-		{name: "a part not run is not checked", change: func(o *benchOptions) { o.scenarios = []string{scenarioMassAll}; o.mass.melt = 0 }},
+		{name: "unknown scenario", change: func(o *Options) { o.Scenarios = append(o.Scenarios, "lying") }, wantErr: `unknown scenario "lying"`},
+		{name: "recover seed above the largest --shoots", change: func(o *Options) { o.Mass.Seed = 1000 }, wantErr: "--mass-meltdown-seed"},
+		{name: "melting more than the seed", change: func(o *Options) { o.Mass.Melt = 101 }, wantErr: "--mass-meltdown-melt"},
+		{name: "original above the largest --shoots", change: func(o *Options) { o.Mass.OriginalShoots = 101 }, wantErr: "--mass-meltdown-original-shoots"},
+		{name: "lies above the largest --shoots", change: func(o *Options) { o.Lies.Shoots = 101 }, wantErr: "--lies-shoots"},
+		{name: "more huge shoots than lying ones", change: func(o *Options) { o.Lies.HugeShoots = 101 }, wantErr: "--huge-shoots"},
+		{name: "a part alone is checked", change: func(o *Options) { o.Scenarios = []string{scenarioMassRecover}; o.Mass.Melt = 0 }, wantErr: "--mass-meltdown-melt"},
+		{name: "a part not run is not checked", change: func(o *Options) { o.Scenarios = []string{scenarioMassAll}; o.Mass.Melt = 0 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := valid()
 			tc.change(&o)
-			err := o.validate()
+			err := o.Validate()
 			if tc.wantErr == "" {
 				assert.NoError(t, err)
 				return
@@ -210,9 +209,9 @@ func TestBenchOptionsValidate(t *testing.T) {
 }
 
 func TestStagesRunInTheOrderOfTheShootsTheyNeed(t *testing.T) {
-	b := &bench{opts: benchOptions{scenarios: []string{scenarioSteady, scenarioHandover, scenarioMassMeltdown, scenarioLies},
-		shoots: []int{1000, 5000}, replicas: []int{1, 3},
-		mass: massOptions{originalShoots: 50, seed: 1000, melt: 300, replicas: []int{1, 3}}, lies: liesOptions{shoots: 1000}}}
+	b := &bench{opts: Options{Scenarios: []string{scenarioSteady, scenarioHandover, scenarioMassMeltdown, scenarioLies},
+		Shoots: []int{1000, 5000}, Replicas: []int{1, 3},
+		Mass: MassOptions{OriginalShoots: 50, Seed: 1000, Melt: 300, Replicas: []int{1, 3}}, Lies: LiesOptions{Shoots: 1000}}}
 	var sizes []int
 	for _, st := range inOrder(b.stages()) {
 		sizes = append(sizes, st.shoots)
@@ -222,17 +221,17 @@ func TestStagesRunInTheOrderOfTheShootsTheyNeed(t *testing.T) {
 }
 
 func TestFaultGoals(t *testing.T) {
-	r := &benchmarks.Result{
-		Settings: benchmarks.Settings{ProbeIntervalSeconds: 10},
-		MassMeltdown: &benchmarks.MassMeltdown{
-			OriginalLimits: &benchmarks.MeltdownBatch{Melted: 50, ScaledDownP99Seconds: 19.5},
-			Recover: []benchmarks.MeltdownBatch{
+	r := &Result{
+		Settings: Settings{ProbeIntervalSeconds: 10},
+		MassMeltdown: &MassMeltdown{
+			OriginalLimits: &MeltdownBatch{Melted: 50, ScaledDownP99Seconds: 19.5},
+			Recover: []MeltdownBatch{
 				{Melted: 300, SeedShoots: 1000, Replicas: 1, MCMScaleUpDelaySeconds: 30, RestoreFloorSeconds: 40, RestoredP99Seconds: 94.9, ProbeLagP99Seconds: 0.5},
 				{Melted: 300, SeedShoots: 1000, Replicas: 3, MCMScaleUpDelaySeconds: 30, RestoreFloorSeconds: 0, RestoredP99Seconds: 56, ProbeLagP99Seconds: 0.2, MissedCycles: 1},
 			},
-			All: &benchmarks.MeltdownBatch{Melted: 5000, Replicas: 3, ScaleDownFloorSeconds: 245, ScaledDownMaxSeconds: 290},
+			All: &MeltdownBatch{Melted: 5000, Replicas: 3, ScaleDownFloorSeconds: 245, ScaledDownMaxSeconds: 290},
 		},
-		Lies: &benchmarks.Lies{Shoots: 1000, Replicas: 1, Parts: []benchmarks.LiePart{
+		Lies: &Lies{Shoots: 1000, Replicas: 1, Parts: []LiePart{
 			{Lie: "stale", Shoots: 1000, PeakRSSBytes: []float64{900 << 20}},
 			{Lie: "huge", Shoots: 2, ExtraLeases: 200000, PeakRSSBytes: []float64{511 << 20}},
 		}},
