@@ -108,7 +108,7 @@ fuzz-targets: ## Fail if a fuzz target is missing from FUZZ_TARGETS (make fuzz w
 
 # The test packages that take longest, longest first: go test starts packages in the order given, so
 # that two of them run at a time from the start and the short ones fill in at the end.
-SLOW_TEST_PKGS := ./cmd/dwd-sim ./test/chaos ./sharding ./prober ./cmd/dwd ./deploy ./weeder
+SLOW_TEST_PKGS := ./test/e2e ./test/chaos ./sharding ./prober ./cmd/dwd ./deploy ./weeder
 
 .PHONY: test-build
 test-build: ## Vet every package, tests included, with all of go vet's checks, compiling what they import with the race detector (no control plane).
@@ -139,7 +139,7 @@ test-rules: $(PROMTOOL) ## Check the alert rules and run their promtool unit tes
 
 .PHONY: test-dashboards
 test-dashboards: tools $(PROMETHEUS) ## Prometheus on loopback scrapes three dwd replicas: every dashboard and alert expression returns data, a kill fires an alert.
-	DWD_PROMETHEUS=$(PROMETHEUS) $(GO) test -race -vet=off -count=1 -run='^TestDashboards$$' -v ./cmd/dwd-sim
+	DWD_PROMETHEUS=$(PROMETHEUS) $(GO) test -race -vet=off -count=1 -run='^TestDashboards$$' -v ./test/e2e
 
 DURATION ?= 30m
 

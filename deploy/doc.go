@@ -31,7 +31,7 @@
 //     kustomization that makes them a ConfigMap in garden labelled for Gardener's seed Plutono;
 //     docs/dashboards.md describes them. grafana_test.go checks their structure (ids, datasources,
 //     targets, variables, panel types Plutono has, the metrics named) and builds and applies the
-//     ConfigMap. Package deploytest reads their expressions for these tests and for cmd/dwd-sim's
+//     ConfigMap. Package deploytest reads their expressions for these tests and for test/e2e's
 //     TestDashboards (make test-dashboards), which evaluates each on a real Prometheus scraping real
 //     replicas, as it does every alert of the rule file.
 //
