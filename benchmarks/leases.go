@@ -117,7 +117,7 @@ func startLeaseTracker(ctx context.Context, cfg *rest.Config) (*leaseTracker, er
 			t.memberWrites++
 		}
 	}
-	_, err = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	err = runInformer(ctx, factory, informer, cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { observe(obj, true) },
 		// A relist delivers every lease as an update, changed or not: only a new resourceVersion is a write.
 		UpdateFunc: func(old, obj any) {
@@ -126,20 +126,29 @@ func startLeaseTracker(ctx context.Context, cfg *rest.Config) (*leaseTracker, er
 				observe(obj, false)
 			}
 		},
-	})
+	}, "the partition lease informer")
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		cancel()
-		factory.Shutdown()
-		return nil, errors.New("the partition lease informer did not sync")
-	}
-	go func() { <-ctx.Done(); factory.Shutdown() }()
 	t.mark()
 	return t, nil
+}
+
+// runInformer adds handler to informer, starts factory and waits until the informer has synced;
+// what names it in the error. The factory shuts down when ctx ends.
+func runInformer(ctx context.Context, factory informers.SharedInformerFactory, informer cache.SharedIndexInformer,
+	handler cache.ResourceEventHandler, what string) error {
+	if _, err := informer.AddEventHandler(handler); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		factory.Shutdown()
+		return errors.New(what + " did not sync")
+	}
+	go func() { <-ctx.Done(); factory.Shutdown() }()
+	return nil
 }
 
 // stop ends the informer.

@@ -33,15 +33,11 @@ func (b *bench) outage(ctx context.Context, shoots, replicas int) (*Outage, erro
 	}
 	rs.ProxyTo = b.seed // each replica reaches the seed through a proxy of its own, which the outage cuts
 	defer rs.Close()
-	if err := b.startFresh(ctx, shoots, replicas, rs); err != nil {
-		return nil, err
-	}
-	defer b.stopAll()
-	tracker, err := startLeaseTracker(ctx, b.seed.Env.Config)
+	tracker, stop, err := b.startTracked(ctx, shoots, replicas, rs)
 	if err != nil {
 		return nil, err
 	}
-	defer tracker.stop()
+	defer stop()
 	x := &Outage{Shoots: shoots, Replicas: replicas, ResumeTimeoutSeconds: restartResumeTimeout(b.opts.Interval).Seconds(),
 		SettleSeconds: (outageSettle * b.opts.Interval).Seconds()}
 	if err := b.quietBeforeCut(ctx, x); err != nil {

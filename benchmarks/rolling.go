@@ -34,15 +34,11 @@ func (b *bench) rolling(ctx context.Context, shoots, replicas int) (*Rolling, er
 		rs.Args = append(slices.Clip(rs.Args), flagLeaveMode+"="+config.LeaveReturn)
 		x.LeaveMode = config.LeaveReturn
 	}
-	if err := b.startFresh(ctx, shoots, replicas, rs); err != nil {
-		return nil, err
-	}
-	defer b.stopAll()
-	tracker, err := startLeaseTracker(ctx, b.seed.Env.Config)
+	tracker, stop, err := b.startTracked(ctx, shoots, replicas, rs)
 	if err != nil {
 		return nil, err
 	}
-	defer tracker.stop()
+	defer stop()
 	fmt.Fprintf(b.out, "rolling, %d shoots × %d replicas, leave mode %q\n", shoots, replicas, x.LeaveMode)
 	owners := ownersOf(b.seed.Shoots.Callers())
 	b.seed.Shoots.MarkProbes()

@@ -2,7 +2,6 @@ package benchmarks
 
 import (
 	"context"
-	"errors"
 	"maps"
 	"slices"
 	"sync"
@@ -131,19 +130,13 @@ func startScaleTracker(ctx context.Context, cfg *rest.Config) (*scaleTracker, er
 			t.events.observe(d.Namespace, d.Name, *d.Spec.Replicas, time.Now())
 		}
 	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	err = runInformer(ctx, factory, informer, cache.ResourceEventHandlerFuncs{
 		AddFunc: observe, UpdateFunc: func(_, obj any) { observe(obj) },
-	}); err != nil {
+	}, "the Deployment informer")
+	if err != nil {
 		cancel()
 		return nil, err
 	}
-	factory.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		cancel()
-		factory.Shutdown()
-		return nil, errors.New("the Deployment informer did not sync")
-	}
-	go func() { <-ctx.Done(); factory.Shutdown() }()
 	return t, nil
 }
 

@@ -82,15 +82,11 @@ const memberWritesWindow = 20 * time.Second
 // another victim, and measures how long until every moved shoot is probed by its new owner.
 func (b *bench) handover(ctx context.Context, shoots, replicas int) (*Handover, error) {
 	h := &Handover{Shoots: shoots, Replicas: replicas, Repeats: b.opts.Repeats}
-	if err := b.startFresh(ctx, shoots, replicas, b.rs); err != nil {
-		return nil, err
-	}
-	defer b.stopAll()
-	tracker, err := startLeaseTracker(ctx, b.seed.Env.Config)
+	tracker, stop, err := b.startTracked(ctx, shoots, replicas, b.rs)
 	if err != nil {
 		return nil, err
 	}
-	defer tracker.stop()
+	defer stop()
 	select { // a measurement window, not a wait for a condition
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -295,6 +291,20 @@ func (b *bench) scaledUp(ctx context.Context, names []string) bool {
 		}
 	}
 	return true
+}
+
+// startTracked starts replicas of rs over shoots afresh (startFresh) and a tracker of the group's
+// leases; stop stops the tracker, then the replicas.
+func (b *bench) startTracked(ctx context.Context, shoots, replicas int, rs *sim.ReplicaSet) (*leaseTracker, func(), error) {
+	if err := b.startFresh(ctx, shoots, replicas, rs); err != nil {
+		return nil, nil, err
+	}
+	tracker, err := startLeaseTracker(ctx, b.seed.Env.Config)
+	if err != nil {
+		b.stopAll()
+		return nil, nil, err
+	}
+	return tracker, func() { tracker.stop(); b.stopAll() }, nil
 }
 
 // startFresh stops the replicas, makes sure there are shoots, starts replicas of the set and waits

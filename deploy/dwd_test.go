@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -9,11 +8,11 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/logtest"
 	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -213,24 +212,6 @@ func configFiles(t *testing.T, objs []*unstructured.Unstructured, w workload, c 
 	return out
 }
 
-// lockedBuffer is a bytes.Buffer a process writes to while the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // runUntilStarted runs l until dwd logs its start line, then stops it with SIGTERM as the kubelet
 // does and waits for it to exit within grace. A command line or config dwd rejects makes it exit
 // first, with the problem in its output, which the failure shows.
@@ -238,7 +219,7 @@ func runUntilStarted(t *testing.T, l launch, grace time.Duration) {
 	t.Helper()
 	cmd := exec.Command(l.argv[0], l.argv[1:]...)
 	cmd.Env = l.env
-	out := &lockedBuffer{}
+	out := &logtest.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)

@@ -12,9 +12,9 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/logtest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap/zapcore"
@@ -218,24 +218,6 @@ func brokenSecrets() []secretCase {
 	}
 }
 
-// logBuffer collects the lines of a logger.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // report is what the prober let out about a shoot: the error of its first probe cycle, its log and
 // its Events.
 type report struct {
@@ -249,7 +231,7 @@ type report struct {
 func reportBroken(t *testing.T, data func(string, secretMaterial) map[string][]byte, m secretMaterial) report {
 	t.Helper()
 	f := newCycleFixture(t, 3)
-	var log logBuffer
+	var log logtest.Buffer
 	f.m.Log = ctrlzap.New(ctrlzap.WriteTo(&log), ctrlzap.Level(zapcore.Level(-127)))
 	f.scaledDown(t)
 	setSecretData(t, f, data(cycleServer(t, f), m))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/internal/logtest"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/test"
 )
@@ -48,7 +47,7 @@ var gardenerProberArgs = []string{"prober", "--config-file=/etc/dependency-watch
 // run executes dwd with args and returns its exit code, standard output and standard error (where a
 // running replica also logs).
 func run(ctx context.Context, args ...string) (int, string, string) {
-	var stdout, stderr lockedBuffer
+	var stdout, stderr logtest.Buffer
 	root := newRootCommand()
 	root.SetOut(&stdout)
 	root.SetErr(&stderr)
@@ -354,24 +353,6 @@ func httpOK(url string) bool {
 	}
 	defer resp.Body.Close()
 	return resp.StatusCode == http.StatusOK
-}
-
-// lockedBuffer is a bytes.Buffer that the goroutines of a running replica can log to at once.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestBrokenSeedKubeconfigIsNotQuoted: a seed kubeconfig the decoder fails on is reported without its

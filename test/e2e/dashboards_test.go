@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -53,15 +52,8 @@ func TestDashboards(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, queries)
 
-	g, err := sim.OverlayGrants(demo.Overlay)
-	require.NoError(t, err)
+	d, buf := setUpDemo(t, demo.Options{Dwd: dwd, Dir: dir}, overlayGrants(t))
 	ctx := context.Background()
-	var buf bytes.Buffer
-	d, err := demo.SetUp(ctx, &sim.LockedWriter{W: &buf}, demo.Options{Shoots: 30, Nodes: 2, Replicas: 3, Dwd: dwd, Dir: dir}, g)
-	if d != nil {
-		defer d.TearDown()
-	}
-	require.NoError(t, err, buf.String())
 	_, err = d.StartReplicas(ctx)
 	require.NoError(t, err, buf.String())
 	prom := startPrometheus(t, bin, dir, d.Replicas, rulesFile)

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/demo"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
+	"github.com/sharded-dwd/dependency-watchdog/internal/logtest"
 	"github.com/sharded-dwd/dependency-watchdog/test"
 )
 
@@ -23,20 +23,10 @@ func TestDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a seed and three dwd processes")
 	}
-	quietLogs()
 	dir := t.TempDir()
-	dwd := test.BuildDwd(t)
-	g, err := sim.OverlayGrants(demo.Overlay)
-	require.NoError(t, err)
-
+	d, buf := setUpDemo(t, demo.Options{Dir: dir, LogLevel: "debug"}, overlayGrants(t))
 	ctx := context.Background()
-	var buf bytes.Buffer
-	d, err := demo.SetUp(ctx, &sim.LockedWriter{W: &buf}, demo.Options{Shoots: 30, Nodes: 2, Replicas: 3, Dwd: dwd, Dir: dir, LogLevel: "debug"}, g)
-	if d != nil {
-		defer d.TearDown()
-	}
-	require.NoError(t, err, buf.String())
-	err = d.Run(ctx)
+	err := d.Run(ctx)
 	t.Log(buf.String())
 	require.NoError(t, err)
 	require.Contains(t, buf.String(), "All 7 steps did what they should.")
@@ -50,4 +40,34 @@ func TestDemo(t *testing.T) {
 	lines := assertPermissionsSuffice(t, dir)
 	assert.Empty(t, permissionLines(lines, true), "the overlay grants the optional permissions too")
 	requireNoSecretsInLogs(t, ctx, d.Seed, dir)
+}
+
+// overlayGrants are the grants of the demo's overlay, deploy/overlays/sharded.
+func overlayGrants(t *testing.T) sim.Grants {
+	t.Helper()
+	g, err := sim.OverlayGrants(demo.Overlay)
+	require.NoError(t, err)
+	return g
+}
+
+// setUpDemo sets up the demo's seed with 30 shoots of 2 nodes, and 3 replicas (not started) of the dwd
+// the test built, under the grants g, with the other options of opts; the demo is torn down when the
+// test ends. The buffer holds what the demo printed.
+func setUpDemo(t *testing.T, opts demo.Options, g sim.Grants) (*demo.Demo, *logtest.Buffer) {
+	t.Helper()
+	quietLogs()
+	opts.Shoots, opts.Nodes, opts.Replicas = 30, 2, 3
+	if opts.Dwd == "" {
+		opts.Dwd = test.BuildDwd(t)
+	}
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	out := &logtest.Buffer{}
+	d, err := demo.SetUp(context.Background(), out, opts, g)
+	if d != nil {
+		t.Cleanup(d.TearDown)
+	}
+	require.NoError(t, err, out.String())
+	return d, out
 }

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/demo"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
-	"github.com/sharded-dwd/dependency-watchdog/test"
 )
 
 // variantTimeout bounds the first step of a story under RBAC with a rule taken out: long enough for
@@ -29,20 +27,13 @@ func TestRBACRuleRemovedFailsTheStory(t *testing.T) {
 	// The two variants mostly wait for a step to time out: they run side by side.
 	t.Run("dwd run under deploy/overlays/sharded less list and watch on leases", func(t *testing.T) {
 		t.Parallel()
-		g, err := sim.OverlayGrants(demo.Overlay)
-		require.NoError(t, err)
+		g := overlayGrants(t)
+		var err error
 		g.Objects, err = withoutVerbs(g.Objects, "Role", "dwd", "coordination.k8s.io", "leases", "list", "watch")
 		require.NoError(t, err)
-		quietLogs()
 		dir := t.TempDir()
-		dwd := test.BuildDwd(t)
+		d, buf := setUpDemo(t, demo.Options{Dir: dir}, g)
 		ctx := context.Background()
-		var buf bytes.Buffer
-		d, err := demo.SetUp(ctx, &sim.LockedWriter{W: &buf}, demo.Options{Shoots: 30, Nodes: 2, Replicas: 3, Dwd: dwd, Dir: dir}, g)
-		if d != nil {
-			defer d.TearDown()
-		}
-		require.NoError(t, err, buf.String())
 
 		ok := d.Step(ctx, "Start 3 replicas; they share the partitions and probe every shoot", func(ctx context.Context) (string, error) {
 			return d.StartReplicasWithin(ctx, variantTimeout)
