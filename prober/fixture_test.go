@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -65,10 +66,15 @@ var dependents = []string{"kube-controller-manager", "machine-controller-manager
 // startReplica runs a prober replica as member of a group whose leases live in leaseNS; its seed
 // requests count as client member-leaseNS.
 func startReplica(t *testing.T, leaseNS, member string) *replicatest.Replica {
+	return startReplicaClocked(t, leaseNS, member, nil)
+}
+
+// startReplicaClocked is startReplica whose prober runs on clk, unless it is nil.
+func startReplicaClocked(t *testing.T, leaseNS, member string, clk clock.WithTicker) *replicatest.Replica {
 	through := rest.CopyConfig(seed.Config)
 	through.Wrap(apimetrics.CountRequests("seed", member+"-"+leaseNS))
 	return replicatest.Start(t, replicatest.Options{Seed: seed.Config, Through: through, Group: "probers",
-		LeaseNamespace: leaseNS, Member: member,
+		LeaseNamespace: leaseNS, Member: member, Clock: clk,
 		Prober: &prober.Options{Config: configtest.Prober(t, proberConfig), Workers: 8, QPS: 50, Burst: 100}})
 }
 
