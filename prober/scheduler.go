@@ -166,7 +166,7 @@ func (s *Scheduler) dispatch(ctx context.Context, slots chan struct{}, wg *sync.
 		if slots != nil {
 			<-slots
 		}
-		if !s.sleep(ctx, s.batched(at)) {
+		if !s.sleep(ctx, at) {
 			return
 		}
 	}
@@ -227,7 +227,8 @@ func (s *Scheduler) sleep(ctx context.Context, at time.Time) bool {
 }
 
 // due pops the first task if its time has come, else returns when it will (the zero time: nothing
-// scheduled).
+// scheduled). With a Batch, a task's time comes at the first multiple of Batch from its next-run time,
+// however the dispatcher was woken.
 func (s *Scheduler) due() (*task, time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -235,8 +236,8 @@ func (s *Scheduler) due() (*task, time.Time) {
 		return nil, time.Time{}
 	}
 	first := s.queue[0]
-	if first.next.After(s.clock.Now()) {
-		return nil, first.next
+	if at := s.batched(first.next); at.After(s.clock.Now()) {
+		return nil, at
 	}
 	heap.Pop(&s.queue)
 	first.running, first.done = true, make(chan struct{})

@@ -301,6 +301,24 @@ func TestBatchedWaitEndsAtAMultipleOfTheBatch(t *testing.T) {
 	assert.Equal(t, now.Add(10*time.Millisecond), s.batched(now.Add(10*time.Millisecond)), "no batch: no change")
 }
 
+// A task is due at the first multiple of the batch from its time, whenever the dispatcher asks: a
+// wake-up for another reason (a new task, a requeue) between its time and that multiple does not run
+// it early. It did when only the dispatcher's sleep was batched, and TestSchedulerStartsTasksAtMultiplesOfItsBatch
+// then saw a task start at 10 ms on a loaded machine.
+func TestATaskIsDueAtTheBatchAfterItsTime(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0) // t0 is a multiple of the batch
+	s := NewScheduler(clk, 0, nil)
+	s.Batch = 50 * time.Millisecond
+	s.Schedule("a", t0.Add(10*time.Millisecond), counter(new(atomic.Int32), time.Minute))
+	clk.Step(10 * time.Millisecond)
+	task, at := s.due()
+	assert.Nil(t, task, "not due before the batch")
+	assert.Equal(t, t0.Add(50*time.Millisecond), at)
+	clk.Step(40 * time.Millisecond)
+	task, _ = s.due()
+	assert.NotNil(t, task, "due at the batch")
+}
+
 // The dispatcher learns when the next task is due, and sleeps after: time that passes in between (a
 // busy machine, a test stepping the clock) must not make it sleep past that moment. It did when the
 // wait was measured before the sleep: TestSchedulerRunsEachTaskAtItsTime then lost a run now and
