@@ -348,6 +348,7 @@ func TestTheLintFindsAPlantedViolationOfEachRule(t *testing.T) {
 		"benchmarks/sim/testdata/x.go": "package x\n\nimport \"time\"\n\nvar _ = time." + "Sleep\n",
 		"benchmarks/sim/sim.go":        "package sim\n\nimport _ \"example.com/m/leases/leasestest\"\n",
 		"internal/treecheck/x_test.go": "package treecheck\n",
+		"replica/r.go":                 "package replica\n\nimport _ \"example.com/m/prober\"\n",
 	}
 	planted := map[string]struct {
 		files map[string]string
@@ -360,6 +361,8 @@ func TestTheLintFindsAPlantedViolationOfEachRule(t *testing.T) {
 		"through another package": {map[string]string{"scaler/s.go": "package scaler\n\nimport _ \"example.com/m/access\"\n",
 			"access/a.go": "package access\n\nimport _ \"example.com/m/sharding\"\n"},
 			"scaler: imports sharding (through access)"},
+		"the replica under a role": {map[string]string{"weeder/w.go": "package weeder\n\nimport _ \"example.com/m/replica\"\n"},
+			"weeder: imports replica, which its floor forbids"},
 		"a role beside the other": {map[string]string{"prober/p.go": "package prober\n\nimport _ \"example.com/m/weeder\"\n"},
 			"prober: imports weeder"},
 		"a command imported": {map[string]string{"weeder/x_test.go": "package weeder\n\nimport _ \"example.com/m/cmd/dwd\"\n"},
