@@ -27,5 +27,6 @@
 // process gets an audit log of its own, which AuditLogs lists. A Replica's lock guards its current
 // process, so that a sampler may scrape it while a scenario restarts it. Seed.Grant runs the replicas
 // under exactly the RBAC of a deploy/ overlay (OverlayGrants) or of any ServiceAccount's roles, by
-// impersonation. The demo, the benchmarks and the end-to-end tests share these pieces.
+// impersonation. The demo, the benchmarks, the end-to-end tests and the chaos suite (test/chaos) share
+// these pieces.
 package sim
