@@ -7,6 +7,8 @@
 // integration tests skip themselves with Environment.Require. A test that binds RBAC to a user it
 // impersonates waits with AwaitGranted until the API server's authorizer grants it.
 //
-// The chaos suite (test/chaos) runs dwd processes against this control plane through Proxy, and
-// restarts its API server on the same etcd with StopAPIServer and StartAPIServer.
+// A Proxy stands between a client and the API server and cuts it off on demand; Proxy.Kubeconfig
+// points a dwd process's kubeconfig through one. The chaos suite (test/chaos) runs dwd processes
+// against this control plane through proxies (benchmarks/sim's ReplicaSet starts them), and restarts
+// its API server on the same etcd with StopAPIServer and StartAPIServer.
 package test

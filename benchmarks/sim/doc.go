@@ -19,9 +19,14 @@
 //
 // On the seed run real dwd processes: a ReplicaSet starts Replicas (`dwd run`, or the original's
 // `dwd prober` and `dwd weeder` command lines) that share its flags, each logging to a file of its own
-// and, with ProxyTo, reaching the seed's API server through a proxy of its own that Replica.Cut cuts.
-// A Replica can be killed, stopped, restarted under its name (as a StatefulSet's Pod), asked whether
-// it is ready, and scraped (Sum). Seed.Grant runs them under exactly the RBAC of a deploy/ overlay
-// (OverlayGrants) or of any ServiceAccount's roles, by impersonation. The demo, the benchmarks and the
-// end-to-end tests share these pieces.
+// and, with ProxyTo, reaching the seed's API server through a proxy of its own (test.Proxy) that
+// Replica.Cut cuts. A Replica keeps its name and ports across restarts, as a StatefulSet's Pod does:
+// it can be killed (SIGKILL), terminated (SIGTERM), paused (SIGSTOP) and resumed, restarted with the
+// same flags or, as in a rolling update, with others (RestartWith), asked whether it is ready, and
+// scraped (Sum); StartAs starts a second process under a running replica's name. With Audit, every
+// process gets an audit log of its own, which AuditLogs lists. A Replica's lock guards its current
+// process, so that a sampler may scrape it while a scenario restarts it. Seed.Grant runs the replicas
+// under exactly the RBAC of a deploy/ overlay (OverlayGrants) or of any ServiceAccount's roles, by
+// impersonation. The demo, the benchmarks, the end-to-end tests and the chaos suite (test/chaos) share
+// these pieces.
 package sim

@@ -9,12 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
@@ -27,33 +26,20 @@ var Groups = []string{"dwd-prober", "dwd-weeder"}
 // Partitions is the partition count of each group the replicas run.
 const Partitions = config.DefaultPartitionCount
 
-// Replica is one dwd process on the simulated seed, logging to Log. It keeps its name and command line
-// across a kill or stop and Restart, as a StatefulSet's Pod does.
-type Replica struct {
-	// Name is its --member-name (when it runs `dwd run`) and the base name of its files.
-	Name string
-	// Log is the file its output goes to.
-	Log string
-
-	dwd         string
-	args        []string
-	metricsAddr string
-	healthAddr  string
-	// proxy, when the set runs its replicas through proxies, stands between it and the seed.
-	proxy *test.Proxy
-	proc  *dwdproc.Process
-}
-
 // ReplicaSet starts dwd processes against the simulated seed, all with the same flags.
+//
+// Locking: mu guards the proxies and the audit logs, which replicas started or restarted side by
+// side add to.
 type ReplicaSet struct {
 	// Dwd is the path of the dwd binary.
 	Dwd string
-	// Dir receives each replica's log, <name>.log, and what else it needs (<name>.pprof, a kubeconfig).
+	// Dir receives each replica's log, <file>.log (file is its name unless started with StartAs),
+	// and what else it needs (<file>.pprof, a kubeconfig, audit logs).
 	Dir string
-	// Args are the flags every replica gets.
+	// Args are the flags every replica gets (until Replica.RestartWith gives one others).
 	Args []string
 	// Pprof, when set, gives every replica a pprof endpoint on a free loopback port, written to
-	// <name>.pprof in Dir.
+	// <file>.pprof in Dir.
 	Pprof bool
 	// Command is the dwd command the replicas run: "run" when empty, which gets --member-name, or
 	// "prober" or "weeder", the original's command lines, which get none (it is a sharding flag).
@@ -61,13 +47,22 @@ type ReplicaSet struct {
 	// ProxyTo, when set, runs each replica through a proxy of its own to this seed's API server
 	// (Replica.Cut cuts it): its --kubeconfig points at the proxy, in place of the one in Args.
 	ProxyTo *Seed
+	// Audit, when set, gives every process an audit log of its own, --audit-log=<Dir>/<file>.<n>.audit,
+	// n counting the processes started under that file name from 0; AuditLogs lists them.
+	Audit bool
 
-	mu      sync.Mutex
-	proxies []*test.Proxy
+	mu        sync.Mutex
+	proxies   []*test.Proxy
+	starts    map[string]int
+	auditLogs []string
 }
 
-// Start starts a replica named name.
-func (rs *ReplicaSet) Start(name string) (*Replica, error) {
+// Start starts a replica named name, its files named after it.
+func (rs *ReplicaSet) Start(name string) (*Replica, error) { return rs.StartAs(name, name) }
+
+// StartAs starts a replica named name whose files are named file: a second process under the name
+// of a running replica, which must not share its log.
+func (rs *ReplicaSet) StartAs(name, file string) (*Replica, error) {
 	metrics, err := dwdproc.FreePort()
 	if err != nil {
 		return nil, err
@@ -76,60 +71,86 @@ func (rs *ReplicaSet) Start(name string) (*Replica, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Replica{Name: name, Log: filepath.Join(rs.Dir, name+".log"), dwd: rs.Dwd, metricsAddr: metrics, healthAddr: health}
-	args := rs.Args
-	if rs.ProxyTo != nil {
-		if args, err = rs.proxied(r); err != nil {
-			return nil, err
-		}
-	}
-	r.args = append([]string{cmp.Or(rs.Command, "run")}, args...)
+	r := &Replica{Name: name, Log: filepath.Join(rs.Dir, file+".log"), set: rs, file: file,
+		metricsAddr: metrics, healthAddr: health, args: rs.Args}
 	if cmp.Or(rs.Command, "run") == "run" {
-		r.args = append(r.args, "--member-name="+name)
+		r.own = append(r.own, "--member-name="+name)
 	}
-	r.args = append(r.args, "--metrics-bind-addr="+metrics, "--health-bind-addr="+health)
+	r.own = append(r.own, "--metrics-bind-addr="+metrics, "--health-bind-addr="+health)
 	if rs.Pprof {
-		addr, err := dwdproc.FreePort()
-		if err != nil {
+		if err := rs.pprof(r); err != nil {
 			return nil, err
 		}
-		r.args = append(r.args, "--pprof-bind-addr="+addr)
-		if err := os.WriteFile(filepath.Join(rs.Dir, name+".pprof"), []byte("http://"+addr+"/debug/pprof/\n"), 0o644); err != nil {
+	}
+	if rs.ProxyTo != nil {
+		if err := rs.proxied(r); err != nil {
 			return nil, err
 		}
 	}
 	return r, r.Restart()
 }
 
-// proxied starts r's proxy to the seed, writes a kubeconfig through it and returns Args with it.
-func (rs *ReplicaSet) proxied(r *Replica) ([]string, error) {
+// pprof gives r a pprof endpoint and writes its address to <file>.pprof.
+func (rs *ReplicaSet) pprof(r *Replica) error {
+	addr, err := dwdproc.FreePort()
+	if err != nil {
+		return err
+	}
+	r.own = append(r.own, "--pprof-bind-addr="+addr)
+	return os.WriteFile(filepath.Join(rs.Dir, r.file+".pprof"), []byte("http://"+addr+"/debug/pprof/\n"), 0o644)
+}
+
+// proxied starts r's proxy to the seed and writes the kubeconfig through it that r runs with.
+func (rs *ReplicaSet) proxied(r *Replica) error {
 	u, err := url.Parse(rs.ProxyTo.Env.Config.Host)
 	if err != nil {
-		return nil, fmt.Errorf("the seed's address %q: %w", rs.ProxyTo.Env.Config.Host, err)
+		return fmt.Errorf("the seed's address %q: %w", rs.ProxyTo.Env.Config.Host, err)
 	}
 	proxy, err := test.StartProxy(u.Host)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rs.mu.Lock()
 	rs.proxies = append(rs.proxies, proxy)
 	rs.mu.Unlock()
 	r.proxy = proxy
-	data, err := ProxiedKubeconfig(rs.ProxyTo.Env.KubeConfig, proxy.Addr())
+	data, err := proxy.Kubeconfig(rs.ProxyTo.Env.KubeConfig)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	path := filepath.Join(rs.Dir, "seed-via-proxy-"+r.Name+".kubeconfig")
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		return nil, err
-	}
-	return withKubeconfig(rs.Args, path), nil
+	r.kubeconfig = filepath.Join(rs.Dir, "seed-via-proxy-"+r.file+".kubeconfig")
+	return os.WriteFile(r.kubeconfig, data, 0o600)
 }
 
 // withKubeconfig is args with --kubeconfig=path in place of theirs.
 func withKubeconfig(args []string, path string) []string {
 	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return strings.HasPrefix(a, "--kubeconfig=") })
 	return append(args, "--kubeconfig="+path)
+}
+
+// nextAuditLog is the audit log of the next process started under the file name, or "" unless the
+// set gives audit logs.
+func (rs *ReplicaSet) nextAuditLog(file string) string {
+	if !rs.Audit {
+		return ""
+	}
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.starts == nil {
+		rs.starts = map[string]int{}
+	}
+	path := filepath.Join(rs.Dir, file+"."+strconv.Itoa(rs.starts[file])+".audit")
+	rs.starts[file]++
+	rs.auditLogs = append(rs.auditLogs, path)
+	return path
+}
+
+// AuditLogs are the audit logs given to the processes started so far, in their order; a process
+// that exited at once may have opened none.
+func (rs *ReplicaSet) AuditLogs() []string {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return slices.Clone(rs.auditLogs)
 }
 
 // Close stops the proxies of the set's replicas; they are cut from the seed for good.
@@ -142,70 +163,6 @@ func (rs *ReplicaSet) Close() {
 	rs.proxies = nil
 }
 
-// ProxiedKubeconfig is a kubeconfig whose servers are reached at addr (host:port) instead: through a
-// proxy. The servers' certificates name the loopback address, not a port, so they still verify.
-func ProxiedKubeconfig(kubeconfig []byte, addr string) ([]byte, error) {
-	cfg, err := clientcmd.Load(kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	for name, c := range cfg.Clusters {
-		u, err := url.Parse(c.Server)
-		if err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", name, err)
-		}
-		u.Host = addr
-		c.Server = u.String()
-	}
-	return clientcmd.Write(*cfg)
-}
-
-// Restart starts the replica's process again under its name, after a kill or a stop.
-func (r *Replica) Restart() error {
-	p, err := dwdproc.Start(r.dwd, r.args, r.Log)
-	if err != nil {
-		return fmt.Errorf("starting %s: %w", r.Name, err)
-	}
-	r.proc = p
-	return nil
-}
-
-// Kill ends the process at once (SIGKILL): a crash.
-func (r *Replica) Kill() { r.proc.Kill() }
-
-// Terminate asks the process to stop (SIGTERM) and waits for it; after timeout it kills it and
-// returns false.
-func (r *Replica) Terminate(timeout time.Duration) bool { return r.proc.Terminate(timeout) }
-
-// Running reports whether the process runs.
-func (r *Replica) Running() bool { return r.proc.Running() }
-
-// State is how the process ended; nil while it runs.
-func (r *Replica) State() *os.ProcessState { return r.proc.State() }
-
-// Memory reads a field of the process's /proc status (VmRSS, VmHWM), in bytes.
-func (r *Replica) Memory(field string) (uint64, error) { return r.proc.Memory(field) }
-
-// MetricsAddr is the host:port of its metrics endpoint.
-func (r *Replica) MetricsAddr() string { return r.metricsAddr }
-
-// Cut cuts the replica from the seed's API server: every connection through its proxy drops and new
-// ones fail until Heal. It needs a set with ProxyTo.
-func (r *Replica) Cut() error {
-	if r.proxy == nil {
-		return errors.New(r.Name + " runs through no proxy")
-	}
-	r.proxy.Cut()
-	return nil
-}
-
-// Heal lets the replica reach the seed's API server again after Cut.
-func (r *Replica) Heal() {
-	if r.proxy != nil {
-		r.proxy.Heal()
-	}
-}
-
 // AllReady reports whether the /readyz of every running replica answers 200: each holds its share.
 func AllReady(ctx context.Context, replicas []*Replica) bool {
 	for _, r := range replicas {
@@ -214,19 +171,6 @@ func AllReady(ctx context.Context, replicas []*Replica) bool {
 		}
 	}
 	return true
-}
-
-// Ready asks the replica's /readyz, waiting a second at most.
-func (r *Replica) Ready(ctx context.Context) bool {
-	return dwdproc.OK(ctx, "http://"+r.healthAddr+"/readyz")
-}
-
-// Metrics scrapes the replica's metrics; nil when it does not answer.
-func (r *Replica) Metrics(ctx context.Context) map[string]*dto.MetricFamily {
-	if !r.Running() {
-		return nil
-	}
-	return dwdproc.Scrape(ctx, r.metricsAddr)
 }
 
 // Sum adds up the samples of a counter or gauge whose labels include match ("k=v,k=v").

@@ -101,7 +101,7 @@ func (c *cluster) heldByAnswering(ctx context.Context) (float64, bool) {
 	total := 0.0
 	for _, r := range c.replicas {
 		n, ok := held(ctx, r)
-		if !ok && r.alive() && !r.paused.Load() {
+		if !ok && r.Running() && !r.Paused() {
 			return 0, false
 		}
 		total += n
@@ -134,11 +134,11 @@ type auditOutcome struct {
 // checkAudit runs the ownership audit (package audit) over every process's audit log. The replicas
 // get --audit-log when `dwd run --help` lists it (cluster.writeConfigs).
 func (c *cluster) checkAudit() (auditOutcome, error) {
-	if !c.audit {
+	if !c.set.Audit {
 		return auditOutcome{}, nil
 	}
 	var files []string
-	for _, f := range c.auditLogs {
+	for _, f := range c.set.AuditLogs() {
 		if _, err := os.Stat(f); err == nil {
 			files = append(files, f) // a process that exited at once opened none
 		}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,11 +15,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
-	"github.com/sharded-dwd/dependency-watchdog/test"
 )
 
 // The group's timings: short so that scenarios are quick, in the protocol's order
@@ -67,15 +64,13 @@ type cluster struct {
 	seed   *sim.Seed
 	faults *sim.FaultServer
 	// shoots are the simulated shoots' namespaces.
-	shoots   []string
-	replicas []*replica
-	proxies  map[string]*test.Proxy
-	common   []string
-	// audit says whether the binary writes audit logs (--audit-log); auditLogs are every process's.
-	audit     bool
-	auditLogs []string
-	// duplicates counts the second processes started under a running replica's name.
-	duplicates int
+	shoots []string
+	// set starts the replicas, each through a proxy of its own, with an audit log per process when
+	// the binary writes them; replicas are dwd-0, dwd-1 and dwd-2.
+	set      *sim.ReplicaSet
+	replicas []*sim.Replica
+	// common are the flags the replicas run with, unless a scenario gives one others.
+	common []string
 	// own counts the test's own writes to Deployments in the round that bump their generation (an
 	// annotation it damages), by namespace/name: no writes of dwd (see scalings).
 	own   map[string]int
@@ -89,7 +84,7 @@ func startCluster(ctx context.Context, dir, dwd string, n int, logf func(string,
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{dir: dir, dwd: dwd, seed: seed, proxies: map[string]*test.Proxy{}, logf: logf, stats: newStats()}
+	c := &cluster{dir: dir, dwd: dwd, seed: seed, logf: logf, stats: newStats()}
 	if err := c.setUp(ctx, n); err != nil {
 		c.stop()
 		return nil, err
@@ -97,8 +92,8 @@ func startCluster(ctx context.Context, dir, dwd string, n int, logf func(string,
 	return c, nil
 }
 
-// setUp creates the shoots (their kubeconfigs through the fault server), the configs, the proxies
-// and the replicas.
+// setUp creates the shoots (their kubeconfigs through the fault server), the configs and the
+// replicas.
 func (c *cluster) setUp(ctx context.Context, n int) error {
 	var err error
 	if c.faults, err = sim.NewFaultServer(c.seed.Shoots); err != nil {
@@ -121,14 +116,11 @@ func (c *cluster) setUp(ctx context.Context, n int) error {
 		return err
 	}
 	for i := range replicaCount {
-		if err := c.addReplica(fmt.Sprintf("dwd-%d", i)); err != nil {
+		r, err := c.set.Start(fmt.Sprintf("dwd-%d", i))
+		if err != nil {
 			return err
 		}
-	}
-	for _, r := range c.replicas {
-		if err := c.startReplica(r); err != nil {
-			return err
-		}
+		c.replicas = append(c.replicas, r)
 	}
 	return c.converge(ctx, time.Now(), 2*time.Minute)
 }
@@ -152,8 +144,8 @@ func (c *cluster) setKubeconfig(ctx context.Context, ns string, data map[string]
 	return c.seed.Env.Client.Update(ctx, secret)
 }
 
-// writeConfigs writes the configs and sets the replicas' common flags; the binary's help says
-// whether it has --audit-log.
+// writeConfigs writes the configs and makes the set of replicas with their common flags; the
+// binary's help says whether it has --audit-log.
 func (c *cluster) writeConfigs(ctx context.Context) error {
 	prober, weeder := filepath.Join(c.dir, "prober.yaml"), filepath.Join(c.dir, "weeder.yaml")
 	if err := os.WriteFile(prober, []byte(proberConfig), 0o644); err != nil {
@@ -166,7 +158,6 @@ func (c *cluster) writeConfigs(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("dwd run --help: %w: %s", err, help)
 	}
-	c.audit = bytes.Contains(help, []byte("--audit-log"))
 	c.common = []string{"--prober-config=" + prober, "--weeder-config=" + weeder,
 		"--shard-namespace=" + shardNamespace, "--partitions=" + strconv.Itoa(partitions),
 		"--kube-api-qps=100", "--kube-api-burst=200", "--probe-workers=8",
@@ -176,75 +167,20 @@ func (c *cluster) writeConfigs(ctx context.Context) error {
 	if bytes.Contains(help, []byte("--leader-election-namespace")) {
 		c.common = append(c.common, "--leader-election-namespace="+shardNamespace)
 	}
+	c.set = &sim.ReplicaSet{Dwd: c.dwd, Dir: c.dir, Args: c.common, ProxyTo: c.seed,
+		Audit: bytes.Contains(help, []byte("--audit-log"))}
 	return nil
-}
-
-// addReplica makes a replica with its own proxy and kubeconfig through it.
-func (c *cluster) addReplica(name string) error {
-	u, err := url.Parse(c.seed.Env.Config.Host)
-	if err != nil {
-		return err
-	}
-	proxy, err := test.StartProxy(u.Host)
-	if err != nil {
-		return err
-	}
-	c.proxies[name] = proxy
-	kubeconfig, err := kubeconfigVia(c.seed.Env.KubeConfig, proxy.Addr())
-	if err != nil {
-		return err
-	}
-	path := filepath.Join(c.dir, name+".kubeconfig")
-	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
-		return err
-	}
-	c.replicas = append(c.replicas, &replica{name: name, kubeconfig: path, log: filepath.Join(c.dir, name+".log")})
-	return nil
-}
-
-// kubeconfigVia is a kubeconfig whose servers are reached at addr (host:port): through a proxy. The
-// API server's certificate names the loopback address, not a port, so it still verifies.
-func kubeconfigVia(kubeconfig []byte, addr string) ([]byte, error) {
-	cfg, err := clientcmd.Load(kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	for name, cl := range cfg.Clusters {
-		u, err := url.Parse(cl.Server)
-		if err != nil {
-			return nil, fmt.Errorf("cluster %s: %w", name, err)
-		}
-		u.Host = addr
-		cl.Server = u.String()
-	}
-	return clientcmd.Write(*cfg)
-}
-
-// startReplica starts a new process of r, with an audit log of its own when the binary writes them.
-func (c *cluster) startReplica(r *replica) error {
-	return r.start(c.dwd, c.common, c.nextAuditLog(r.name, r.starts))
-}
-
-// nextAuditLog is the audit log of the next process of a replica, or "" without audit.
-func (c *cluster) nextAuditLog(name string, start int) string {
-	if !c.audit {
-		return ""
-	}
-	path := filepath.Join(c.dir, fmt.Sprintf("%s.%d.audit", name, start))
-	c.auditLogs = append(c.auditLogs, path)
-	return path
 }
 
 // stop ends the replicas and the seed.
 func (c *cluster) stop() {
 	for _, r := range c.replicas {
-		if r.alive() {
-			r.proc().Signal(sigcont)
-			r.proc().Terminate(10 * time.Second)
+		if r.Running() {
+			r.Terminate(10 * time.Second)
 		}
 	}
-	for _, p := range c.proxies {
-		p.Close()
+	if c.set != nil {
+		c.set.Close()
 	}
 	if c.faults != nil {
 		_ = c.faults.Close()
@@ -257,7 +193,7 @@ func (c *cluster) stop() {
 // totals sums the partitions held and the shoots probed over the running replicas.
 func (c *cluster) totals(ctx context.Context) (held, probing float64) {
 	for _, r := range c.replicas {
-		m := r.scrape(ctx)
+		m := r.Metrics(ctx)
 		held += dwdproc.Sum(m, "dwd_sharding_partitions_held")
 		probing += dwdproc.Sum(m, "dwd_probes_active")
 	}
@@ -271,10 +207,10 @@ func (c *cluster) converge(ctx context.Context, since time.Time, timeout time.Du
 	var unprobed []string
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		for _, r := range c.replicas {
-			if !r.alive() {
-				return false, fmt.Errorf("%s exited", r.name)
+			if !r.Running() {
+				return false, fmt.Errorf("%s exited", r.Name)
 			}
-			if !r.ready(ctx) {
+			if !r.Ready(ctx) {
 				return false, nil
 			}
 		}
@@ -299,16 +235,6 @@ func (c *cluster) unprobedSince(t time.Time) []string {
 		}
 	}
 	return names
-}
-
-// replica returns the replica named name.
-func (c *cluster) replica(name string) *replica {
-	for _, r := range c.replicas {
-		if r.name == name {
-			return r
-		}
-	}
-	return nil
 }
 
 // until polls cond every 200ms until it holds or timeout passes.

@@ -1,7 +1,12 @@
 // Package chaos proves on real processes that the sharded watchdog keeps its promises under faults:
 // three `dwd run` processes (built once per test run) against a real kube-apiserver and etcd and
-// about thirty simulated shoots (benchmarks/sim), each replica reaching the API server through its
-// own loopback proxy (test.Proxy) that a scenario can cut.
+// about thirty simulated shoots. The seed, the shoots and the processes are benchmarks/sim's, as the
+// demo's and the benchmarks' are: a sim.ReplicaSet starts the replicas, each reaching the API server
+// through its own loopback proxy that a scenario can cut, with an audit log per process, and kills,
+// terminates, pauses, restarts (with other flags in a rolling update) and scrapes them. This package
+// holds the scenarios (processes_test.go, groups_test.go, seed_test.go, shoots_test.go), the checks
+// that follow each round (round_test.go, checks_test.go, scaling_test.go) and the soak's summary
+// (stats_test.go); cluster_test.go sets the stage and waits for convergence.
 //
 // The scenarios kill replicas (SIGKILL, SIGTERM, SIGSTOP), start a second process under a running
 // replica's name, cut a replica's network for longer than the member lease, drop the weeder role from

@@ -2,12 +2,14 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
 )
 
@@ -27,7 +29,7 @@ var groupScenarios = []scenario{
 // every step both groups hold every partition, each by one replica (the audit checks the second).
 func roleChange(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]string, error) {
 	first := rng.IntN(len(c.replicas))
-	changed := []*replica{c.replicas[first], c.replicas[(first+1)%len(c.replicas)]}
+	changed := []*sim.Replica{c.replicas[first], c.replicas[(first+1)%len(c.replicas)]}
 	proberOnly := slices.DeleteFunc(slices.Clone(c.common), func(a string) bool { return strings.HasPrefix(a, "--weeder-config=") })
 	for _, step := range []struct {
 		what string
@@ -35,13 +37,13 @@ func roleChange(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]str
 	}{{"without the weeder role", proberOnly}, {"with both roles again", c.common}} {
 		for _, r := range changed {
 			if err := c.restartWith(ctx, r, step.args); err != nil {
-				return nil, fmt.Errorf("restarting %s %s: %w", r.name, step.what, err)
+				return nil, fmt.Errorf("restarting %s %s: %w", r.Name, step.what, err)
 			}
 			took, err := awaitTakeover(ctx, c.replicas, handoverTimeout)
 			if err != nil {
-				return nil, fmt.Errorf("after %s restarted %s: %w", r.name, step.what, err)
+				return nil, fmt.Errorf("after %s restarted %s: %w", r.Name, step.what, err)
 			}
-			c.logf("%s restarted %s: every partition of both groups held %s after it was ready", r.name, step.what, took.Round(100*time.Millisecond))
+			c.logf("%s restarted %s: every partition of both groups held %s after it was ready", r.Name, step.what, took.Round(100*time.Millisecond))
 		}
 	}
 	return nil, nil
@@ -49,11 +51,11 @@ func roleChange(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]str
 
 // restartWith stops r with SIGTERM and starts it again with args instead of the common ones, and waits
 // until it is ready.
-func (c *cluster) restartWith(ctx context.Context, r *replica, args []string) error {
-	if !r.proc().Terminate(stopTimeout) {
-		return fmt.Errorf("%s did not exit within %s of SIGTERM", r.name, stopTimeout)
+func (c *cluster) restartWith(ctx context.Context, r *sim.Replica, args []string) error {
+	if !r.Terminate(stopTimeout) {
+		return fmt.Errorf("%s did not exit within %s of SIGTERM", r.Name, stopTimeout)
 	}
-	if err := r.start(c.dwd, args, c.nextAuditLog(r.name, r.starts)); err != nil {
+	if err := r.RestartWith(args); err != nil {
 		return err
 	}
 	return awaitReady(ctx, r, readyTimeout)
@@ -66,14 +68,15 @@ func (c *cluster) restartWith(ctx context.Context, r *replica, args []string) er
 func brownouts(ctx context.Context, c *cluster, _ *rand.Rand, sz sizes) ([]string, error) {
 	before := c.stepDowns(ctx)
 	for i := range 3 {
+		var errs []error
 		for _, r := range c.replicas {
-			c.proxies[r.name].Cut()
+			errs = append(errs, r.Cut())
 		}
-		err := hold(ctx, sz.brownout)
+		errs = append(errs, hold(ctx, sz.brownout))
 		for _, r := range c.replicas {
-			c.proxies[r.name].Heal()
+			r.Heal()
 		}
-		if err != nil {
+		if err := errors.Join(errs...); err != nil {
 			return nil, err
 		}
 		if i < 2 {
@@ -100,7 +103,7 @@ func brownouts(ctx context.Context, c *cluster, _ *rand.Rand, sz sizes) ([]strin
 func (c *cluster) stepDowns(ctx context.Context) map[string]float64 {
 	n := map[string]float64{}
 	for _, r := range c.replicas {
-		n[r.name] = dwdproc.Sum(r.scrape(ctx), "dwd_sharding_step_downs_total")
+		n[r.Name] = dwdproc.Sum(r.Metrics(ctx), "dwd_sharding_step_downs_total")
 	}
 	return n
 }
@@ -120,7 +123,7 @@ func settingsRollout(ctx context.Context, c *cluster, _ *rand.Rand, _ sizes) ([]
 	}{{"with other settings", changed}, {"with the group's settings again", c.common}} {
 		for i, r := range c.replicas {
 			if err := c.rollTo(ctx, r, step.args, i == len(c.replicas)-1); err != nil {
-				return nil, fmt.Errorf("restarting %s %s: %w", r.name, step.what, err)
+				return nil, fmt.Errorf("restarting %s %s: %w", r.Name, step.what, err)
 			}
 		}
 		c.logf("settings rolled out %s: the incumbents held every partition until the last one left", step.what)
@@ -131,11 +134,11 @@ func settingsRollout(ctx context.Context, c *cluster, _ *rand.Rand, _ sizes) ([]
 // rollTo restarts r with args. Unless it is the last incumbent, the new process must not join: a few
 // seconds after the others hold every partition again it still holds nothing and is unready. The
 // last one's successor and its peers form the group anew.
-func (c *cluster) rollTo(ctx context.Context, r *replica, args []string, last bool) error {
-	if !r.proc().Terminate(stopTimeout) {
-		return fmt.Errorf("%s did not exit within %s of SIGTERM", r.name, stopTimeout)
+func (c *cluster) rollTo(ctx context.Context, r *sim.Replica, args []string, last bool) error {
+	if !r.Terminate(stopTimeout) {
+		return fmt.Errorf("%s did not exit within %s of SIGTERM", r.Name, stopTimeout)
 	}
-	if err := r.start(c.dwd, args, c.nextAuditLog(r.name, r.starts)); err != nil {
+	if err := r.RestartWith(args); err != nil {
 		return err
 	}
 	if last {
@@ -148,8 +151,8 @@ func (c *cluster) rollTo(ctx context.Context, r *replica, args []string, last bo
 	if err := hold(ctx, 3*retryPeriod); err != nil {
 		return err
 	}
-	if n, ok := held(ctx, r); !ok || n > 0 || r.ready(ctx) {
-		return fmt.Errorf("%s joined beside members with other settings (answering %v, %.0f partitions held, ready %v)", r.name, ok, n, r.ready(ctx))
+	if n, ok := held(ctx, r); !ok || n > 0 || r.Ready(ctx) {
+		return fmt.Errorf("%s joined beside members with other settings (answering %v, %.0f partitions held, ready %v)", r.Name, ok, n, r.Ready(ctx))
 	}
 	return nil
 }

@@ -5,15 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
-	"syscall"
 	"time"
 
-	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
+	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 )
 
 const (
-	sigcont = syscall.SIGCONT
 	// takeoverTimeout bounds a takeover after a crash: a member lease and the time to write every
 	// partition lease.
 	takeoverTimeout = leaseDuration + 15*time.Second
@@ -40,25 +37,25 @@ var processScenarios = []scenario{
 func killAndRestart(ctx context.Context, c *cluster, rng *rand.Rand, sz sizes) ([]string, error) {
 	for range sz.killRounds {
 		r := c.pick(rng)
-		r.proc().Kill()
+		r.Kill()
 		took, err := awaitTakeover(ctx, c.others(r), takeoverTimeout)
 		if err != nil {
-			return nil, fmt.Errorf("after kill -9 of %s: %w", r.name, err)
+			return nil, fmt.Errorf("after kill -9 of %s: %w", r.Name, err)
 		}
-		c.logf("kill -9 %s: the others held every partition %s later", r.name, took.Round(100*time.Millisecond))
+		c.logf("kill -9 %s: the others held every partition %s later", r.Name, took.Round(100*time.Millisecond))
 		if err := c.restart(ctx, r); err != nil {
 			return nil, err
 		}
 		if err := c.converge(ctx, time.Now(), convergeTimeout); err != nil {
-			return nil, fmt.Errorf("after %s came back: %w", r.name, err)
+			return nil, fmt.Errorf("after %s came back: %w", r.Name, err)
 		}
 	}
 	return nil, nil
 }
 
-// restart starts a new process of r and waits until it is ready.
-func (c *cluster) restart(ctx context.Context, r *replica) error {
-	if err := c.startReplica(r); err != nil {
+// restart starts a new process of r with the common flags and waits until it is ready.
+func (c *cluster) restart(ctx context.Context, r *sim.Replica) error {
+	if err := r.RestartWith(c.common); err != nil {
 		return err
 	}
 	return awaitReady(ctx, r, readyTimeout)
@@ -68,14 +65,14 @@ func (c *cluster) restart(ctx context.Context, r *replica) error {
 // hold its partitions within seconds, not a lease duration; then it starts again.
 func terminateAndRestart(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]string, error) {
 	r := c.pick(rng)
-	if !r.proc().Terminate(stopTimeout) {
-		return nil, fmt.Errorf("%s did not exit within %s of SIGTERM and was killed", r.name, stopTimeout)
+	if !r.Terminate(stopTimeout) {
+		return nil, fmt.Errorf("%s did not exit within %s of SIGTERM and was killed", r.Name, stopTimeout)
 	}
 	took, err := awaitTakeover(ctx, c.others(r), handoverTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("after SIGTERM of %s: %w", r.name, err)
+		return nil, fmt.Errorf("after SIGTERM of %s: %w", r.Name, err)
 	}
-	c.logf("SIGTERM %s: the others held every partition %s after its exit", r.name, took.Round(100*time.Millisecond))
+	c.logf("SIGTERM %s: the others held every partition %s after its exit", r.Name, took.Round(100*time.Millisecond))
 	return nil, c.restart(ctx, r)
 }
 
@@ -84,15 +81,15 @@ func terminateAndRestart(ctx context.Context, c *cluster, rng *rand.Rand, _ size
 // own (the audit), and the group converges.
 func restartAtOnce(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]string, error) {
 	r := c.pick(rng)
-	r.proc().Kill()
+	r.Kill()
 	if err := c.restart(ctx, r); err != nil {
 		return nil, fmt.Errorf("after kill -9: %w", err)
 	}
 	if err := c.converge(ctx, time.Now(), convergeTimeout); err != nil {
-		return nil, fmt.Errorf("after kill -9 of %s and its restart: %w", r.name, err)
+		return nil, fmt.Errorf("after kill -9 of %s and its restart: %w", r.Name, err)
 	}
-	if !r.proc().Terminate(stopTimeout) {
-		return nil, fmt.Errorf("%s did not exit within %s of SIGTERM", r.name, stopTimeout)
+	if !r.Terminate(stopTimeout) {
+		return nil, fmt.Errorf("%s did not exit within %s of SIGTERM", r.Name, stopTimeout)
 	}
 	if err := c.restart(ctx, r); err != nil {
 		return nil, fmt.Errorf("after SIGTERM: %w", err)
@@ -106,22 +103,21 @@ func duplicateName(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]
 	r := c.pick(rng)
 	before, ok := held(ctx, r)
 	if !ok {
-		return nil, fmt.Errorf("%s's metrics do not answer", r.name)
+		return nil, fmt.Errorf("%s's metrics do not answer", r.Name)
 	}
-	dup := &replica{name: r.name, kubeconfig: c.seed.KubeconfigPath(), log: filepath.Join(c.dir, r.name+"-duplicate.log")}
-	c.duplicates++
-	if err := dup.start(c.dwd, c.common, c.nextAuditLog(r.name+"-duplicate", c.duplicates)); err != nil {
+	dup, err := c.set.StartAs(r.Name, r.Name+"-duplicate")
+	if err != nil {
 		return nil, err
 	}
-	defer dup.proc().Kill()
+	defer dup.Kill()
 	var errs []error
-	err := until(ctx, leaseDuration+4*time.Second, func(ctx context.Context) bool {
+	err = until(ctx, leaseDuration+4*time.Second, func(ctx context.Context) bool {
 		if n, _ := held(ctx, dup); n > 0 {
-			errs = append(errs, fmt.Errorf("the second %s holds %.0f partitions", r.name, n))
+			errs = append(errs, fmt.Errorf("the second %s holds %.0f partitions", r.Name, n))
 			return true
 		}
 		if now, ok := held(ctx, r); ok && now < before {
-			errs = append(errs, fmt.Errorf("the running %s dropped from %.0f to %.0f partitions", r.name, before, now))
+			errs = append(errs, fmt.Errorf("the running %s dropped from %.0f to %.0f partitions", r.Name, before, now))
 			return true
 		}
 		return false
@@ -129,12 +125,12 @@ func duplicateName(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]
 	if err == nil {
 		return nil, errors.Join(errs...)
 	}
-	c.logf("second process under %s: it held nothing for %s; it is %s", r.name, leaseDuration+4*time.Second, runningOrExited(dup.proc()))
+	c.logf("second process under %s: it held nothing for %s; it is %s", r.Name, leaseDuration+4*time.Second, runningOrExited(dup))
 	return nil, nil
 }
 
-func runningOrExited(p *dwdproc.Process) string {
-	if p.Running() {
+func runningOrExited(r *sim.Replica) string {
+	if r.Running() {
 		return "still running"
 	}
 	return "exited on its own"
@@ -145,28 +141,29 @@ func runningOrExited(p *dwdproc.Process) string {
 // and it rejoins after the heal.
 func cutNetwork(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]string, error) {
 	r := c.pick(rng)
-	proxy := c.proxies[r.name]
 	cut := time.Now()
-	proxy.Cut()
-	defer proxy.Heal()
+	if err := r.Cut(); err != nil {
+		return nil, err
+	}
+	defer r.Heal()
 	err := until(ctx, renewDeadline+2*time.Second, func(ctx context.Context) bool {
 		n, ok := held(ctx, r)
 		return ok && n == 0
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s still held partitions %s after its network was cut (renew deadline %s): %w",
-			r.name, time.Since(cut).Round(100*time.Millisecond), renewDeadline, err)
+			r.Name, time.Since(cut).Round(100*time.Millisecond), renewDeadline, err)
 	}
 	fenced := time.Since(cut)
 	took, err := awaitTakeover(ctx, c.others(r), takeoverTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("while %s is cut off: %w", r.name, err)
+		return nil, fmt.Errorf("while %s is cut off: %w", r.Name, err)
 	}
 	if err := hold(ctx, leaseDuration+2*time.Second-time.Since(cut)); err != nil {
 		return nil, err
 	}
-	proxy.Heal()
-	c.logf("cut %s: it held nothing %s after the cut, the others everything %s after it", r.name,
+	r.Heal()
+	c.logf("cut %s: it held nothing %s after the cut, the others everything %s after it", r.Name,
 		fenced.Round(100*time.Millisecond), (fenced + took).Round(100*time.Millisecond))
 	return nil, nil
 }
@@ -176,17 +173,16 @@ func cutNetwork(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]str
 // takeover) and it rejoins.
 func pauseProcess(ctx context.Context, c *cluster, rng *rand.Rand, _ sizes) ([]string, error) {
 	r := c.pick(rng)
-	r.proc().Signal(syscall.SIGSTOP)
-	r.paused.Store(true)
-	defer r.resume()
+	r.Pause()
+	defer r.Resume()
 	took, err := awaitTakeover(ctx, c.others(r), takeoverTimeout)
 	if err != nil {
-		return nil, fmt.Errorf("while %s is stopped: %w", r.name, err)
+		return nil, fmt.Errorf("while %s is stopped: %w", r.Name, err)
 	}
 	if err := hold(ctx, 2*time.Second); err != nil {
 		return nil, err
 	}
-	r.resume()
-	c.logf("SIGSTOP %s: the others held everything %s later; SIGCONT", r.name, took.Round(100*time.Millisecond))
+	r.Resume()
+	c.logf("SIGSTOP %s: the others held everything %s later; SIGCONT", r.Name, took.Round(100*time.Millisecond))
 	return nil, nil
 }

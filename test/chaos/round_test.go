@@ -99,13 +99,13 @@ func set(names []string) map[string]bool {
 }
 
 // pick returns a random running replica.
-func (c *cluster) pick(rng *rand.Rand) *replica {
+func (c *cluster) pick(rng *rand.Rand) *sim.Replica {
 	return c.replicas[rng.IntN(len(c.replicas))]
 }
 
 // others returns the replicas other than r.
-func (c *cluster) others(r *replica) []*replica {
-	var out []*replica
+func (c *cluster) others(r *sim.Replica) []*sim.Replica {
+	var out []*sim.Replica
 	for _, o := range c.replicas {
 		if o != r {
 			out = append(out, o)
@@ -115,23 +115,23 @@ func (c *cluster) others(r *replica) []*replica {
 }
 
 // heldBy sums the partitions the replicas hold, by their metrics.
-func heldBy(ctx context.Context, replicas []*replica) float64 {
+func heldBy(ctx context.Context, replicas []*sim.Replica) float64 {
 	held := 0.0
 	for _, r := range replicas {
-		held += dwdproc.Sum(r.scrape(ctx), "dwd_sharding_partitions_held")
+		held += dwdproc.Sum(r.Metrics(ctx), "dwd_sharding_partitions_held")
 	}
 	return held
 }
 
 // held reads the partitions r holds; false when its metrics did not answer (a busy or stopped
 // process), which is no 0.
-func held(ctx context.Context, r *replica) (float64, bool) {
-	m := r.scrape(ctx)
+func held(ctx context.Context, r *sim.Replica) (float64, bool) {
+	m := r.Metrics(ctx)
 	return dwdproc.Sum(m, "dwd_sharding_partitions_held"), m != nil
 }
 
 // awaitTakeover waits until the replicas hold every partition, and returns how long it took.
-func awaitTakeover(ctx context.Context, replicas []*replica, timeout time.Duration) (time.Duration, error) {
+func awaitTakeover(ctx context.Context, replicas []*sim.Replica, timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
 	err := until(ctx, timeout, func(ctx context.Context) bool { return heldBy(ctx, replicas) == allPartitions })
 	if err != nil {
@@ -141,9 +141,9 @@ func awaitTakeover(ctx context.Context, replicas []*replica, timeout time.Durati
 }
 
 // awaitReady waits until r's process is ready.
-func awaitReady(ctx context.Context, r *replica, timeout time.Duration) error {
-	if err := until(ctx, timeout, r.ready); err != nil {
-		return fmt.Errorf("%s not ready %s after its start: %w", r.name, timeout, err)
+func awaitReady(ctx context.Context, r *sim.Replica, timeout time.Duration) error {
+	if err := until(ctx, timeout, r.Ready); err != nil {
+		return fmt.Errorf("%s not ready %s after its start: %w", r.Name, timeout, err)
 	}
 	return nil
 }

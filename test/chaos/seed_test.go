@@ -63,7 +63,7 @@ func apiServerOutage(ctx context.Context, c *cluster, _ *rand.Rand, sz sizes) ([
 func (c *cluster) scaleOperations(ctx context.Context) map[string]float64 {
 	ops := map[string]float64{}
 	for _, r := range c.replicas {
-		ops[r.name] = dwdproc.Sum(r.scrape(ctx), "dwd_scale_operations_total")
+		ops[r.Name] = dwdproc.Sum(r.Metrics(ctx), "dwd_scale_operations_total")
 	}
 	return ops
 }
@@ -173,8 +173,8 @@ func (c *cluster) melt(shoots []string) (time.Time, error) {
 func (c *cluster) rollOut(ctx context.Context) error {
 	for i := len(c.replicas) - 1; i >= 0; i-- {
 		r := c.replicas[i]
-		if !r.proc().Terminate(stopTimeout) {
-			return fmt.Errorf("%s did not exit within %s of SIGTERM", r.name, stopTimeout)
+		if !r.Terminate(stopTimeout) {
+			return fmt.Errorf("%s did not exit within %s of SIGTERM", r.Name, stopTimeout)
 		}
 		if err := c.restart(ctx, r); err != nil {
 			return err

@@ -97,9 +97,9 @@ func lyingShoots(ctx context.Context, c *cluster, rng *rand.Rand, sz sizes) ([]s
 	errs = append(errs, hold(ctx, lieHold))
 	huge := shoots[indexOf(changes, hugeShoot)]
 	if owner := c.ownerOf(huge); owner != nil {
-		if peak, err := owner.proc().Memory("VmHWM"); err == nil {
+		if peak, err := owner.Memory("VmHWM"); err == nil {
 			c.stats.peakRSS = max(c.stats.peakRSS, peak)
-			c.logf("peak RSS of %s, which probes the shoot with %d extra leases: %d MiB", owner.name, sz.hugeLeases, peak>>20)
+			c.logf("peak RSS of %s, which probes the shoot with %d extra leases: %d MiB", owner.Name, sz.hugeLeases, peak>>20)
 		}
 	}
 	after := c.faultMetrics(ctx)
@@ -146,10 +146,10 @@ func (c *cluster) undoAll(ctx context.Context, changes []change, shoots []string
 }
 
 // ownerOf is the replica that probed the shoot last, by the User-Agent it sends.
-func (c *cluster) ownerOf(ns string) *replica {
+func (c *cluster) ownerOf(ns string) *sim.Replica {
 	agent := c.seed.Shoots.Callers()[ns].Agent
 	for _, r := range c.replicas {
-		if strings.Contains(agent, "("+r.name+")") {
+		if strings.Contains(agent, "("+r.Name+")") {
 			return r
 		}
 	}
@@ -162,7 +162,7 @@ type faultCounts map[string]float64
 func (c *cluster) faultMetrics(ctx context.Context) faultCounts {
 	counts := faultCounts{}
 	for _, r := range c.replicas {
-		m := r.scrape(ctx)
+		m := r.Metrics(ctx)
 		for _, f := range []struct{ key, metric, label string }{
 			{"probes ", "dwd_probes_total", "result"},
 			{"inconclusive ", "dwd_probe_inconclusive_total", "reason"},
