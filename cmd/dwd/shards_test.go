@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -80,14 +81,11 @@ func clusterCount(t *testing.T) int {
 // kubeconfigThroughProxy writes a kubeconfig for the test API server that reaches it through a proxy
 // the test can cut, to play a replica whose process stops without a word (a crash, a partition).
 func kubeconfigThroughProxy(t *testing.T) (string, *test.Proxy) {
-	cfg, proxy := test.ConfigThrough(t, env.Config)
-	kc, err := clientcmd.Load(env.KubeConfig)
+	_, proxy := test.ConfigThrough(t, env.Config)
+	data, err := proxy.Kubeconfig(env.KubeConfig)
 	require.NoError(t, err)
-	for _, c := range kc.Clusters {
-		c.Server = cfg.Host
-	}
 	path := filepath.Join(t.TempDir(), "kubeconfig-proxied")
-	require.NoError(t, clientcmd.WriteToFile(*kc, path))
+	require.NoError(t, os.WriteFile(path, data, 0o600))
 	return path, proxy
 }
 
