@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -158,21 +156,16 @@ func scaleBudget(l ClientLimits, has map[string]bool) (float64, int) {
 
 // replicaSet writes the profile's prober config and returns the set its replicas start from.
 func (b *bench) replicaSet(p replicaProfile) (*sim.ReplicaSet, error) {
-	prober := filepath.Join(b.opts.Dir, "prober-"+p.name+".yaml")
-	weeder := filepath.Join(b.opts.Dir, "weeder.yaml")
-	if err := os.WriteFile(prober, []byte(benchProberConfig(p.probeInterval(b.opts.Interval), p.probeTimeout, p.mcmScaleUpDelay)), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(weeder, []byte(sim.WeederConfig), 0o644); err != nil {
+	configs, err := sim.WriteConfigs(b.opts.Dir, "prober-"+p.name+".yaml",
+		benchProberConfig(p.probeInterval(b.opts.Interval), p.probeTimeout, p.mcmScaleUpDelay), sim.WeederConfig)
+	if err != nil {
 		return nil, err
 	}
 	limits := p.limits(b.dwdHas)
-	args := []string{
-		"--kubeconfig=" + b.seed.KubeconfigPath(), "--prober-config=" + prober, "--weeder-config=" + weeder,
-		"--shard-namespace=" + benchNamespace, "--probe-workers=" + strconv.Itoa(b.opts.ProbeWorkers),
-		"--kube-api-qps=" + strconv.FormatFloat(limits.KubeAPIQPS, 'f', -1, 64), "--kube-api-burst=" + strconv.Itoa(limits.KubeAPIBurst),
-		"--zap-log-level=info", "--zap-time-encoding=rfc3339nano",
-	}
+	args := append(configs, "--kubeconfig="+b.seed.KubeconfigPath(),
+		"--shard-namespace="+benchNamespace, "--probe-workers="+strconv.Itoa(b.opts.ProbeWorkers),
+		"--kube-api-qps="+strconv.FormatFloat(limits.KubeAPIQPS, 'f', -1, 64), "--kube-api-burst="+strconv.Itoa(limits.KubeAPIBurst),
+		"--zap-log-level=info", "--zap-time-encoding=rfc3339nano")
 	if limits.ScaleQPS > 0 {
 		args = append(args, flagScaleWorkers+"="+strconv.Itoa(limits.ScaleWorkers),
 			flagScaleQPS+"="+strconv.FormatFloat(limits.ScaleQPS, 'f', -1, 64), flagScaleBurst+"="+strconv.Itoa(limits.ScaleBurst))

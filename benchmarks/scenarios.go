@@ -346,11 +346,7 @@ func (b *bench) ensureShoots(ctx context.Context, n int) error {
 
 // stopAll stops the running replicas gracefully.
 func (b *bench) stopAll() {
-	for _, r := range b.replicas {
-		if r.Running() {
-			r.Terminate(30 * time.Second)
-		}
-	}
+	sim.TerminateRunning(b.replicas, 30*time.Second)
 	b.replicas = nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
@@ -96,22 +95,18 @@ func SetUp(ctx context.Context, out io.Writer, o Options, g sim.Grants) (*Demo, 
 
 // replicaSet writes the configs and returns the set the replicas start from.
 func (d *Demo) replicaSet(dwd string) (*sim.ReplicaSet, error) {
-	prober := filepath.Join(d.Options.Dir, "prober.yaml")
-	weeder := filepath.Join(d.Options.Dir, "weeder.yaml")
-	if err := os.WriteFile(prober, []byte(sim.ProberConfig), 0o644); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(weeder, []byte(sim.WeederConfig), 0o644); err != nil {
+	configs, err := sim.WriteConfigs(d.Options.Dir, "prober.yaml", sim.ProberConfig, sim.WeederConfig)
+	if err != nil {
 		return nil, err
 	}
 	// The replicas are no Pods of a StatefulSet, so a graceful stop is a leave for good: it hands the
 	// share over at once. They look for a leader of the original's mode in their own namespace, as the
 	// base StatefulSet's do (its RBAC reads no Lease elsewhere).
-	return &sim.ReplicaSet{Dwd: dwd, Dir: d.Options.Dir, Args: []string{
-		"--kubeconfig=" + d.kubeconfig, "--prober-config=" + prober, "--weeder-config=" + weeder,
-		"--shard-namespace=" + d.Namespace, "--leader-election-namespace=" + d.Namespace, "--kube-api-qps=50", "--kube-api-burst=100",
-		"--member-lease-duration=" + LeaseDuration.String(), "--member-renew-deadline=" + renewDeadline.String(),
-		"--member-retry-period=" + retryPeriod.String(), "--leave-mode=handover",
-		"--zap-log-level=" + cmp.Or(d.Options.LogLevel, "info"),
-	}}, nil
+	return &sim.ReplicaSet{Dwd: dwd, Dir: d.Options.Dir, Args: append(configs,
+		"--kubeconfig="+d.kubeconfig,
+		"--shard-namespace="+d.Namespace, "--leader-election-namespace="+d.Namespace, "--kube-api-qps=50", "--kube-api-burst=100",
+		"--member-lease-duration="+LeaseDuration.String(), "--member-renew-deadline="+renewDeadline.String(),
+		"--member-retry-period="+retryPeriod.String(), "--leave-mode=handover",
+		"--zap-log-level="+cmp.Or(d.Options.LogLevel, "info"),
+	)}, nil
 }

@@ -244,13 +244,7 @@ func (d *Demo) podGone(ctx context.Context, ns, name string) bool {
 
 // TearDown stops the replicas, side by side, and the seed.
 func (d *Demo) TearDown() {
-	var wg sync.WaitGroup
-	for _, r := range d.Replicas {
-		if r.Running() {
-			wg.Go(func() { r.Terminate(10 * time.Second) })
-		}
-	}
-	wg.Wait()
+	sim.TerminateRunning(d.Replicas, 10*time.Second)
 	if err := d.Seed.Stop(); err != nil {
 		fmt.Fprintln(d.Out, "stopping the seed:", err)
 	}

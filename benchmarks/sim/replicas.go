@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -200,4 +201,39 @@ func FindDwd(path string) (string, error) {
 		return "", errors.New("no dwd binary next to " + filepath.Base(self) + ": build it (make build) or give --dwd")
 	}
 	return path, nil
+}
+
+// WriteConfigs writes the prober config into dir as proberFile and the weeder config as weeder.yaml,
+// and returns the flags of `dwd run` that name them.
+func WriteConfigs(dir, proberFile, prober, weeder string) ([]string, error) {
+	proberPath, weederPath := filepath.Join(dir, proberFile), filepath.Join(dir, "weeder.yaml")
+	if err := os.WriteFile(proberPath, []byte(prober), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(weederPath, []byte(weeder), 0o644); err != nil {
+		return nil, err
+	}
+	return []string{"--prober-config=" + proberPath, "--weeder-config=" + weederPath}, nil
+}
+
+// TerminateRunning terminates the running replicas side by side, each within timeout
+// (Replica.Terminate), and returns when all have stopped.
+func TerminateRunning(replicas []*Replica, timeout time.Duration) {
+	var wg sync.WaitGroup
+	for _, r := range replicas {
+		if r.Running() {
+			wg.Go(func() { r.Terminate(timeout) })
+		}
+	}
+	wg.Wait()
+}
+
+// PerReplica scrapes each replica and sums the samples of metric name whose labels include match
+// ("k=v,k=v"), by replica name; a replica that does not answer counts 0.
+func PerReplica(ctx context.Context, replicas []*Replica, name, match string) map[string]float64 {
+	sums := make(map[string]float64, len(replicas))
+	for _, r := range replicas {
+		sums[r.Name] = Sum(r.Metrics(ctx), name, match)
+	}
+	return sums
 }

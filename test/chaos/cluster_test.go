@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -147,23 +145,20 @@ func (c *cluster) setKubeconfig(ctx context.Context, ns string, data map[string]
 // writeConfigs writes the configs and makes the set of replicas with their common flags; the
 // binary's help says whether it has --audit-log.
 func (c *cluster) writeConfigs(ctx context.Context) error {
-	prober, weeder := filepath.Join(c.dir, "prober.yaml"), filepath.Join(c.dir, "weeder.yaml")
-	if err := os.WriteFile(prober, []byte(proberConfig), 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(weeder, []byte(weederConfig), 0o644); err != nil {
+	configs, err := sim.WriteConfigs(c.dir, "prober.yaml", proberConfig, weederConfig)
+	if err != nil {
 		return err
 	}
 	help, err := exec.CommandContext(ctx, c.dwd, "run", "--help").CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("dwd run --help: %w: %s", err, help)
 	}
-	c.common = []string{"--prober-config=" + prober, "--weeder-config=" + weeder,
-		"--shard-namespace=" + shardNamespace, "--partitions=" + strconv.Itoa(partitions),
+	c.common = append(configs,
+		"--shard-namespace="+shardNamespace, "--partitions="+strconv.Itoa(partitions),
 		"--kube-api-qps=100", "--kube-api-burst=200", "--probe-workers=8",
-		"--member-lease-duration=" + leaseDuration.String(), "--member-renew-deadline=" + renewDeadline.String(),
-		"--member-retry-period=" + retryPeriod.String(), "--leave-mode=handover",
-		"--zap-log-level=info", "--zap-time-encoding=rfc3339nano"}
+		"--member-lease-duration="+leaseDuration.String(), "--member-renew-deadline="+renewDeadline.String(),
+		"--member-retry-period="+retryPeriod.String(), "--leave-mode=handover",
+		"--zap-log-level=info", "--zap-time-encoding=rfc3339nano")
 	if bytes.Contains(help, []byte("--leader-election-namespace")) {
 		c.common = append(c.common, "--leader-election-namespace="+shardNamespace)
 	}
@@ -174,11 +169,7 @@ func (c *cluster) writeConfigs(ctx context.Context) error {
 
 // stop ends the replicas and the seed.
 func (c *cluster) stop() {
-	for _, r := range c.replicas {
-		if r.Running() {
-			r.Terminate(10 * time.Second)
-		}
-	}
+	sim.TerminateRunning(c.replicas, 10*time.Second)
 	if c.set != nil {
 		c.set.Close()
 	}

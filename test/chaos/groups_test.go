@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
-	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
 )
 
 // groupScenarios change what the group's processes run, or cut them all: a role dropped and added
@@ -101,11 +100,7 @@ func brownouts(ctx context.Context, c *cluster, _ *rand.Rand, sz sizes) ([]strin
 
 // stepDowns reads each replica's step-downs.
 func (c *cluster) stepDowns(ctx context.Context) map[string]float64 {
-	n := map[string]float64{}
-	for _, r := range c.replicas {
-		n[r.Name] = dwdproc.Sum(r.Metrics(ctx), "dwd_sharding_step_downs_total")
-	}
-	return n
+	return sim.PerReplica(ctx, c.replicas, "dwd_sharding_step_downs_total", "")
 }
 
 // otherSettings is the settings change the rollout makes: another ring load bound.

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
-
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -61,11 +59,7 @@ func apiServerOutage(ctx context.Context, c *cluster, _ *rand.Rand, sz sizes) ([
 
 // scaleOperations sums dwd_scale_operations_total per replica, whatever the result.
 func (c *cluster) scaleOperations(ctx context.Context) map[string]float64 {
-	ops := map[string]float64{}
-	for _, r := range c.replicas {
-		ops[r.Name] = dwdproc.Sum(r.Metrics(ctx), "dwd_scale_operations_total")
-	}
-	return ops
+	return sim.PerReplica(ctx, c.replicas, "dwd_scale_operations_total", "")
 }
 
 // partitionHolders reads the holder of every partition lease of the group.
