@@ -25,12 +25,14 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/sharded-dwd/dependency-watchdog/config/configtest"
 	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
 	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/replica/replicatest"
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
 	"github.com/sharded-dwd/dependency-watchdog/test"
 )
 
@@ -63,19 +65,32 @@ dependentResourceInfos:
 
 var dependents = []string{"kube-controller-manager", "machine-controller-manager", "cluster-autoscaler"}
 
+// replica is a prober replica of the tests: the in-process replica and its prober.
+type replica struct {
+	*replicatest.Replica
+	Prober *prober.Manager
+}
+
 // startReplica runs a prober replica as member of a group whose leases live in leaseNS; its seed
 // requests count as client member-leaseNS.
-func startReplica(t *testing.T, leaseNS, member string) *replicatest.Replica {
+func startReplica(t *testing.T, leaseNS, member string) *replica {
 	return startReplicaClocked(t, leaseNS, member, nil)
 }
 
 // startReplicaClocked is startReplica whose prober runs on clk, unless it is nil.
-func startReplicaClocked(t *testing.T, leaseNS, member string, clk clock.WithTicker) *replicatest.Replica {
+func startReplicaClocked(t *testing.T, leaseNS, member string, clk clock.WithTicker) *replica {
 	through := rest.CopyConfig(seed.Config)
 	through.Wrap(apimetrics.CountRequests("seed", member+"-"+leaseNS))
-	return replicatest.Start(t, replicatest.Options{Seed: seed.Config, Through: through, Group: "probers",
-		LeaseNamespace: leaseNS, Member: member, Clock: clk,
-		Prober: &prober.Options{Config: configtest.Prober(t, proberConfig), Workers: 8, QPS: 50, Burst: 100}})
+	cfg := configtest.Prober(t, proberConfig)
+	r := &replica{}
+	r.Replica = replicatest.Start(t, replicatest.Options{Seed: seed.Config, Through: through, Group: "probers",
+		LeaseNamespace: leaseNS, Member: member, Cache: prober.CacheOptions(cfg),
+		Setup: func(ctx context.Context, mgr manager.Manager, owner sharding.Owner, partitions int) (err error) {
+			r.Prober, err = prober.Setup(ctx, mgr, prober.Options{Config: cfg, Owner: owner, PartitionCount: partitions,
+				Workers: 8, QPS: 50, Burst: 100, Clock: clk})
+			return err
+		}})
+	return r
 }
 
 // shootNS is one simulated shoot: a namespace in the seed with its Cluster, kubeconfig Secret,

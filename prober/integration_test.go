@@ -16,7 +16,6 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
-	"github.com/sharded-dwd/dependency-watchdog/replica/replicatest"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
 
@@ -252,7 +251,7 @@ func TestTwoReplicasProbeEachShootOnce(t *testing.T) {
 
 // mayWrite reports whether r's Scaler would send a write to a resource of namespace now: Setup gives
 // it the Coordinator's Guard.
-func mayWrite(r *replicatest.Replica, namespace string) bool {
+func mayWrite(r *replica, namespace string) bool {
 	_, cancel, err := r.Prober.Scaler.Guard(context.Background(), namespace)
 	cancel()
 	return err == nil

@@ -13,15 +13,18 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/config/configtest"
 	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/replica/replicatest"
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
 	"github.com/sharded-dwd/dependency-watchdog/test"
 	"github.com/sharded-dwd/dependency-watchdog/weeder"
 )
@@ -49,15 +52,36 @@ servicesAndDependantSelectors:
 `, watch))
 }
 
+// replica is a weeder replica of the tests: the in-process replica and its weeder.
+type replica struct {
+	*replicatest.Replica
+	Weeder *weeder.Manager
+}
+
 // startReplica runs a weeder replica as member of a group whose leases live in leaseNS.
-func startReplica(t testing.TB, leaseNS, member string, cfg *config.WeederConfig, maxWindows int) *replicatest.Replica {
-	return startReplicaClocked(t, leaseNS, member, cfg, maxWindows, nil)
+func startReplica(t testing.TB, leaseNS, member string, cfg *config.WeederConfig, maxWindows int) *replica {
+	return startReplicaWith(t, nil, leaseNS, member, weeder.Options{Config: cfg, MaxWindows: maxWindows})
 }
 
 // startReplicaClocked is startReplica whose weeder runs on clk, unless it is nil.
-func startReplicaClocked(t testing.TB, leaseNS, member string, cfg *config.WeederConfig, maxWindows int, clk clock.WithTicker) *replicatest.Replica {
-	return replicatest.Start(t, replicatest.Options{Seed: env.Config, Group: "weeders", LeaseNamespace: leaseNS, Member: member,
-		Weeder: &weeder.Options{Config: cfg, MaxWindows: maxWindows}, Clock: clk})
+func startReplicaClocked(t testing.TB, leaseNS, member string, cfg *config.WeederConfig, maxWindows int, clk clock.WithTicker) *replica {
+	return startReplicaWith(t, nil, leaseNS, member, weeder.Options{Config: cfg, MaxWindows: maxWindows, Clock: clk})
+}
+
+// startReplicaWith runs a weeder replica of opts whose manager reaches the seed through the config
+// through (the test API server when nil); the member's leases go straight to the API server.
+func startReplicaWith(t testing.TB, through *rest.Config, leaseNS, member string, opts weeder.Options) *replica {
+	byObject, err := weeder.CacheOptions(opts.Config)
+	require.NoError(t, err)
+	r := &replica{}
+	r.Replica = replicatest.Start(t, replicatest.Options{Seed: env.Config, Through: through, Group: "weeders",
+		LeaseNamespace: leaseNS, Member: member, Cache: byObject,
+		Setup: func(ctx context.Context, mgr manager.Manager, owner sharding.Owner, partitions int) (err error) {
+			opts.Owner, opts.PartitionCount = owner, partitions
+			r.Weeder, err = weeder.Setup(ctx, mgr, opts)
+			return err
+		}})
+	return r
 }
 
 // setSlice creates or updates the EndpointSlice of service with one endpoint of the given readiness.
@@ -255,7 +279,7 @@ func TestReadyServicesGetWindowsWhenAPartitionComesWithoutHandover(t *testing.T)
 
 // windowsIn returns a replica's running windows in one namespace: namespaces of earlier tests linger
 // in the test API server (no namespace controller deletes their contents), with their ready services.
-func windowsIn(r *replicatest.Replica, ns string) []weeder.Window {
+func windowsIn(r *replica, ns string) []weeder.Window {
 	var in []weeder.Window
 	for _, w := range r.Weeder.Running() {
 		if w.Key.Namespace == ns {

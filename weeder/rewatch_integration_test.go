@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
-	"github.com/sharded-dwd/dependency-watchdog/replica/replicatest"
 	"github.com/sharded-dwd/dependency-watchdog/weeder"
 )
 
@@ -45,9 +44,8 @@ func TestPodWatchClosedByGoneIsReopened(t *testing.T) {
 
 // startReplicaThrough is startReplica (integration_test.go) with the weeder's seed client config
 // restConfig; the member's leases go straight to the API server.
-func startReplicaThrough(t *testing.T, restConfig *rest.Config, leaseNS, member string, cfg *config.WeederConfig) *replicatest.Replica {
-	return replicatest.Start(t, replicatest.Options{Seed: env.Config, Through: restConfig, Group: "weeders", LeaseNamespace: leaseNS,
-		Member: member, Weeder: &weeder.Options{Config: cfg, MaxWindows: 10}})
+func startReplicaThrough(t *testing.T, restConfig *rest.Config, leaseNS, member string, cfg *config.WeederConfig) *replica {
+	return startReplicaWith(t, restConfig, leaseNS, member, weeder.Options{Config: cfg, MaxWindows: 10})
 }
 
 // goneInjector stands between a client and the API server for the pod watches of one namespace:
