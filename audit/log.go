@@ -22,9 +22,11 @@ type Process struct {
 	// Incarnation is the member lease's incarnation, or a per-process UUID in the leader mode.
 	Incarnation string
 	// Partitions is the group's partition count (1 in the leader mode).
-	Partitions    int
-	RenewDeadline time.Duration
-	LeaseDuration time.Duration
+	Partitions int
+	// PartitionFunction is how the group maps namespaces to partitions (sharding.Partitions).
+	PartitionFunction string
+	RenewDeadline     time.Duration
+	LeaseDuration     time.Duration
 	// Clock gives the wall and monotonic times of the records; defaults to the real clock.
 	Clock clock.PassiveClock
 }
@@ -56,7 +58,7 @@ func Open(path string, p Process) (*Log, error) {
 	}
 	l := &Log{file: f, clock: clk, opened: clk.Now(),
 		who: Record{Member: p.Member, Incarnation: p.Incarnation, Group: p.Group, Pid: os.Getpid()}}
-	err = l.append(Record{Event: EventStart, Partitions: p.Partitions, RenewDeadline: p.RenewDeadline, LeaseDuration: p.LeaseDuration})
+	err = l.append(Record{Event: EventStart, Partitions: p.Partitions, PartitionFunction: p.PartitionFunction, RenewDeadline: p.RenewDeadline, LeaseDuration: p.LeaseDuration})
 	if err != nil {
 		_ = f.Close()
 		return nil, err

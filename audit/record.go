@@ -50,9 +50,12 @@ type Record struct {
 	Pid         int
 
 	// start
-	Partitions    int
-	RenewDeadline time.Duration
-	LeaseDuration time.Duration
+	Partitions int
+	// PartitionFunction is the group's (sharding.Partitions); "" in files of versions before it, which
+	// all used xxhash64-mod-v1.
+	PartitionFunction string
+	RenewDeadline     time.Duration
+	LeaseDuration     time.Duration
 	// renew
 	Fence time.Time
 	// acquire, release, send, write
@@ -80,6 +83,7 @@ type wireRecord struct {
 	Group         string     `json:"group"`
 	Pid           int        `json:"pid"`
 	Partitions    int        `json:"partitions,omitempty"`
+	PartitionFn   string     `json:"partitionFunction,omitempty"`
 	RenewDeadline string     `json:"renewDeadline,omitempty"`
 	LeaseDuration string     `json:"leaseDuration,omitempty"`
 	Fence         *time.Time `json:"fence,omitempty"`
@@ -100,6 +104,7 @@ func (r Record) MarshalJSON() ([]byte, error) {
 	switch r.Event {
 	case EventStart:
 		w.Partitions, w.RenewDeadline, w.LeaseDuration = r.Partitions, r.RenewDeadline.String(), r.LeaseDuration.String()
+		w.PartitionFn = r.PartitionFunction
 	case EventRenew:
 		w.Fence = &r.Fence
 	case EventAcquire, EventRelease:
@@ -117,7 +122,7 @@ func (r *Record) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*r = Record{Event: w.Event, Wall: w.Wall, Mono: time.Duration(w.Mono), Member: w.Member, Incarnation: w.Incarnation,
-		Group: w.Group, Pid: w.Pid, Partitions: w.Partitions, Cause: w.Cause, ID: w.ID, Kind: w.Kind, Namespace: w.Namespace,
+		Group: w.Group, Pid: w.Pid, Partitions: w.Partitions, PartitionFunction: w.PartitionFn, Cause: w.Cause, ID: w.ID, Kind: w.Kind, Namespace: w.Namespace,
 		Object: w.Object, Result: w.Result}
 	if w.Fence != nil {
 		r.Fence = *w.Fence

@@ -183,7 +183,7 @@ func newOwnership(members []string) (*ownership, error) {
 
 // owner is the member that should probe a shoot.
 func (o *ownership) owner(shoot string) string {
-	return o.ring.Owner(sharding.PartitionOf(shoot, o.partitions))
+	return o.ring.Owner(o.ring.Partition(shoot))
 }
 
 // held is how many partitions each member should hold.

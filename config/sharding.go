@@ -38,6 +38,39 @@ const (
 	MaxReturnGrace = 10 * time.Minute
 )
 
+// Partition functions: how a shoot namespace maps to its partition (package sharding implements them).
+const (
+	// PartitionFNVRange makes partition p the contiguous range [p·2⁶⁴/P, (p+1)·2⁶⁴/P) of the 64-bit
+	// FNV-1a hash of the namespace, the hash the API server's shard selectors range over, so that a
+	// replica's share can be selected on the server side.
+	PartitionFNVRange = "fnv1a64-range-v1"
+	// PartitionXXHashMod is xxhash(namespace) mod P, the function of dwd before shard selectors; a
+	// group that has not migrated keeps it.
+	PartitionXXHashMod = "xxhash64-mod-v1"
+	// DefaultPartitionFunction is the partition function of a new group.
+	DefaultPartitionFunction = PartitionFNVRange
+)
+
+// PartitionFunctions are the partition functions a group may use.
+var PartitionFunctions = []string{PartitionFNVRange, PartitionXXHashMod}
+
+// Cache sharding: what a replica's seed caches hold of the shoots.
+const (
+	// CacheShardingServer caches the replica's share only and asks the API server to send only that
+	// (shard selectors, feature gate ShardedListAndWatch); where the server ignores the selector the
+	// replica filters what it receives.
+	CacheShardingServer = "server"
+	// CacheShardingClient caches the replica's share only, filtering what it receives.
+	CacheShardingClient = "client"
+	// CacheShardingOff caches every shoot of the seed on every replica.
+	CacheShardingOff = "off"
+	// DefaultCacheSharding is what a replica does without --cache-sharding.
+	DefaultCacheSharding = CacheShardingClient
+)
+
+// CacheShardings are the values of --cache-sharding.
+var CacheShardings = []string{CacheShardingServer, CacheShardingClient, CacheShardingOff}
+
 // Sharding holds the settings of the replica group that shares the shoot namespaces: which Leases the
 // replicas coordinate through, how long a member lease lasts, and how the hash ring is built.
 //
@@ -51,6 +84,12 @@ type Sharding struct {
 	MemberName string
 	// PartitionCount is the number of partitions shoot namespaces are hashed into.
 	PartitionCount int
+	// PartitionFunction is how a namespace maps to its partition (PartitionFunctions); members of a
+	// group must agree.
+	PartitionFunction string
+	// CacheSharding is what the replica's seed caches hold of the shoots (CacheShardings): its share
+	// only, selected by the server or filtered by the replica, or every shoot.
+	CacheSharding string
 	// MemberLeaseDuration is how long a member lease is valid after its last observed renewal.
 	MemberLeaseDuration time.Duration
 	// MemberRenewDeadline is how long a member keeps working without a successful renewal before it
@@ -96,6 +135,8 @@ func DefaultSharding(group string) Sharding {
 	return Sharding{
 		GroupName:           group,
 		PartitionCount:      DefaultPartitionCount,
+		PartitionFunction:   DefaultPartitionFunction,
+		CacheSharding:       DefaultCacheSharding,
 		MemberLeaseDuration: DefaultMemberLeaseDuration,
 		MemberRenewDeadline: DefaultMemberRenewDeadline,
 		MemberRetryPeriod:   DefaultMemberRetryPeriod,
@@ -112,6 +153,8 @@ func (s *Sharding) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&s.Namespace, "shard-namespace", s.Namespace, "Namespace of the group's Leases (default: $POD_NAMESPACE, else the in-cluster service account's namespace, else garden).")
 	fs.StringVar(&s.MemberName, "member-name", s.MemberName, "Name of this replica in the group (default: $POD_NAME, else the hostname).")
 	fs.IntVar(&s.PartitionCount, "partitions", s.PartitionCount, "Number of partitions the shoot namespaces are hashed into. All replicas of a group must agree.")
+	fs.StringVar(&s.PartitionFunction, "partition-function", s.PartitionFunction, "How a shoot namespace maps to its partition: "+PartitionFNVRange+" (ranges of the namespace's FNV-1a hash, which the API server can select) or "+PartitionXXHashMod+" (dwd before shard selectors; keep it until the group migrates, docs/sharding.md). All replicas of a group must agree.")
+	fs.StringVar(&s.CacheSharding, "cache-sharding", s.CacheSharding, "What the replica caches of the seed's shoots: server (its share only, selected by the API server; needs --partition-function="+PartitionFNVRange+" and the API server's feature gate ShardedListAndWatch, else the replica filters), client (its share only, filtered by the replica) or off (every shoot).")
 	fs.DurationVar(&s.MemberLeaseDuration, "member-lease-duration", s.MemberLeaseDuration, "How long a member lease stays valid after its last renewal; a crashed replica's shoots move after this long.")
 	fs.DurationVar(&s.MemberRenewDeadline, "member-renew-deadline", s.MemberRenewDeadline, fmt.Sprintf("A replica that has not renewed its member lease for this long stops all work. Must be below --member-lease-duration by at least %s and by %d%% of it.", MinFenceMargin, MinFenceMarginPercent))
 	fs.DurationVar(&s.MemberRetryPeriod, "member-retry-period", s.MemberRetryPeriod, "Interval between member lease renewals. Must be below --member-renew-deadline.")
@@ -149,6 +192,7 @@ func (s *Sharding) Validate() field.ErrorList {
 			fmt.Sprintf("must be between 1 and %d", MaxPartitionCount)))
 	}
 	errs = append(errs, s.validateTimings()...)
+	errs = append(errs, s.validatePartitionFunction()...)
 	if math.IsNaN(s.RingLoadBound) || math.IsInf(s.RingLoadBound, 0) || s.RingLoadBound < 1 {
 		errs = append(errs, field.Invalid(field.NewPath("--ring-load-bound"), s.RingLoadBound,
 			"must be a finite number of at least 1, or the ring may have no room for a partition"))
@@ -162,6 +206,22 @@ func (s *Sharding) Validate() field.ErrorList {
 		errs = append(errs, requireValidName(s.LeaderNamespace, validation.IsDNS1123Label, field.NewPath("--leader-election-namespace"))...)
 	}
 	return append(errs, s.validateLeave()...)
+}
+
+// validatePartitionFunction checks the partition function and what the caches may select with it.
+func (s *Sharding) validatePartitionFunction() field.ErrorList {
+	var errs field.ErrorList
+	if !slices.Contains(PartitionFunctions, s.PartitionFunction) {
+		errs = append(errs, field.NotSupported(field.NewPath("--partition-function"), s.PartitionFunction, PartitionFunctions))
+	}
+	switch {
+	case !slices.Contains(CacheShardings, s.CacheSharding):
+		errs = append(errs, field.NotSupported(field.NewPath("--cache-sharding"), s.CacheSharding, CacheShardings))
+	case s.CacheSharding == CacheShardingServer && s.PartitionFunction == PartitionXXHashMod:
+		errs = append(errs, field.Invalid(field.NewPath("--cache-sharding"), s.CacheSharding,
+			"the API server selects ranges of the FNV-1a hash of the namespace: needs --partition-function="+PartitionFNVRange))
+	}
+	return errs
 }
 
 // validateLeave checks what a graceful stop does with this member's share.

@@ -27,6 +27,7 @@ func TestShardingDefaultsAreValid(t *testing.T) {
 		MemberRenewDeadline: 10 * time.Second, MemberRetryPeriod: 2 * time.Second,
 		RingLoadBound: DefaultRingLoadBound, ReplicationFactor: DefaultReplicationFactor,
 		LeaveMode: LeaveAuto, ReturnGrace: 30 * time.Second,
+		PartitionFunction: PartitionFNVRange, CacheSharding: CacheShardingClient,
 	}, s)
 	assert.Equal(t, "dependency-watchdog-member-dwd-0", s.MemberLeaseName())
 }
@@ -137,12 +138,24 @@ func TestShardingReportsEveryProblem(t *testing.T) {
 	s.GroupName, s.PartitionCount, s.RingLoadBound, s.ReplicationFactor = "", -1, 0.5, 0
 	s.MemberRenewDeadline = 20 * time.Second
 	s.LeaveMode, s.ReturnGrace = "stay", time.Hour
+	s.PartitionFunction, s.CacheSharding = "md5", "some"
 	var fields []string
 	for _, e := range s.Validate() {
 		fields = append(fields, e.Field)
 	}
 	assert.ElementsMatch(t, []string{"--shard-group", "--partitions", "--member-renew-deadline",
-		"--ring-load-bound", "--ring-replication-factor", "--leave-mode", "--return-grace"}, fields)
+		"--ring-load-bound", "--ring-replication-factor", "--leave-mode", "--return-grace", "--partition-function", "--cache-sharding"}, fields)
+}
+
+func TestServerSideCacheShardingNeedsRangePartitions(t *testing.T) {
+	s := validSharding()
+	s.CacheSharding = CacheShardingServer
+	assert.Empty(t, s.Validate())
+	s.PartitionFunction = PartitionXXHashMod
+	errs := s.Validate()
+	require.Len(t, errs, 1)
+	assert.Equal(t, "--cache-sharding", errs[0].Field)
+	assert.Contains(t, errs[0].Detail, "needs --partition-function="+PartitionFNVRange)
 }
 
 func TestShardingFlags(t *testing.T) {
@@ -151,8 +164,10 @@ func TestShardingFlags(t *testing.T) {
 	s.AddFlags(fs)
 	require.NoError(t, fs.Parse([]string{"--shard-group=dwd", "--shard-namespace=garden", "--member-name=dwd-1",
 		"--partitions=512", "--member-lease-duration=20s", "--member-renew-deadline=12s", "--member-retry-period=3s",
-		"--ring-load-bound=1.1", "--ring-replication-factor=40", "--leave-mode=handover", "--return-grace=45s"}))
+		"--ring-load-bound=1.1", "--ring-replication-factor=40", "--leave-mode=handover", "--return-grace=45s",
+		"--partition-function=xxhash64-mod-v1", "--cache-sharding=off"}))
 	assert.Equal(t, Sharding{GroupName: "dwd", Namespace: "garden", MemberName: "dwd-1", PartitionCount: 512,
+		PartitionFunction: PartitionXXHashMod, CacheSharding: CacheShardingOff,
 		MemberLeaseDuration: 20 * time.Second, MemberRenewDeadline: 12 * time.Second, MemberRetryPeriod: 3 * time.Second,
 		RingLoadBound: 1.1, ReplicationFactor: 40, LeaveMode: LeaveHandover, ReturnGrace: 45 * time.Second}, s)
 }

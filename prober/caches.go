@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
-	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
 // PartitionIndex is the field index of cached Clusters by the partition of their shoot namespace.
@@ -21,10 +20,11 @@ const PartitionIndex = "dwd.partition"
 
 func partitionKey(p int) string { return strconv.Itoa(p) }
 
-// IndexClusters registers the partition index on the Cluster cache.
-func IndexClusters(ctx context.Context, indexer client.FieldIndexer, partitionCount int) error {
+// IndexClusters registers the partition index on the Cluster cache; partition maps a shoot namespace
+// (a Cluster's name) to its partition.
+func IndexClusters(ctx context.Context, indexer client.FieldIndexer, partition func(namespace string) int) error {
 	return indexer.IndexField(ctx, newCluster(), PartitionIndex, func(o client.Object) []string {
-		return []string{partitionKey(sharding.PartitionOf(o.GetName(), partitionCount))}
+		return []string{partitionKey(partition(o.GetName()))}
 	})
 }
 

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,15 +37,17 @@ type dependentKey struct{ kind, name string }
 
 var _ client.Reader = (*DependentCache)(nil)
 
-// NewDependentCache builds the caches of the configured resources.
-func NewDependentCache(cfg *rest.Config, scheme *runtime.Scheme, infos []config.DependentResourceInfo) (*DependentCache, error) {
+// NewDependentCache builds the caches of the configured resources; newInformer, when set, builds
+// their informers (cache.Options.NewInformer).
+func NewDependentCache(cfg *rest.Config, scheme *runtime.Scheme, infos []config.DependentResourceInfo,
+	newInformer func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer) (*DependentCache, error) {
 	d := &DependentCache{caches: map[dependentKey]cache.Cache{}, marks: &dependentMarks{}}
 	for _, info := range infos {
 		obj, err := newDependent(info.Ref.Kind)
 		if err != nil {
 			return nil, err
 		}
-		c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
+		c, err := cache.New(cfg, cache.Options{Scheme: scheme, NewInformer: newInformer, ByObject: map[client.Object]cache.ByObject{
 			obj: {Field: fields.OneTermEqualSelector("metadata.name", info.Ref.Name), Transform: trimDependent},
 		}})
 		if err != nil {

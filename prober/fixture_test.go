@@ -85,8 +85,8 @@ func startReplicaClocked(t *testing.T, leaseNS, member string, clk clock.WithTic
 	r := &replica{}
 	r.Replica = replicatest.Start(t, replicatest.Options{Seed: seed.Config, Through: through, Group: "probers",
 		LeaseNamespace: leaseNS, Member: member, Cache: prober.CacheOptions(cfg),
-		Setup: func(ctx context.Context, mgr manager.Manager, owner sharding.Owner, partitions int) (err error) {
-			r.Prober, err = prober.Setup(ctx, mgr, prober.Options{Config: cfg, Owner: owner, PartitionCount: partitions,
+		Setup: func(ctx context.Context, mgr manager.Manager, owner sharding.Owner) (err error) {
+			r.Prober, err = prober.Setup(ctx, mgr, prober.Options{Config: cfg, Owner: owner,
 				Workers: 8, QPS: 50, Burst: 100, Clock: clk})
 			return err
 		}})

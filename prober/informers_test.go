@@ -41,7 +41,7 @@ func TestSetupRegistersEveryInformerAProbeReads(t *testing.T) {
 	runner := sharding.NewRunner(sharding.RunnerOptions{Settings: settings, Client: leaseClient})
 	require.NoError(t, mgr.Add(runner))
 	ctx, cancel := context.WithCancel(context.Background())
-	_, err = prober.Setup(ctx, mgr, prober.Options{Config: cfg, Owner: runner.Coordinator(), Workers: 2, PartitionCount: settings.PartitionCount, QPS: 50, Burst: 100})
+	_, err = prober.Setup(ctx, mgr, prober.Options{Config: cfg, Owner: runner.Coordinator(), Workers: 2, QPS: 50, Burst: 100})
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = mgr.Start(ctx) }()

@@ -9,7 +9,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -38,8 +40,6 @@ type Options struct {
 	Workers int
 	// ConcurrentReconciles bounds the Cluster reconciles in flight.
 	ConcurrentReconciles int
-	// PartitionCount is the sharding group's partition count.
-	PartitionCount int
 	// QPS and Burst limit each shoot client.
 	QPS   float32
 	Burst int
@@ -68,6 +68,9 @@ type Options struct {
 	Audit *audit.Log
 	// Clock is the time of the schedulers, the probes and the scaler; defaults to the real clock.
 	Clock clock.WithTicker
+	// NewInformer, when set, builds the informers of the dependents' caches (controller-runtime's
+	// cache.Options.NewInformer): the replica's, which hold its share only.
+	NewInformer func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer
 }
 
 // Defaults of the Options a caller leaves at zero.
@@ -121,11 +124,11 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Manager, er
 	registerMetrics()
 	opts = opts.defaulted()
 	cfg, coordinator := opts.Config, opts.Owner
-	machines, err := registerInformers(ctx, mgr, opts.PartitionCount)
+	machines, err := registerInformers(ctx, mgr, opts.Owner.Partition)
 	if err != nil {
 		return nil, err
 	}
-	dependents, err := NewDependentCache(mgr.GetConfig(), mgr.GetScheme(), cfg.DependentResourceInfos)
+	dependents, err := NewDependentCache(mgr.GetConfig(), mgr.GetScheme(), cfg.DependentResourceInfos, opts.NewInformer)
 	if err != nil {
 		return nil, err
 	}
@@ -153,8 +156,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Manager, er
 // registerInformers indexes the Clusters by partition and registers the informers of the kubeconfig
 // Secrets and the Machines, so that the manager's cache syncs them before anything reads them, and
 // follows the Machines' changes.
-func registerInformers(ctx context.Context, mgr manager.Manager, partitionCount int) (*MachineChanges, error) {
-	if err := IndexClusters(ctx, mgr.GetFieldIndexer(), partitionCount); err != nil {
+func registerInformers(ctx context.Context, mgr manager.Manager, partition func(string) int) (*MachineChanges, error) {
+	if err := IndexClusters(ctx, mgr.GetFieldIndexer(), partition); err != nil {
 		return nil, fmt.Errorf("indexing clusters: %w", err)
 	}
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Secret{}); err != nil {

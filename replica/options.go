@@ -37,7 +37,7 @@ type Options struct {
 	// not run. At least one is required.
 	ProberConfig *config.ProberConfig
 	WeederConfig *config.WeederConfig
-	// Prober are the prober's settings. Config, Owner, PartitionCount and Audit are set by the replica.
+	// Prober are the prober's settings. Config, Owner and Audit are set by the replica.
 	Prober prober.Options
 	// MaxWeedingWindows bounds the weeding windows open at once; defaults to the weeder's default.
 	MaxWeedingWindows int

@@ -16,6 +16,7 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/access"
 	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
+	"github.com/sharded-dwd/dependency-watchdog/shardcache"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
@@ -30,6 +31,12 @@ type Replica struct {
 	mgr           manager.Manager
 	checker       *access.Checker
 	synced        *cacheSync
+	// shares are what the seed caches of each role hold, the share of the role's group; none for a
+	// role whose caches hold the whole seed (--cache-sharding=off, the original's mode).
+	shares map[Role]*shardcache.Share
+	// newInformer builds the informers of the seed caches: of the kinds of a role with a share, those
+	// hold the share only.
+	newInformer shardcache.NewInformerFunc
 	// auditLogs write the ownership audit's file, one per group of the replica; none without
 	// Options.AuditLogPath. leaderAudit is the one of the original's mode.
 	auditLogs   []*audit.Log
@@ -56,6 +63,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Replica, error) 
 		return nil, err
 	}
 	r.checker, r.synced = checker, &cacheSync{}
+	r.shareCaches()
 	if err := r.newManager(ctx); err != nil {
 		r.closeAuditLogs()
 		return nil, fmt.Errorf("creating the manager: %w", err)
@@ -157,6 +165,7 @@ func (r *Replica) controllerManager(lock *sharding.FencedLock) (manager.Manager,
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	r.newInformer = shardcache.NewInformer(scheme, r.shardedKinds())
 	cacheOptions, err := r.cacheOptions()
 	if err != nil {
 		return nil, err
@@ -186,7 +195,7 @@ func (r *Replica) addLeader(ctx context.Context, gated manager.Manager, leader *
 		return err
 	}
 	for _, role := range r.opts.Roles() {
-		if err := r.setupRole(ctx, gated, role, leader, sharding.LeaderPartitions, r.leaderAudit); err != nil {
+		if err := r.setupRole(ctx, gated, role, leader, r.leaderAudit); err != nil {
 			return err
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -94,11 +93,14 @@ func (r *Replica) addRoleMember(ctx context.Context, gated manager.Manager, role
 		opts.Audit = auditLog
 	}
 	opts.Namespaces = shootNamespaces(gated.GetCache(), role == RoleProber)
+	if share := r.shares[role]; share != nil {
+		opts.Caches = share
+	}
 	runner := sharding.NewRunner(opts)
 	if err := r.mgr.Add(runner); err != nil {
 		return err
 	}
-	if err := r.setupRole(ctx, gated, role, runner.Coordinator(), s.PartitionCount, auditLog); err != nil {
+	if err := r.setupRole(ctx, gated, role, runner.Coordinator(), auditLog); err != nil {
 		return err
 	}
 	check := "sharding-" + string(role)
@@ -113,38 +115,22 @@ func (r *Replica) addRoleMember(ctx context.Context, gated manager.Manager, role
 	return r.mgr.AddReadyzCheck(check, runner.ReadyCheck)
 }
 
-// setupRole adds role; owner starts and stops its work as its partitions (partitions of them) come
-// and go.
-func (r *Replica) setupRole(ctx context.Context, mgr manager.Manager, role Role, owner sharding.Owner, partitions int, auditLog *audit.Log) error {
+// setupRole adds role; owner starts and stops its work as its partitions come and go.
+func (r *Replica) setupRole(ctx context.Context, mgr manager.Manager, role Role, owner sharding.Owner, auditLog *audit.Log) error {
 	if role == RoleProber {
 		opts := r.opts.Prober
-		opts.Config, opts.Owner, opts.PartitionCount, opts.Audit = r.opts.ProberConfig, owner, partitions, auditLog
+		opts.Config, opts.Owner, opts.Audit = r.opts.ProberConfig, owner, auditLog
+		opts.NewInformer = r.newInformer
 		if _, err := prober.Setup(ctx, mgr, opts); err != nil {
 			return fmt.Errorf("setting up the prober: %w", err)
 		}
 		return nil
 	}
 	if _, err := weeder.Setup(ctx, mgr, weeder.Options{Config: r.opts.WeederConfig, Owner: owner,
-		MaxWindows: r.opts.MaxWeedingWindows, PartitionCount: partitions, Audit: auditLog}); err != nil {
+		MaxWindows: r.opts.MaxWeedingWindows, Audit: auditLog}); err != nil {
 		return fmt.Errorf("setting up the weeder: %w", err)
 	}
 	return nil
-}
-
-// cacheOptions are the seed caches of the roles this replica runs: only what they read.
-func (r *Replica) cacheOptions() (cache.Options, error) {
-	byObject := map[client.Object]cache.ByObject{}
-	if r.opts.ProberConfig != nil {
-		maps.Copy(byObject, prober.CacheOptions(r.opts.ProberConfig))
-	}
-	if r.opts.WeederConfig != nil {
-		weederObjects, err := weeder.CacheOptions(r.opts.WeederConfig)
-		if err != nil {
-			return cache.Options{}, err
-		}
-		maps.Copy(byObject, weederObjects)
-	}
-	return cache.Options{ByObject: byObject}, nil
 }
 
 // shardingRunnerOptions are this replica's member of a role's sharding group (settings s), with a

@@ -89,6 +89,10 @@ type Config struct {
 	// Handlers run the work of the partitions this member holds; AddHandler adds more before the
 	// first reconcile.
 	Handlers []PartitionHandler
+	// Caches, when set, are the replica's caches of the group's shoots that hold some partitions
+	// only (--cache-sharding): every reconcile tells them the partitions to hold, and a partition is
+	// acquired only once they hold it.
+	Caches Caches
 	// Namespaces, when set, lists the shoot namespaces known to the replica, for the shoots-owned
 	// metric; it must answer from a cache and give up when its context ends.
 	Namespaces func(ctx context.Context) []string
@@ -254,7 +258,7 @@ func (c *Coordinator) AddHandler(h PartitionHandler) {
 
 // Partition returns the partition of namespace.
 func (c *Coordinator) Partition(namespace string) int {
-	return PartitionOf(namespace, c.cfg.Ring.PartitionCount)
+	return c.cfg.Ring.Partitions().Of(namespace)
 }
 
 // Owns reports whether this replica runs the work of namespace's partition now and may act on it:
@@ -352,6 +356,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	c.checkReturns(ctx, rings, now)
 	c.shownRenewal = c.ownRenewalShown(snap)
 	release, acquire := c.plan(rings.owners, snap, now)
+	acquire, warming := c.warmOnly(rings.owners, acquire)
 	errs := c.forEach(ctx, release, func(p int) error {
 		if v, ok := snap.vanished[p]; ok {
 			return c.releaseVanished(ctx, p, snap.parts[p], v)
@@ -366,7 +371,48 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	c.updateMetrics()
 	c.updateShootsOwned(ctx, now)
 	c.finishRebalance(rings.all, now, heldBefore, c.ready.Load() && len(errs) == 0)
+	if warming {
+		return min(c.requeueAfter(now), warmPollPeriod), errors.Join(errs...)
+	}
 	return c.requeueAfter(now), errors.Join(errs...)
+}
+
+// warmPollPeriod is how soon a reconcile that waits for the caches to hold a partition runs again.
+const warmPollPeriod = 100 * time.Millisecond
+
+// Caches are the replica's caches of a group's shoots when they hold some partitions only
+// (shardcache.Share).
+type Caches interface {
+	// Hold sets the partitions whose shoots the caches hold, indexed by partition.
+	Hold(partitions []bool)
+	// Warm reports whether the caches hold every shoot of partition p.
+	Warm(p int) bool
+}
+
+// warmOnly tells the caches to hold this member's share and what it holds or is about to acquire,
+// and keeps of acquire the partitions the caches hold already: work on a partition starts only with
+// its shoots in the caches, so that a handover never starts from an empty view. warming reports
+// that some wait.
+func (c *Coordinator) warmOnly(owners []string, acquire []int) (ready []int, warming bool) {
+	if c.cfg.Caches == nil {
+		return acquire, false
+	}
+	hold := c.heldMask()
+	for p, owner := range owners {
+		hold[p] = hold[p] || owner == c.cfg.Member
+	}
+	for _, p := range acquire {
+		hold[p] = true
+	}
+	c.cfg.Caches.Hold(hold)
+	ready = acquire[:0:0]
+	for _, p := range acquire {
+		if c.cfg.Caches.Warm(p) {
+			ready = append(ready, p)
+		}
+	}
+	c.metrics.warming.Set(float64(len(acquire) - len(ready)))
+	return ready, len(ready) < len(acquire)
 }
 
 // anotherSteady reports whether another live member holds its lease with this member's settings, has

@@ -81,6 +81,10 @@ var (
 	lastRenew = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dwd_sharding_member_lease_last_renew_timestamp_seconds", Help: "Unix time of the last successful renewal of this member's lease.",
 	}, []string{"group", "member"})
+	partitionsWarming = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_sharding_partitions_warming",
+		Help: "Partitions this member would acquire but waits for: the replica's caches do not hold their shoots yet (--cache-sharding).",
+	}, []string{"group", "member"})
 	guardRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_sharding_write_refusals_total",
 		Help: "Writes on a shoot (scale, pod delete) refused right before they were sent, because this member no longer held the shoot's partition (reason=not_owner) or was past its renew deadline (reason=fenced).",
@@ -90,7 +94,7 @@ var (
 // collectors are the sharding metrics, all registered by newMemberMetrics.
 var collectors = []prometheus.Collector{partitionsHeld, shootsOwned, liveMembers, rebalances, handoverSeconds,
 	partitionWrites, renewFailures, selfFencings, guardRefusals, settingsMismatch, foreignMembersLive, viewStale, foreignWrites,
-	orphansDeleted, fenceSeconds, fenceOverruns, stepDowns, partitions, settingsInfo, partitionsUnheld, lastRenew}
+	orphansDeleted, fenceSeconds, fenceOverruns, stepDowns, partitions, settingsInfo, partitionsUnheld, lastRenew, partitionsWarming}
 
 var registerOnce sync.Once
 
@@ -99,6 +103,7 @@ type memberMetrics struct {
 	group, member  string
 	partitionsHeld prometheus.Gauge
 	unheld         prometheus.Gauge
+	warming        prometheus.Gauge
 	lastRenew      prometheus.Gauge
 	shootsOwned    prometheus.Gauge
 	liveMembers    prometheus.Gauge
@@ -132,6 +137,7 @@ func newMemberMetrics(group, member string) *memberMetrics {
 		group: group, member: member,
 		partitionsHeld: partitionsHeld.WithLabelValues(group, member),
 		unheld:         partitionsUnheld.WithLabelValues(group, member),
+		warming:        partitionsWarming.WithLabelValues(group, member),
 		lastRenew:      lastRenew.WithLabelValues(group, member),
 		shootsOwned:    shootsOwned.WithLabelValues(group, member),
 		liveMembers:    liveMembers.WithLabelValues(group, member),

@@ -46,7 +46,7 @@ func TestSettingsMetrics(t *testing.T) {
 		Clock:    clocktesting.NewFakeClock(time.Now()), Log: logr.Discard()})
 
 	assert.InDelta(t, 7, testutil.ToFloat64(partitions.WithLabelValues("settings-g", "m")), 0)
-	assert.InDelta(t, 1, testutil.ToFloat64(settingsInfo.WithLabelValues("settings-g", "m", "7", "10", "1.25", PartitionFunction, "prober+weeder")), 0,
+	assert.InDelta(t, 1, testutil.ToFloat64(settingsInfo.WithLabelValues("settings-g", "m", "7", "10", "1.25", DefaultPartitionFunction, "prober+weeder")), 0,
 		"the info metric carries the settings the member lease advertises")
 }
 

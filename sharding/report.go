@@ -227,8 +227,15 @@ func memberNamed(members map[string]*ReportMember, name string) *ReportMember {
 // partitions.
 func (r *Report) countShoots(clusters []string, holders []string, members map[string]*ReportMember) {
 	r.Shoots = len(clusters)
+	partitions := Partitions{Count: r.Partitions}
+	if r.Settings != nil {
+		partitions.Function = r.Settings.PartitionFunction
+	}
 	for _, name := range clusters {
-		holder := holders[PartitionOf(name, r.Partitions)]
+		var holder string
+		if p := partitions.Of(name); p >= 0 && p < len(holders) {
+			holder = holders[p]
+		}
 		if holder != "" {
 			members[holder].Shoots++
 		}

@@ -83,7 +83,7 @@ func reportReservedLease(p int, member string) coordinationv1.Lease {
 func reportClusterIn(p, i int) string {
 	for n := 0; ; n++ {
 		name := fmt.Sprintf("shoot--p%d-%d-%d", p, i, n)
-		if PartitionOf(name, reportTestPartitions) == p {
+		if (Partitions{Count: reportTestPartitions}).Of(name) == p {
 			return name
 		}
 	}
@@ -250,7 +250,7 @@ func TestReportOfNoMembersIsEmptyNotNull(t *testing.T) {
 func TestReportParsesSettings(t *testing.T) {
 	s := parseSettings(reportSettings)
 	assert.Equal(t, &ReportSettings{Raw: reportSettings, Partitions: 4, ReplicationFactor: 400, LoadBound: 1.02,
-		PartitionFunction: PartitionFunction, Roles: []string{"prober", "weeder"}}, s)
+		PartitionFunction: DefaultPartitionFunction, Roles: []string{"prober", "weeder"}}, s)
 	assert.Nil(t, parseSettings(""))
 	assert.Equal(t, &ReportSettings{Raw: "future=1,roles=", Roles: []string{}}, parseSettings("future=1,roles="),
 		"unknown keys are kept in raw only")
@@ -268,7 +268,7 @@ func TestReportFormats(t *testing.T) {
 	for _, want := range []string{
 		"Group g in namespace garden, 4 partitions",
 		"MEMBER  STATE",
-		"a       live       1s ago   15s                  2           0         2       P=4 RF=400 LB=1.02 fn=xxhash64-mod-v1 roles=prober+weeder",
+		"a       live       1s ago   15s                  2           0         2       P=4 RF=400 LB=1.02 fn=fnv1a64-range-v1 roles=prober+weeder",
 		"b       returning  20s ago  15s (returning 30s)  0           1         0",
 		"c       live       2s ago   15s                  0           0         0       P=8 RF=400",
 		"Shoots: 4, 2 of them in partitions without a live holder",

@@ -32,6 +32,13 @@ type RingConfig struct {
 	// LoadBound is the bounded-load factor (finite, >= 1): no member holds more than
 	// ceil(LoadBound × PartitionCount / members) partitions.
 	LoadBound float64
+	// PartitionFunction maps namespaces to partitions (Partitions); "" is DefaultPartitionFunction.
+	PartitionFunction string
+}
+
+// Partitions is how the ring maps namespaces to partitions.
+func (c RingConfig) Partitions() Partitions {
+	return Partitions{Function: c.PartitionFunction, Count: c.PartitionCount}
 }
 
 // DefaultRingConfig returns the ring configuration with the default values.
@@ -40,6 +47,7 @@ func DefaultRingConfig() RingConfig {
 		PartitionCount:    DefaultPartitionCount,
 		ReplicationFactor: DefaultReplicationFactor,
 		LoadBound:         DefaultLoadBound,
+		PartitionFunction: DefaultPartitionFunction,
 	}
 }
 
@@ -57,15 +65,18 @@ func (c RingConfig) validate() error {
 	if math.IsNaN(c.LoadBound) || math.IsInf(c.LoadBound, 0) || c.LoadBound < 1 {
 		errs = append(errs, fmt.Errorf("load bound must be a finite number of at least 1, got %v", c.LoadBound))
 	}
+	if f := c.PartitionFunction; f != "" && !slices.Contains(config.PartitionFunctions, f) {
+		errs = append(errs, fmt.Errorf("partition function must be one of %v, got %q", config.PartitionFunctions, f))
+	}
 	return errors.Join(errs...)
 }
 
 // Ring maps shoot namespaces to partitions and partitions to members. Immutable once built; safe for
 // concurrent use.
 type Ring struct {
-	partitionCount int
-	members        []string // sorted, unique
-	owners         []string // owner per partition; "" when there are no members
+	partitions Partitions
+	members    []string // sorted, unique
+	owners     []string // owner per partition; "" when there are no members
 }
 
 // NewRing builds the ring over the given live member names (order and duplicates do not matter).
@@ -83,7 +94,7 @@ func NewRing(members []string, cfg RingConfig) (*Ring, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Ring{partitionCount: cfg.PartitionCount, members: names, owners: owners}, nil
+	return &Ring{partitions: cfg.Partitions(), members: names, owners: owners}, nil
 }
 
 // distribute asks consistent for the owner of every partition. The names are sorted so that every
@@ -129,23 +140,15 @@ type ringMember string
 
 func (m ringMember) String() string { return string(m) }
 
-// xxhasher is the ring's hasher: xxhash, as PartitionOf uses.
+// xxhasher is the ring's hasher of members over partition ids: xxhash, whatever the partition
+// function of namespaces.
 type xxhasher struct{}
 
 func (xxhasher) Sum64(data []byte) uint64 { return xxhash.Sum64(data) }
 
-// PartitionOf maps a namespace to its partition without a ring: xxhash(namespace) mod partitionCount,
-// the same as consistent's FindPartitionID and Ring.Partition. It returns -1 when partitionCount < 1.
-func PartitionOf(namespace string, partitionCount int) int {
-	if partitionCount < 1 {
-		return -1
-	}
-	return int(xxhash.Sum64String(namespace) % uint64(partitionCount))
-}
-
 // Partition returns the partition of a namespace; it does not depend on the members.
 func (r *Ring) Partition(namespace string) int {
-	return PartitionOf(namespace, r.partitionCount)
+	return r.partitions.Of(namespace)
 }
 
 // Owner returns the member that owns a partition, or "" when there are no members or the partition is
@@ -181,5 +184,5 @@ func (r *Ring) Assignment() []string {
 
 // PartitionCount returns the number of partitions of the ring.
 func (r *Ring) PartitionCount() int {
-	return r.partitionCount
+	return r.partitions.Count
 }

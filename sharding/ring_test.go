@@ -153,8 +153,8 @@ func TestRingAgreesWithTheLibrary(t *testing.T) {
 		cfg     RingConfig
 	}{
 		{"defaults, 3 members", statefulSetNames(3), DefaultRingConfig()},
-		{"library defaults, 5 members", statefulSetNames(5), RingConfig{271, 20, 1.25}},
-		{"one partition", []string{"x", "y"}, RingConfig{1, 2, 1}},
+		{"library defaults, 5 members", statefulSetNames(5), RingConfig{271, 20, 1.25, ""}},
+		{"one partition", []string{"x", "y"}, RingConfig{1, 2, 1, ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := NewRing(tc.members, tc.cfg)
@@ -172,7 +172,7 @@ func TestPartitionIsFindPartitionIDAndIndependentOfMembers(t *testing.T) {
 	namespaces := append(shootNamespaces(tableSeed, 20, 10), "", "garden", "shoot--a--b")
 	for _, p := range []int{1, 7, 271, DefaultPartitionCount, 4099} {
 		t.Run(fmt.Sprintf("P=%d", p), func(t *testing.T) {
-			cfg := RingConfig{PartitionCount: p, ReplicationFactor: 3, LoadBound: 1.1}
+			cfg := RingConfig{PartitionCount: p, ReplicationFactor: 3, LoadBound: 1.1, PartitionFunction: PartitionXXHashMod}
 			empty, err := NewRing(nil, cfg)
 			require.NoError(t, err)
 			full, err := NewRing(statefulSetNames(4), cfg)
@@ -180,7 +180,7 @@ func TestPartitionIsFindPartitionIDAndIndependentOfMembers(t *testing.T) {
 			lib := consistent.New(nil, consistent.Config{Hasher: xxhasher{}, PartitionCount: p, ReplicationFactor: 3, Load: 1.1})
 			for _, ns := range namespaces {
 				want := lib.FindPartitionID([]byte(ns))
-				assert.Equal(t, want, PartitionOf(ns, p), ns)
+				assert.Equal(t, want, Partitions{Function: PartitionXXHashMod, Count: p}.Of(ns), ns)
 				assert.Equal(t, want, empty.Partition(ns), ns)
 				assert.Equal(t, want, full.Partition(ns), ns)
 			}
@@ -191,7 +191,9 @@ func TestPartitionIsFindPartitionIDAndIndependentOfMembers(t *testing.T) {
 func TestPartitionOfWithoutPartitions(t *testing.T) {
 	for _, p := range []int{0, -1} {
 		t.Run(fmt.Sprintf("P=%d", p), func(t *testing.T) {
-			assert.Equal(t, -1, PartitionOf("shoot--a--b", p))
+			for _, f := range []string{PartitionFNVRange, PartitionXXHashMod, ""} {
+				assert.Equal(t, -1, Partitions{Function: f, Count: p}.Of("shoot--a--b"))
+			}
 		})
 	}
 }
@@ -277,7 +279,7 @@ func TestRingIsSafeForConcurrentUse(t *testing.T) {
 			}
 			assert.Equal(t, statefulSetNames(3), r.Members())
 			assert.NotEmpty(t, r.PartitionsOf(fmt.Sprintf("dwd-%d", i%3)))
-			assert.Equal(t, PartitionOf("shoot--p--s", DefaultPartitionCount), r.Partition("shoot--p--s"))
+			assert.Equal(t, Partitions{Count: DefaultPartitionCount}.Of("shoot--p--s"), r.Partition("shoot--p--s"))
 		})
 	}
 	wg.Wait()

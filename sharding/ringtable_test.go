@@ -66,7 +66,7 @@ func statefulSetNames(n int) []string {
 func shootsPerPartition(namespaces []string, partitionCount int) []int {
 	sizes := make([]int, partitionCount)
 	for _, ns := range namespaces {
-		sizes[PartitionOf(ns, partitionCount)]++
+		sizes[Partitions{Count: partitionCount}.Of(ns)]++
 	}
 	return sizes
 }
@@ -332,7 +332,7 @@ func TestRingUpToThirtyMembers(t *testing.T) {
 func hashedBalance(namespaces []string, n int) float64 {
 	counts := make([]int, n)
 	for _, ns := range namespaces {
-		counts[PartitionOf(ns, n)]++
+		counts[Partitions{Function: PartitionXXHashMod, Count: n}.Of(ns)]++
 	}
 	return float64(slices.Max(counts)) * float64(n) / float64(len(namespaces))
 }

@@ -71,6 +71,9 @@ type RunnerOptions struct {
 	Incarnation string
 	// Handlers run the work of the partitions this member holds.
 	Handlers []PartitionHandler
+	// Caches, when set, are the replica's caches of the group's shoots that hold some partitions only
+	// (Config.Caches).
+	Caches Caches
 	// Namespaces, when set, lists the shoot namespaces known to the replica from a cache, for the
 	// shoots-owned metric (Config.Namespaces).
 	Namespaces func(ctx context.Context) []string
@@ -122,7 +125,8 @@ func (o RunnerOptions) defaulted() RunnerOptions {
 func NewRunner(opts RunnerOptions) *Runner {
 	opts = opts.defaulted()
 	settings, incarnation := opts.Settings, opts.Incarnation
-	ring := RingConfig{PartitionCount: settings.PartitionCount, ReplicationFactor: settings.ReplicationFactor, LoadBound: settings.RingLoadBound}
+	ring := RingConfig{PartitionCount: settings.PartitionCount, ReplicationFactor: settings.ReplicationFactor, LoadBound: settings.RingLoadBound,
+		PartitionFunction: settings.PartitionFunction}
 	member := &leases.Member{
 		Store: leases.APIStore{Leases: opts.Renewals.CoordinationV1().Leases(settings.Namespace)}, Group: settings.GroupName,
 		Name: settings.MemberName, Incarnation: incarnation,
@@ -142,7 +146,7 @@ func NewRunner(opts RunnerOptions) *Runner {
 		LeaseDuration: settings.MemberLeaseDuration, RetryPeriod: settings.MemberRetryPeriod, WriteConcurrency: 16,
 		Settings: member.Settings, Event: r.event, Audit: opts.Audit, WontReturn: opts.WontReturn,
 		Foreign: r.caches.foreign, Leaders: r.caches.leaders,
-		WorkContext: workCtx, Store: store, Lister: r.caches.group, Liveness: member, Clock: opts.Clock, Log: opts.Log, Handlers: opts.Handlers, Namespaces: opts.Namespaces,
+		WorkContext: workCtx, Store: store, Lister: r.caches.group, Liveness: member, Clock: opts.Clock, Log: opts.Log, Handlers: opts.Handlers, Namespaces: opts.Namespaces, Caches: opts.Caches,
 	})
 	member.MayJoin = r.coordinator.MayJoin
 	return r

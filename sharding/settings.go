@@ -7,10 +7,6 @@ import (
 	"strings"
 )
 
-// PartitionFunction names the way namespaces map to partitions (PartitionOf); a change of it must
-// change this name, so that members mapping differently never share a group.
-const PartitionFunction = "xxhash64-mod-v1"
-
 // Settings returns what every member of a group must agree on, as advertised in its member lease: the
 // partition count, the ring's replication factor and load bound, the partition function and the roles
 // the member runs. Members that disagree would give one namespace to two members, or to none.
@@ -18,7 +14,7 @@ func Settings(ring RingConfig, roles []string) string {
 	roles = slices.Sorted(slices.Values(roles))
 	return fmt.Sprintf("partitions=%d,replication-factor=%d,load-bound=%s,partition-function=%s,roles=%s",
 		ring.PartitionCount, ring.ReplicationFactor, strconv.FormatFloat(ring.LoadBound, 'g', -1, 64),
-		PartitionFunction, strings.Join(roles, "+"))
+		ring.Partitions().function(), strings.Join(roles, "+"))
 }
 
 // settingsFields splits settings as Settings writes them into its fields; a field it lacks is absent.

@@ -36,8 +36,25 @@ type Environment struct {
 	KubeConfig []byte
 }
 
-// Start starts kube-apiserver and etcd from AssetsDir and installs the test CRDs.
+// ShardedListAndWatch is kube-apiserver's feature gate of shard selectors (Kubernetes 1.36, alpha):
+// the test control plane runs with it on, as a seed that runs dwd with --cache-sharding=server would;
+// StartOptions.WithoutShardSelectors turns it off.
+const ShardedListAndWatch = "ShardedListAndWatch"
+
+// StartOptions tune the control plane of StartWith.
+type StartOptions struct {
+	// WithoutShardSelectors runs kube-apiserver with the feature gate ShardedListAndWatch off, as
+	// every seed before Kubernetes 1.36 and most after: shard selectors are ignored.
+	WithoutShardSelectors bool
+}
+
+// Start starts kube-apiserver and etcd from AssetsDir, with shard selectors, and installs the test CRDs.
 func Start() (*Environment, error) {
+	return StartWith(StartOptions{})
+}
+
+// StartWith starts kube-apiserver and etcd from AssetsDir as opts say and installs the test CRDs.
+func StartWith(opts StartOptions) (*Environment, error) {
 	dir, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -48,6 +65,7 @@ func Start() (*Environment, error) {
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: dir, CRDs: crds, ErrorIfCRDPathMissing: true,
 		ControlPlaneStartTimeout: controlPlaneStartTimeout}
+	env.ControlPlane.GetAPIServer().Configure().Append("feature-gates", fmt.Sprintf("%s=%t", ShardedListAndWatch, !opts.WithoutShardSelectors))
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane from %s: %w", dir, err)
@@ -108,6 +126,21 @@ func moduleRoot() (string, error) {
 // for each env given (a test of the prober needs a seed and a shoot), and returns the exit code for
 // os.Exit. Under -short it starts nothing and the envs stay nil. It removes what BuildDwd built.
 func Main(m *testing.M, envs ...**Environment) int {
+	each := make([]EnvOf, len(envs))
+	for i, e := range envs {
+		each[i] = EnvOf{Env: e}
+	}
+	return MainWith(m, each...)
+}
+
+// EnvOf is a control plane of MainWith: where it goes and how it starts.
+type EnvOf struct {
+	Env     **Environment
+	Options StartOptions
+}
+
+// MainWith is Main with the start options of each control plane.
+func MainWith(m *testing.M, envs ...EnvOf) int {
 	flag.Parse()
 	defer RemoveBuilt()
 	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
@@ -123,13 +156,13 @@ func Main(m *testing.M, envs ...**Environment) int {
 		}
 	}()
 	for _, env := range envs {
-		e, err := Start()
+		e, err := StartWith(env.Options)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 		started = append(started, e)
-		*env = e
+		*env.Env = e
 	}
 	return m.Run()
 }

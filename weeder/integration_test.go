@@ -76,8 +76,8 @@ func startReplicaWith(t testing.TB, through *rest.Config, leaseNS, member string
 	r := &replica{}
 	r.Replica = replicatest.Start(t, replicatest.Options{Seed: env.Config, Through: through, Group: "weeders",
 		LeaseNamespace: leaseNS, Member: member, Cache: byObject,
-		Setup: func(ctx context.Context, mgr manager.Manager, owner sharding.Owner, partitions int) (err error) {
-			opts.Owner, opts.PartitionCount = owner, partitions
+		Setup: func(ctx context.Context, mgr manager.Manager, owner sharding.Owner) (err error) {
+			opts.Owner = owner
 			r.Weeder, err = weeder.Setup(ctx, mgr, opts)
 			return err
 		}})

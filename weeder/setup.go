@@ -72,8 +72,6 @@ type Options struct {
 	Owner sharding.Owner
 	// MaxWindows bounds the weeding windows that run at once (--max-weeding-windows).
 	MaxWindows int
-	// PartitionCount is the sharding group's partition count.
-	PartitionCount int
 	// Audit records the pod deletes sent (the ownership audit); nil records nothing.
 	Audit *audit.Log
 	// Clock is the time of the windows and their deadlines; defaults to the real clock.
@@ -86,7 +84,7 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Manager, er
 	if opts.Config == nil || opts.Owner == nil {
 		return nil, errors.New("setting up the weeder: Options.Config and Options.Owner are required")
 	}
-	deps, err := setupDeps(ctx, mgr, opts.PartitionCount)
+	deps, err := setupDeps(ctx, mgr, opts.Owner.Partition)
 	if err != nil {
 		return nil, err
 	}
@@ -109,8 +107,8 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Manager, er
 }
 
 // setupDeps builds the weeder's clients from mgr's config, its recorder, and the index of the cached
-// EndpointSlices by partition (partitionCount of them) its namespaces are listed with.
-func setupDeps(ctx context.Context, mgr manager.Manager, partitionCount int) (managerDeps, error) {
+// EndpointSlices by partition (of their namespace, as partition maps it) its namespaces are listed with.
+func setupDeps(ctx context.Context, mgr manager.Manager, partition func(namespace string) int) (managerDeps, error) {
 	pods, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return managerDeps{}, fmt.Errorf("creating the pod client: %w", err)
@@ -124,7 +122,7 @@ func setupDeps(ctx context.Context, mgr manager.Manager, partitionCount int) (ma
 	}
 	key := func(p int) string { return strconv.Itoa(p) }
 	err = mgr.GetFieldIndexer().IndexField(ctx, &discoveryv1.EndpointSlice{}, partitionIndex, func(o client.Object) []string {
-		return []string{key(sharding.PartitionOf(o.GetNamespace(), partitionCount))}
+		return []string{key(partition(o.GetNamespace()))}
 	})
 	if err != nil {
 		return managerDeps{}, fmt.Errorf("indexing endpoint slices: %w", err)

@@ -101,7 +101,7 @@ func TestCheckOverlap(t *testing.T) {
 
 func TestCheckWrites(t *testing.T) {
 	ns := "shoot--p--s"
-	p := sharding.PartitionOf(ns, 4)
+	p := sharding.Partitions{Function: sharding.PartitionXXHashMod, Count: 4}.Of(ns)
 	base := []audit.Record{a.start(0, 4), a.renew(0), a.acquire(1, p, "fresh")}
 	tests := []struct {
 		name   string
@@ -216,7 +216,7 @@ func inGroup(g string, records ...audit.Record) []audit.Record {
 // fail.
 func TestCheckWritesAcrossGroups(t *testing.T) {
 	ns := "shoot--p--s"
-	p := sharding.PartitionOf(ns, 1)
+	p := 0
 	prober := inGroup("dwd-prober", a.start(0, 1), a.renew(0), a.acquire(1, p, "fresh"), a.renew(8), a.write(2, ns, p))
 	tests := []struct {
 		name  string
@@ -226,7 +226,7 @@ func TestCheckWritesAcrossGroups(t *testing.T) {
 		{"another group writes the shoot soon after", inGroup("dependency-watchdog", b.start(0, 1), b.renew(0), b.acquire(1, p, "fresh"), b.write(5, ns, p)), 1},
 		{"another group writes it after a fence interval", inGroup("dependency-watchdog", b.start(0, 1), b.renew(8), b.acquire(9, p, "fresh"), b.write(12.5, ns, p)), 0},
 		{"the same group's next holder", inGroup("dwd-prober", b.start(0, 1), b.renew(3), b.acquire(3.5, p, "handover"), b.write(4, ns, p)), 0},
-		{"another group writes another shoot", inGroup("dependency-watchdog", b.start(0, 1), b.renew(0), b.acquire(1, p, "fresh"), b.write(5, "shoot--p--t", sharding.PartitionOf("shoot--p--t", 1))), 0},
+		{"another group writes another shoot", inGroup("dependency-watchdog", b.start(0, 1), b.renew(0), b.acquire(1, p, "fresh"), b.write(5, "shoot--p--t", 0)), 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -38,6 +38,8 @@ type process struct {
 	holder     Holder
 	group      string
 	partitions int // 0 when it wrote no start record
+	// partitionFunction maps namespaces to partitions (the start record's).
+	partitionFunction string
 	// renewDeadline is how long after a renewal the process may act (its start record's).
 	renewDeadline time.Duration
 	renewals      []renewal
@@ -69,6 +71,8 @@ func (p *process) add(r audit.Record) {
 	switch r.Event {
 	case audit.EventStart:
 		p.partitions, p.renewDeadline = r.Partitions, r.RenewDeadline
+		// A file of a version before the partition function was recorded used xxhash64-mod-v1.
+		p.partitionFunction = cmp.Or(r.PartitionFunction, sharding.PartitionXXHashMod)
 	case audit.EventRenew:
 		p.renewals = append(p.renewals, renewal{at: r.Wall, fence: r.Fence})
 	case audit.EventAcquire:
@@ -148,7 +152,7 @@ func (p *process) judge(w audit.Record) string {
 	if p == nil || p.partitions == 0 {
 		return "no start record of its process gives the partition count"
 	}
-	want := sharding.PartitionOf(w.Namespace, p.partitions)
+	want := sharding.Partitions{Function: p.partitionFunction, Count: p.partitions}.Of(w.Namespace)
 	if w.Partition != want {
 		return fmt.Sprintf("recorded partition %d, but namespace %s is in partition %d of %d", w.Partition, w.Namespace, want, p.partitions)
 	}

@@ -48,11 +48,11 @@ func TestScaleAndBoundFlagsReachTheProber(t *testing.T) {
 		"--shoot-max-response-bytes=1048576", "--shoot-max-response-items=500", "--probe-workers=8",
 		"--shoot-max-response-bytes-in-flight=16777216", "--allow-insecure-shoot-kubeconfigs"}))
 	got := o.proberOptions()
-	assert.Equal(t, prober.Options{Workers: 8, ConcurrentReconciles: 1, PartitionCount: o.sharding.PartitionCount,
+	assert.Equal(t, prober.Options{Workers: 8, ConcurrentReconciles: 1,
 		QPS: 5, Burst: 10, UserAgent: got.UserAgent,
 		ScaleWorkers: 4, ScaleQPS: 7.5, ScaleBurst: 30, MaxResponseBytes: 1 << 20, MaxResponseItems: 500,
 		MaxResponseBytesInFlight: 16 << 20, AllowInsecureKubeconfigs: true}, got)
-	assert.Equal(t, prober.Options{Workers: 0, ConcurrentReconciles: 1, PartitionCount: o.sharding.PartitionCount,
+	assert.Equal(t, prober.Options{Workers: 0, ConcurrentReconciles: 1,
 		QPS: 5, Burst: 10, UserAgent: got.UserAgent,
 		ScaleWorkers: 16, ScaleQPS: 20, ScaleBurst: 100, MaxResponseBytes: 32 << 20, MaxResponseItems: 20000},
 		newOptions("dwd-prober").proberOptions(), "the defaults")

@@ -139,7 +139,7 @@ func (o *options) replicaOptions() replica.Options {
 // proberOptions are the prober's settings from the flags.
 func (o *options) proberOptions() prober.Options {
 	return prober.Options{
-		Workers: o.probeWorkers, ConcurrentReconciles: o.concurrentReconciles, PartitionCount: o.sharding.PartitionCount,
+		Workers: o.probeWorkers, ConcurrentReconciles: o.concurrentReconciles,
 		QPS: float32(o.kubeAPIQPS), Burst: o.kubeAPIBurst,
 		UserAgent:    "dwd-prober/" + version + " (" + o.sharding.MemberName + ")",
 		ScaleWorkers: o.scaleWorkers, ScaleQPS: o.scaleQPS, ScaleBurst: o.scaleBurst,

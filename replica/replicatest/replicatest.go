@@ -37,9 +37,8 @@ type Options struct {
 	Group, LeaseNamespace, Member string
 	// Cache are the role's caches (prober.CacheOptions, weeder.CacheOptions).
 	Cache map[client.Object]cache.ByObject
-	// Setup adds the role to mgr under owner, the member's coordinator, whose group has partitions
-	// partitions (prober.Setup, weeder.Setup).
-	Setup func(ctx context.Context, mgr manager.Manager, owner sharding.Owner, partitions int) error
+	// Setup adds the role to mgr under owner, the member's coordinator (prober.Setup, weeder.Setup).
+	Setup func(ctx context.Context, mgr manager.Manager, owner sharding.Owner) error
 }
 
 // Replica is a running test replica; the test's cleanup stops it.
@@ -65,7 +64,7 @@ func Start(t testing.TB, opts Options) *Replica {
 		t.Fatalf("adding the sharding member: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := opts.Setup(ctx, mgr, r.Runner.Coordinator(), settings.PartitionCount); err != nil {
+	if err := opts.Setup(ctx, mgr, r.Runner.Coordinator()); err != nil {
 		cancel()
 		t.Fatalf("setting up the role: %v", err)
 	}

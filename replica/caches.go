@@ -1,0 +1,75 @@
+package replica
+
+import (
+	"maps"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/prober"
+	"github.com/sharded-dwd/dependency-watchdog/shardcache"
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
+	"github.com/sharded-dwd/dependency-watchdog/weeder"
+)
+
+// cacheOptions are the seed caches of the roles this replica runs: only what they read, and of a
+// role with a share only the share's shoots (docs/caches.md).
+func (r *Replica) cacheOptions() (cache.Options, error) {
+	byObject := map[client.Object]cache.ByObject{}
+	if r.opts.ProberConfig != nil {
+		maps.Copy(byObject, prober.CacheOptions(r.opts.ProberConfig))
+	}
+	if r.opts.WeederConfig != nil {
+		weederObjects, err := weeder.CacheOptions(r.opts.WeederConfig)
+		if err != nil {
+			return cache.Options{}, err
+		}
+		maps.Copy(byObject, weederObjects)
+	}
+	return cache.Options{ByObject: byObject, NewInformer: r.newInformer}, nil
+}
+
+// shareCaches makes a share for the caches of each role whose group shards them
+// (Sharding.CacheSharding server or client). The original's mode caches the whole seed: its leader
+// owns every shoot.
+func (r *Replica) shareCaches() {
+	r.shares = map[Role]*shardcache.Share{}
+	if r.opts.LeaderOnly {
+		return
+	}
+	for _, role := range r.opts.Roles() {
+		s := r.opts.ShardingFor(role)
+		if s.CacheSharding != config.CacheShardingServer && s.CacheSharding != config.CacheShardingClient {
+			continue
+		}
+		partitions := sharding.Partitions{Function: s.PartitionFunction, Count: s.PartitionCount}
+		r.shares[role] = shardcache.NewShare(shardcache.Options{Partitions: partitions,
+			Server: s.CacheSharding == config.CacheShardingServer, Group: s.GroupName, Log: r.opts.Log.WithName("caches")})
+		if s.CacheSharding == config.CacheShardingServer && !partitions.Selectable() {
+			r.log.Info("Warning: --cache-sharding=server needs --partition-function="+config.PartitionFNVRange+"; the caches filter instead",
+				"group", s.GroupName)
+		}
+	}
+}
+
+// shardedKinds are the kinds of the seed caches that hold a share only: the prober's Clusters (by
+// name), kubeconfig Secrets, Machines and dependents, the weeder's EndpointSlices.
+func (r *Replica) shardedKinds() map[schema.GroupKind]shardcache.Kind {
+	kinds := map[schema.GroupKind]shardcache.Kind{}
+	if share := r.shares[RoleProber]; share != nil {
+		kinds[prober.ClusterGVK.GroupKind()] = shardcache.Kind{Share: share, ClusterScoped: true}
+		kinds[prober.MachineGVK.GroupKind()] = shardcache.Kind{Share: share}
+		kinds[corev1.SchemeGroupVersion.WithKind("Secret").GroupKind()] = shardcache.Kind{Share: share}
+		kinds[appsv1.SchemeGroupVersion.WithKind("Deployment").GroupKind()] = shardcache.Kind{Share: share}
+		kinds[appsv1.SchemeGroupVersion.WithKind("StatefulSet").GroupKind()] = shardcache.Kind{Share: share}
+	}
+	if share := r.shares[RoleWeeder]; share != nil {
+		kinds[discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice").GroupKind()] = shardcache.Kind{Share: share}
+	}
+	return kinds
+}

@@ -1,0 +1,249 @@
+package shardcache
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
+)
+
+// informer is the list and watch of one kind of a share's shoots, and what its store was given.
+type informer struct {
+	share    *Share
+	inner    toolscache.ListerWatcherWithContext
+	resource string
+	// byName: the kind is cluster-scoped (Clusters), keyed and filtered by name, which the API
+	// server cannot select by; it is filtered here only.
+	byName bool
+	// newObject returns an empty object of the kind, for tombstones and bookmarks.
+	newObject func() runtime.Object
+	// store is the informer's indexer, where Warm looks for what the stream gave.
+	store toolscache.Store
+
+	mu sync.Mutex
+	// held is the share the store holds all objects of (its List, or its stream's initial events
+	// once they ended); nil before.
+	held *shareState
+	// initial: a watch-list's initial events are being received; held is not complete yet.
+	initial bool
+	// listing is the share of a paged List in progress, so that every page selects the same.
+	listing *shareState
+	// forwarded is the resource version of every object the store was given, by its store key.
+	forwarded map[string]string
+	// pending are the keys of objects of newly held partitions not yet seen in the store.
+	pending map[string]struct{}
+}
+
+func newInformer(share *Share, lw toolscache.ListerWatcher, example runtime.Object, resource string, byName bool) *informer {
+	i := &informer{share: share, inner: toolscache.ToListerWatcherWithContext(lw), resource: resource, byName: byName,
+		forwarded: map[string]string{}, pending: map[string]struct{}{}}
+	if u, ok := example.(*unstructured.Unstructured); ok {
+		gvk := u.GroupVersionKind()
+		i.newObject = func() runtime.Object {
+			o := &unstructured.Unstructured{}
+			o.SetGroupVersionKind(gvk)
+			return o
+		}
+	} else {
+		t := reflect.TypeOf(example).Elem()
+		i.newObject = func() runtime.Object { return reflect.New(t).Interface().(runtime.Object) }
+	}
+	return i
+}
+
+// listWatch is the informer's ListerWatcher for the shared informer.
+func (i *informer) listWatch() *toolscache.ListWatch {
+	return &toolscache.ListWatch{ListWithContextFunc: i.list, WatchFuncWithContext: i.watch}
+}
+
+// shardKey is what decides an object's partition: its namespace, or its name for a cluster-scoped kind.
+func (i *informer) shardKey(o metav1.Object) string {
+	if i.byName {
+		return o.GetName()
+	}
+	return o.GetNamespace()
+}
+
+// selects reports whether the informer asks the API server for state's share.
+func (i *informer) selects(state *shareState) bool {
+	return i.share.server && !i.byName && state.selector != ""
+}
+
+// withSelector returns opts with state's shard selector where the informer asks the server for it.
+func (i *informer) withSelector(opts metav1.ListOptions, state *shareState) metav1.ListOptions {
+	if i.selects(state) {
+		opts.ShardSelector = state.selector
+	}
+	return opts
+}
+
+// list is the reflector's List: the share's objects only, every page of one List selecting the same
+// share; the store then holds that share.
+func (i *informer) list(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+	i.mu.Lock()
+	if opts.Continue == "" || i.listing == nil {
+		i.listing, _ = i.share.state()
+	}
+	state := i.listing
+	i.mu.Unlock()
+	obj, err := i.inner.ListWithContext(ctx, i.withSelector(opts, state))
+	if err != nil {
+		return nil, err
+	}
+	kept, err := i.filterList(obj, state, "list")
+	if err != nil {
+		return nil, err
+	}
+	last := listContinue(obj) == ""
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if opts.Continue == "" {
+		i.forwarded, i.pending = map[string]string{}, map[string]struct{}{}
+	}
+	for _, o := range kept {
+		key := storeKey(o)
+		i.forwarded[key] = o.GetResourceVersion()
+		i.pending[key] = struct{}{}
+	}
+	if last {
+		i.held, i.initial, i.listing = state, false, nil
+	}
+	return obj, nil
+}
+
+// filterList drops the objects of a listed page outside state's share, keeping the list's resource
+// version and continue token, and returns those kept. A list answered without the shard info of the
+// selector it was sent tells that the server ignored it.
+func (i *informer) filterList(obj runtime.Object, state *shareState, via string) ([]metav1.Object, error) {
+	if i.selects(state) && listShardSelector(obj) != state.selector {
+		i.share.ignored(i.resource, via+" without shard info")
+	}
+	items, err := meta.ExtractListWithAlloc(obj)
+	if err != nil {
+		return nil, fmt.Errorf("reading the %s list: %w", i.resource, err)
+	}
+	keptObjects := items[:0]
+	var kept []metav1.Object
+	for _, item := range items {
+		o, err := meta.Accessor(item)
+		if err != nil {
+			return nil, fmt.Errorf("reading a listed %s: %w", i.resource, err)
+		}
+		if !state.holds(i.share.partitions, i.shardKey(o)) {
+			received.WithLabelValues(i.share.group, i.resource, via, "dropped").Inc()
+			continue
+		}
+		received.WithLabelValues(i.share.group, i.resource, via, "kept").Inc()
+		keptObjects = append(keptObjects, item)
+		kept = append(kept, o)
+	}
+	if err := meta.SetList(obj, keptObjects); err != nil {
+		return nil, fmt.Errorf("filtering the %s list: %w", i.resource, err)
+	}
+	return kept, nil
+}
+
+// listShardSelector is the selector the server says it applied to a list; "" when it says none.
+func listShardSelector(obj runtime.Object) string {
+	if u, ok := obj.(*unstructured.UnstructuredList); ok {
+		s, _, _ := unstructured.NestedString(u.Object, "metadata", "shardInfo", "selector")
+		return s
+	}
+	if l, ok := obj.(metav1.ShardedListInterface); ok && l.GetShardInfo() != nil {
+		return l.GetShardInfo().Selector
+	}
+	return ""
+}
+
+func listContinue(obj runtime.Object) string {
+	l, err := meta.ListAccessor(obj)
+	if err != nil {
+		return ""
+	}
+	return l.GetContinue()
+}
+
+// storeKey is an object's key in an informer's store.
+func storeKey(o metav1.Object) string {
+	if o.GetNamespace() == "" {
+		return o.GetName()
+	}
+	return o.GetNamespace() + "/" + o.GetName()
+}
+
+// watch is the reflector's Watch. A watch-list (initial events) selects the current share and the
+// store holds it once the initial events end; a watch that resumes selects the share the store
+// holds. Either way the stream then follows every change of the share (stream.reselect).
+func (i *informer) watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
+	current, _ := i.share.state()
+	i.mu.Lock()
+	state := i.held
+	if initial || state == nil {
+		state = current
+	}
+	i.mu.Unlock()
+	w, err := i.inner.WatchWithContext(ctx, i.withSelector(opts, state))
+	if err != nil {
+		return nil, err
+	}
+	i.mu.Lock()
+	if initial {
+		i.held, i.initial = state, true
+		i.forwarded, i.pending = map[string]string{}, map[string]struct{}{}
+	} else if i.held == nil {
+		i.held = state
+	}
+	i.mu.Unlock()
+	return newStream(ctx, i, w, opts), nil
+}
+
+// warm reports whether the store holds partition p: the share it holds has p, no initial events are
+// outstanding, and every object of a newly held partition the stream gave is in the store.
+func (i *informer) warm(p int) bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.held == nil || i.initial || p < 0 || p >= len(i.held.held) || !i.held.held[p] {
+		return false
+	}
+	for key := range i.pending {
+		if i.store == nil {
+			return false
+		}
+		if _, exists, _ := i.store.GetByKey(key); !exists {
+			return false
+		}
+		delete(i.pending, key)
+	}
+	return true
+}
+
+// object returns an empty object of the kind with the given key and resource version.
+func (i *informer) object(key, resourceVersion string) runtime.Object {
+	o := i.newObject()
+	m, err := meta.Accessor(o)
+	if err != nil {
+		return o
+	}
+	ns, name, _ := toolscache.SplitMetaNamespaceKey(key)
+	m.SetNamespace(ns)
+	m.SetName(name)
+	m.SetResourceVersion(resourceVersion)
+	return o
+}
+
+// groupResource names a kind in logs and metrics.
+func groupResource(gvk schema.GroupVersionKind) string {
+	if gvk.Group == "" {
+		return gvk.Kind
+	}
+	return gvk.Kind + "." + gvk.Group
+}

@@ -1,0 +1,125 @@
+package sharding
+
+import (
+	"context"
+	"fmt"
+	"math/bits"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
+)
+
+// ofHash is fnv1a64-range-v1's partition of a hash.
+func ofHash(h uint64, count int) int {
+	hi, _ := bits.Mul64(h, uint64(count))
+	return int(hi)
+}
+
+func TestEachRangePartitionIsTheContiguousRangeOfItsHashes(t *testing.T) {
+	for _, count := range []int{1, 2, 3, 7, 271, DefaultPartitionCount, 4099, 10000} {
+		t.Run(fmt.Sprintf("P=%d", count), func(t *testing.T) {
+			p := Partitions{Function: PartitionFNVRange, Count: count}
+			all := make([]bool, count)
+			for i := range all {
+				all[i] = true
+			}
+			require.Equal(t, []HashRange{{Start: 0, ToEnd: true}}, p.Ranges(all), "the whole share is one range")
+			for part := 0; part < count; part++ {
+				one := make([]bool, count)
+				one[part] = true
+				r := p.Ranges(one)
+				require.Len(t, r, 1)
+				// The first hash of the range is in the partition, the one before it in the previous.
+				require.Equal(t, part, ofHash(r[0].Start, count), "start of %d", part)
+				if part > 0 {
+					require.Equal(t, part-1, ofHash(r[0].Start-1, count), "before the start of %d", part)
+				}
+				if !r[0].ToEnd {
+					require.Equal(t, part+1, ofHash(r[0].End, count), "end of %d", part)
+					require.Equal(t, part, ofHash(r[0].End-1, count), "last hash of %d", part)
+				}
+			}
+		})
+	}
+}
+
+func TestRangesMergeAdjacentPartitionsAndSelectorsNameThem(t *testing.T) {
+	p := Partitions{Function: PartitionFNVRange, Count: 4}
+	r := p.Ranges([]bool{true, true, false, true})
+	require.Equal(t, []HashRange{{Start: 0, End: 1 << 63}, {Start: 3 << 62, ToEnd: true}}, r)
+	assert.Equal(t, "shardRange(object.metadata.namespace, '0x0000000000000000', '0x8000000000000000') || "+
+		"shardRange(object.metadata.namespace, '0xc000000000000000', '0x10000000000000000')", ShardSelector(r))
+	assert.Empty(t, p.Ranges(make([]bool, 4)), "an empty share has no range")
+	assert.Empty(t, ShardSelector(nil))
+	assert.Nil(t, Partitions{Function: PartitionXXHashMod, Count: 4}.Ranges([]bool{true, true, true, true}),
+		"xxhash64-mod-v1 partitions are no hash ranges")
+	assert.Nil(t, p.Ranges([]bool{true}), "a mask of another partition count")
+}
+
+func TestPartitionOfANamespaceIsOfItsFNVHash(t *testing.T) {
+	namespaces := append(shootNamespaces(tableSeed, 20, 10), "", "garden", "shoot--a--b")
+	for _, ns := range namespaces {
+		assert.Equal(t, ofHash(FNV(ns), DefaultPartitionCount), Partitions{Count: DefaultPartitionCount}.Of(ns), ns)
+	}
+	assert.Equal(t, uint64(0xcbf29ce484222325), FNV(""), "the FNV-1a offset basis")
+	assert.Equal(t, -1, Partitions{Function: "md5-v0", Count: 7}.Of("x"), "an unknown function maps nothing")
+}
+
+func TestSettingsNameThePartitionFunction(t *testing.T) {
+	ring := DefaultRingConfig()
+	assert.Contains(t, Settings(ring, nil), "partition-function="+PartitionFNVRange)
+	ring.PartitionFunction = ""
+	assert.Contains(t, Settings(ring, nil), "partition-function="+PartitionFNVRange, "the default, named")
+	ring.PartitionFunction = PartitionXXHashMod
+	assert.Contains(t, Settings(ring, nil), "partition-function="+PartitionXXHashMod)
+	ring.PartitionFunction = "md5-v0"
+	_, err := NewRing([]string{"a"}, ring)
+	assert.ErrorContains(t, err, `partition function must be one of`)
+}
+
+// gatedCaches are caches that hold what Hold last named once warm says so.
+type gatedCaches struct {
+	held []bool
+	warm func(p int) bool
+}
+
+func (c *gatedCaches) Hold(p []bool)   { c.held = slices.Clone(p) }
+func (c *gatedCaches) Warm(p int) bool { return c.held[p] && c.warm(p) }
+
+func TestAPartitionIsAcquiredOnlyOnceTheCachesHoldIt(t *testing.T) {
+	store := leasestest.NewStore()
+	warm := map[int]bool{}
+	caches := &gatedCaches{warm: func(p int) bool { return warm[p] }}
+	c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
+		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 4, Caches: caches,
+		Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clocktesting.NewFakeClock(time.Now()), Log: logr.Discard()})
+
+	after, err := c.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, c.Held(), "no partition before the caches hold it")
+	assert.Equal(t, []bool{true, true, true, true, true, true, true}, caches.held, "the caches are told the share")
+	assert.LessOrEqual(t, after, warmPollPeriod, "the next reconcile comes soon")
+	assert.False(t, c.Ready())
+
+	warm[2], warm[5] = true, true
+	_, err = c.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []int{2, 5}, c.Held(), "the warm partitions only")
+
+	for p := range 7 {
+		warm[p] = true
+	}
+	after, err = c.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, c.Held(), 7)
+	assert.True(t, c.Ready())
+	assert.Greater(t, after, warmPollPeriod, "nothing waits")
+}
