@@ -85,7 +85,39 @@ func steadyGoals(r *Result) []Goal {
 		Met: largest.SeedRequestsPerProbe <= 0.01 && worst.SeedWatchdogRequestsPerProbe <= 0.01,
 	}}
 	gs = append(gs, cpuPerProbeGoals(r.Steady)...)
-	return append(gs, replicaCPUGoals(r)...)
+	gs = append(gs, replicaCPUGoals(r)...)
+	return append(gs, replicaShareGoals(r)...)
+}
+
+// replicaShareGoals bound the memory of each of 3 or more replicas, and the seed objects its caches
+// received, against a single replica's at the same number of shoots: each caches its share only
+// (docs/caches.md). The objects received are bounded only where the seed's API server selects.
+func replicaShareGoals(r *Result) []Goal {
+	var gs []Goal
+	for _, many := range r.Steady {
+		single := r.SteadyAt(many.Shoots, 1)
+		if many.Replicas < 3 || single == nil || len(many.RSSBytes) == 0 || len(single.RSSBytes) == 0 {
+			continue
+		}
+		ratio := slices.Max(many.RSSBytes) / max(mean(single.RSSBytes), 1)
+		gs = append(gs, Goal{
+			Goal:     fmt.Sprintf("RSS of each of %d replicas over a single replica's, %d shoots", many.Replicas, many.Shoots),
+			Target:   "≤ 0.45",
+			Measured: fmt.Sprintf("%.2f (%.0f of %.0f MiB)", ratio, slices.Max(many.RSSBytes)/(1<<20), mean(single.RSSBytes)/(1<<20)),
+			Met:      ratio <= 0.45,
+		})
+		if !r.Settings.ShardSelectors || r.Settings.CacheSharding != "server" || len(many.ChurnEventsReceived) == 0 || len(single.ChurnEventsReceived) == 0 {
+			continue
+		}
+		received := slices.Max(many.ChurnEventsReceived) / max(mean(single.ChurnEventsReceived), 1)
+		gs = append(gs, Goal{
+			Goal:     fmt.Sprintf("seed watch events received by each of %d replicas over a single replica's, %d shoots", many.Replicas, many.Shoots),
+			Target:   "≤ 0.40",
+			Measured: fmt.Sprintf("%.2f (%.0f of %.0f)", received, slices.Max(many.ChurnEventsReceived), mean(single.ChurnEventsReceived)),
+			Met:      received <= 0.40,
+		})
+	}
+	return gs
 }
 
 // replicaCPUGoals bound the CPU of each of 3 or more replicas against a single replica's at the same

@@ -34,6 +34,11 @@ type Options struct {
 	Outage time.Duration
 	// Pprof gives every replica a pprof endpoint; its address is in <Dir>/<replica>.pprof.
 	Pprof bool
+	// CacheSharding is every replica's --cache-sharding; "" leaves dwd's default.
+	CacheSharding string
+	// WithoutShardSelectors runs the seed's kube-apiserver with the feature gate ShardedListAndWatch
+	// off: shard selectors are ignored.
+	WithoutShardSelectors bool
 	// Mass and Lies size the fault scenarios.
 	Mass MassOptions
 	Lies LiesOptions

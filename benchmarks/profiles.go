@@ -21,6 +21,7 @@ const (
 	flagMaxResponseItems = "--shoot-max-response-items"
 	// flagLeaderElectionNamespace is where dwd run looks for a leader of the original's mode.
 	flagLeaderElectionNamespace = "--leader-election-namespace"
+	flagCacheSharding           = "--cache-sharding"
 	// flagLeaveMode is what a graceful stop does with a replica's share; the rolling scenario passes it.
 	flagLeaveMode = "--leave-mode"
 
@@ -169,6 +170,9 @@ func (b *bench) replicaSet(p replicaProfile) (*sim.ReplicaSet, error) {
 	if limits.ScaleQPS > 0 {
 		args = append(args, flagScaleWorkers+"="+strconv.Itoa(limits.ScaleWorkers),
 			flagScaleQPS+"="+strconv.FormatFloat(limits.ScaleQPS, 'f', -1, 64), flagScaleBurst+"="+strconv.Itoa(limits.ScaleBurst))
+	}
+	if b.opts.CacheSharding != "" {
+		args = append(args, flagCacheSharding+"="+b.opts.CacheSharding)
 	}
 	if b.dwdHas[flagLeaderElectionNamespace] { // as the base StatefulSet's replicas, whose RBAC it has
 		args = append(args, flagLeaderElectionNamespace+"="+benchNamespace)

@@ -1,6 +1,7 @@
 package benchmarks
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -62,6 +63,10 @@ type Settings struct {
 	// KubeAPIQPS and KubeAPIBurst limit each replica's seed client (--kube-api-qps/--kube-api-burst).
 	KubeAPIQPS   float64 `json:"kube_api_qps"`
 	KubeAPIBurst int     `json:"kube_api_burst"`
+	// CacheSharding is the replicas' --cache-sharding ("": dwd's default); ShardSelectors whether the
+	// seed's kube-apiserver applies shard selectors (feature gate ShardedListAndWatch).
+	CacheSharding  string `json:"cache_sharding,omitempty"`
+	ShardSelectors bool   `json:"shard_selectors"`
 }
 
 // nodeImagesNote says how many images each Node lists, when it lists any.
@@ -92,6 +97,11 @@ type SteadyRun struct {
 	CPUSecondsPer1000HealthyProbes []float64 `json:"cpu_seconds_per_1000_healthy_probes,omitempty"`
 	CPUCores                       []float64 `json:"cpu_cores"`
 	RSSBytes                       []float64 `json:"rss_bytes"`
+	// CacheObjects are the objects the replica's sharded caches hold (dwd_cache_objects), and
+	// ChurnEventsReceived the watch events they received when every shoot's kubeconfig Secret changed
+	// once after the measured window (dwd_cache_objects_received_total, kept or dropped).
+	CacheObjects        []float64 `json:"cache_objects,omitempty"`
+	ChurnEventsReceived []float64 `json:"churn_events_received,omitempty"`
 	// Seed requests of every kind (watchdog and sharding) per probe; the split is below.
 	SeedRequestsPerProbe         float64 `json:"seed_requests_per_probe"`
 	SeedWatchdogRequestsPerProbe float64 `json:"seed_watchdog_requests_per_probe"`
@@ -258,6 +268,25 @@ func (r *Result) writeSteady(b *strings.Builder, baseline *Result) {
 			withBase(run.SeedRequestsPerProbe, base, func(s *SteadyRun) float64 { return s.SeedRequestsPerProbe }, "%.4f"),
 			withBase(run.ShootRequestsPerProbe, base, func(s *SteadyRun) float64 { return s.ShootRequestsPerProbe }, "%.2f"),
 			run.ConsistentLeaseListsPerProbe)
+	}
+	r.writeCaches(b)
+}
+
+// writeCaches writes the seed objects the replicas' caches received and kept, when they say.
+func (r *Result) writeCaches(b *strings.Builder) {
+	var rows []SteadyRun
+	for _, run := range r.Steady {
+		if len(run.ChurnEventsReceived) > 0 {
+			rows = append(rows, run)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nThe replicas' caches (--cache-sharding=%s, shard selectors %s): the objects they hold, and the watch events they received when every shoot's kubeconfig Secret changed once:\n\n| shoots | replicas | objects held (per replica) | events received (per replica) |\n|---|---|---|---|\n",
+		cmp.Or(r.Settings.CacheSharding, "dwd's default"), map[bool]string{true: "applied by the API server", false: "off on the API server"}[r.Settings.ShardSelectors])
+	for _, run := range rows {
+		fmt.Fprintf(b, "| %d | %d | %s | %s |\n", run.Shoots, run.Replicas, list(run.CacheObjects, "%.0f", 1), list(run.ChurnEventsReceived, "%.0f", 1))
 	}
 }
 

@@ -90,10 +90,12 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 			MemberRenewDeadlineSeconds: benchRenewDeadline.Seconds(), MemberRetryPeriodSeconds: benchRetryPeriod.Seconds(),
 			Partitions: sim.Partitions, NodesPerShoot: o.Nodes, NodeImages: o.NodeImages, ProbeWorkers: o.ProbeWorkers,
 			KubeAPIQPS: benchKubeAPIQPS, KubeAPIBurst: benchKubeAPIBurst,
+			CacheSharding: o.CacheSharding, ShardSelectors: !o.WithoutShardSelectors,
 		},
 	}}
 	fmt.Fprintf(out, "Starting a local seed (kube-apiserver and etcd); replica logs in %s\n", o.Dir)
-	if b.seed, err = sim.StartSeedWith(ctx, o.Dir, sim.ShootServerOptions{NodeImages: o.NodeImages}); err != nil {
+	if b.seed, err = sim.StartSeedWith(ctx, o.Dir, sim.SeedOptions{Shoots: sim.ShootServerOptions{NodeImages: o.NodeImages},
+		WithoutShardSelectors: o.WithoutShardSelectors}); err != nil {
 		return err
 	}
 	defer b.tearDown()

@@ -69,10 +69,48 @@ func (b *bench) steady(ctx context.Context, shoots, replicas int) (SteadyRun, er
 	run.SeedRequestsPerProbe = (seedWatchdog + seedSharding) / probes
 	run.ShootRequestsPerProbe = float64(s1.shoots.Total-s0.shoots.Total) / probes
 	run.ConsistentLeaseListsPerProbe = float64(s1.shoots.LeaseLists.Consistent-s0.shoots.LeaseLists.Consistent) / probes
+	if err := b.churn(ctx, &run, s1); err != nil {
+		return run, err
+	}
 	fmt.Fprintf(b.out, "  %.1f probes/s, lag p50 %.3fs p99 %.3fs, %.0f missed cycles, CPU cores %v, seed req/probe %.4f, shoot req/probe %.2f (consistent lease lists %.4f)\n",
 		run.ProbesPerSecond, run.ProbeLagP50Seconds, run.ProbeLagP99Seconds, run.MissedCycles, rounded(run.CPUCores),
 		run.SeedRequestsPerProbe, run.ShootRequestsPerProbe, run.ConsistentLeaseListsPerProbe)
 	return run, nil
+}
+
+// churn changes every shoot's kubeconfig Secret once, after the measured window, and records the
+// watch events each replica's caches received of it, with the objects they hold: a replica whose
+// API server selects its share receives the events of its share only.
+func (b *bench) churn(ctx context.Context, run *SteadyRun, before snapshot) error {
+	if _, ok := before.metrics[b.replicas[0].Name]["dwd_cache_objects"]; !ok {
+		return nil // a dwd without sharded caches
+	}
+	if err := b.seed.TouchSecrets(ctx, 0, run.Shoots); err != nil {
+		return fmt.Errorf("changing the kubeconfig Secrets: %w", err)
+	}
+	const secretEvents = "resource=Secret,via=watch"
+	var after snapshot
+	last := -1.0
+	// The events of the change have all arrived once no replica's count grew for a second.
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, false, func(ctx context.Context) (bool, error) {
+		after = b.snapshot(ctx)
+		total := 0.0
+		for _, r := range b.replicas {
+			total += delta(before, after, r.Name, "dwd_cache_objects_received_total", secretEvents)
+		}
+		settled := total == last && total > 0
+		last = total
+		return settled, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the Secrets' watch events: %w", err)
+	}
+	for _, r := range b.replicas {
+		run.CacheObjects = append(run.CacheObjects, sim.Sum(before.metrics[r.Name], "dwd_cache_objects", ""))
+		run.ChurnEventsReceived = append(run.ChurnEventsReceived, delta(before, after, r.Name, "dwd_cache_objects_received_total", secretEvents))
+	}
+	fmt.Fprintf(b.out, "  caches hold %v objects; a change of every kubeconfig Secret: %v watch events received\n", run.CacheObjects, run.ChurnEventsReceived)
+	return nil
 }
 
 // memberWritesWindow is how long the handover scenario counts the settled group's member lease writes.

@@ -40,6 +40,8 @@ type informer struct {
 	forwarded map[string]string
 	// pending are the keys of objects of newly held partitions not yet seen in the store.
 	pending map[string]struct{}
+	// counted is the size of forwarded last exported (count).
+	counted int
 }
 
 func newInformer(share *Share, lw toolscache.ListerWatcher, example runtime.Object, resource string, byName bool) *informer {
@@ -116,6 +118,7 @@ func (i *informer) list(ctx context.Context, opts metav1.ListOptions) (runtime.O
 	if last {
 		i.held, i.initial, i.listing = state, false, nil
 	}
+	i.count()
 	return obj, nil
 }
 
@@ -204,6 +207,13 @@ func (i *informer) watch(ctx context.Context, opts metav1.ListOptions) (watch.In
 	}
 	i.mu.Unlock()
 	return newStream(ctx, i, w, opts), nil
+}
+
+// count exports the number of objects the store was given, added to those of the kind's other
+// informers (a dependent's cache per name); call it with mu held.
+func (i *informer) count() {
+	cachedObjects.WithLabelValues(i.share.group, i.resource).Add(float64(len(i.forwarded) - i.counted))
+	i.counted = len(i.forwarded)
 }
 
 // warm reports whether the store holds partition p: the share it holds has p, no initial events are

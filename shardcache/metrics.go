@@ -14,6 +14,9 @@ var (
 		Name: "dwd_cache_objects_received_total",
 		Help: "Objects the sharded caches received from the API server, by kind, by how (list, watch, reselect: the list of a new share) and whether they were in the share (kept) or not (dropped: the server does not select, or the cache filters by name).",
 	}, []string{"group", "resource", "via", "result"})
+	cachedObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_cache_objects", Help: "Objects of the group's share the sharded caches hold, by kind.",
+	}, []string{"group", "resource"})
 	reselects = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_cache_reselects_total", Help: "Changes of a sharded cache to a new share within its watch.",
 	}, []string{"group", "resource"})
@@ -24,7 +27,7 @@ var (
 )
 
 // collectors are the metrics of the sharded caches, registered with controller-runtime's registry.
-var collectors = []prometheus.Collector{heldPartitions, received, reselects, selectorIgnored}
+var collectors = []prometheus.Collector{heldPartitions, received, cachedObjects, reselects, selectorIgnored}
 
 func init() {
 	metrics.Registry.MustRegister(collectors...)

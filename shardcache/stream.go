@@ -116,6 +116,7 @@ func (s *stream) handle(ev watch.Event) bool {
 				i.pending[key] = struct{}{}
 			}
 		}
+		i.count()
 		i.mu.Unlock()
 		received.WithLabelValues(i.share.group, i.resource, "watch", "kept").Inc()
 	case watch.Bookmark:
@@ -201,6 +202,7 @@ func (i *informer) diff(list runtime.Object, kept []metav1.Object, next *shareSt
 		}
 	}
 	i.forwarded, i.held = after, next
+	i.count()
 	return events
 }
 

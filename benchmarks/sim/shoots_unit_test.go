@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -431,4 +432,20 @@ func TestProberConfigWithChangesOnlyTheTimings(t *testing.T) {
 	for _, want := range []string{"probeInterval: 1s", "probeTimeout: 10s", "kcmNodeMonitorGraceDuration: 20s", "initialDelay: 0s}"} {
 		assert.Contains(t, c, want)
 	}
+}
+
+// The simulated shoots' names differ as real ones do, so that FNV-1a range partitions, which clump
+// names that differ only in their last characters, spread them as they spread a real seed's.
+func TestShootNamesAreDistinctAndSpreadOverRangePartitions(t *testing.T) {
+	seen := map[string]bool{}
+	partitions := sharding.Partitions{Function: sharding.PartitionFNVRange, Count: sharding.DefaultPartitionCount}
+	used := map[int]bool{}
+	for i := range 5000 {
+		name := ShootName(i)
+		require.False(t, seen[name], "%s twice", name)
+		require.Regexp(t, `^shoot--sim--[0-9a-z]{6}$`, name)
+		seen[name] = true
+		used[partitions.Of(name)] = true
+	}
+	assert.Greater(t, len(used), 850, "partitions with a shoot, of %d", partitions.Count)
 }

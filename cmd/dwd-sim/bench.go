@@ -92,6 +92,8 @@ func addBenchFlags(f *pflag.FlagSet, o *benchmarks.Options) {
 	f.StringVar(&o.Dwd, "dwd", "", "Path of the dwd binary (default: dwd next to this binary).")
 	f.StringVar(&o.Dir, "dir", "", "Folder for configs and replica logs (default: a new temporary folder).")
 	f.BoolVar(&o.Pprof, "pprof", false, "Give every replica a pprof endpoint; its address is in <dir>/<replica>.pprof.")
+	f.StringVar(&o.CacheSharding, "cache-sharding", "", "Every replica's --cache-sharding: server, client or off (default: dwd's).")
+	f.BoolVar(&o.WithoutShardSelectors, "without-shard-selectors", false, "Run the seed's kube-apiserver with the feature gate ShardedListAndWatch off, so that it ignores shard selectors.")
 }
 
 // addFaultFlags adds the flags of the fault and restart scenarios.
