@@ -85,13 +85,7 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 	}
 	b := &bench{out: out, opts: o, dwd: dwd, dwdHas: has, result: Result{
 		Name: o.Name, Command: commandLine(), Dwd: strings.TrimSpace(string(version)), Started: time.Now().UTC().Format(time.RFC3339), Machine: machine(),
-		Settings: Settings{
-			ProbeIntervalSeconds: o.Interval.Seconds(), MemberLeaseDurationSeconds: benchLeaseDuration.Seconds(),
-			MemberRenewDeadlineSeconds: benchRenewDeadline.Seconds(), MemberRetryPeriodSeconds: benchRetryPeriod.Seconds(),
-			Partitions: sim.Partitions, NodesPerShoot: o.Nodes, NodeImages: o.NodeImages, ProbeWorkers: o.ProbeWorkers,
-			KubeAPIQPS: benchKubeAPIQPS, KubeAPIBurst: benchKubeAPIBurst,
-			CacheSharding: o.CacheSharding, ShardSelectors: !o.WithoutShardSelectors,
-		},
+		Settings: settingsOf(o),
 	}}
 	fmt.Fprintf(out, "Starting a local seed (kube-apiserver and etcd); replica logs in %s\n", o.Dir)
 	if b.seed, err = sim.StartSeedWith(ctx, o.Dir, sim.SeedOptions{Shoots: sim.ShootServerOptions{NodeImages: o.NodeImages},
@@ -115,6 +109,17 @@ func Run(ctx context.Context, out io.Writer, o Options) error {
 	}
 	b.result.Goals = goals(&b.result)
 	return errors.Join(runErr, b.write())
+}
+
+// settingsOf are the settings of a run of o.
+func settingsOf(o Options) Settings {
+	return Settings{
+		ProbeIntervalSeconds: o.Interval.Seconds(), MemberLeaseDurationSeconds: benchLeaseDuration.Seconds(),
+		MemberRenewDeadlineSeconds: benchRenewDeadline.Seconds(), MemberRetryPeriodSeconds: benchRetryPeriod.Seconds(),
+		Partitions: sim.Partitions, NodesPerShoot: o.Nodes, NodeImages: o.NodeImages, ProbeWorkers: o.ProbeWorkers,
+		KubeAPIQPS: benchKubeAPIQPS, KubeAPIBurst: benchKubeAPIBurst,
+		CacheSharding: o.CacheSharding, ShardSelectors: !o.WithoutShardSelectors,
+	}
 }
 
 // stage is one step of a run: a scenario, or a part of one, at a number of shoots.
