@@ -35,7 +35,7 @@ type layerRule struct {
 }
 
 // layering is the floors of docs/development.md, "Layering": config and leases import nothing of
-// the module; sharding only those; the audit log nothing (its checker is above sharding); scaler
+// the module; sharding only those; the sharded caches only sharding below them; the audit log nothing (its checker is above sharding); scaler
 // never sharding; the two roles never each other; only the commands import the replica that
 // assembles them.
 var layering = []layerRule{
@@ -45,14 +45,15 @@ var layering = []layerRule{
 	{pkg: "audit", only: []string{}},
 	{pkg: "access", only: []string{}},
 	{pkg: "sharding", only: []string{"config", "leases"}},
+	{pkg: "shardcache", only: []string{"config", "leases", "sharding"}},
 	{pkg: "scaler", never: []string{"sharding", "replica"}},
-	{pkg: "prober", never: []string{"weeder", "replica"}},
-	{pkg: "weeder", never: []string{"prober", "replica"}},
+	{pkg: "prober", never: []string{"weeder", "replica", "shardcache"}},
+	{pkg: "weeder", never: []string{"prober", "replica", "shardcache"}},
 }
 
 // runtime are the packages a dwd process is built from (and their sub-packages but test helpers):
 // they never import a test helper or the simulation.
-var runtime = []string{"access", "audit", "config", "leases", "sharding", "scaler", "prober", "weeder",
+var runtime = []string{"access", "audit", "config", "leases", "sharding", "shardcache", "scaler", "prober", "weeder",
 	"internal/apimetrics", "replica", "cmd/dwd"}
 
 // testHelper tells whether the package at dir (slash-separated, from the module root) exists for tests
@@ -349,6 +350,7 @@ func TestTheLintFindsAPlantedViolationOfEachRule(t *testing.T) {
 		"benchmarks/sim/sim.go":        "package sim\n\nimport _ \"example.com/m/leases/leasestest\"\n",
 		"internal/treecheck/x_test.go": "package treecheck\n",
 		"replica/r.go":                 "package replica\n\nimport _ \"example.com/m/prober\"\n",
+		"shardcache/c.go":              "package shardcache\n\nimport _ \"example.com/m/sharding\"\n",
 	}
 	planted := map[string]struct {
 		files map[string]string
@@ -361,6 +363,8 @@ func TestTheLintFindsAPlantedViolationOfEachRule(t *testing.T) {
 		"through another package": {map[string]string{"scaler/s.go": "package scaler\n\nimport _ \"example.com/m/access\"\n",
 			"access/a.go": "package access\n\nimport _ \"example.com/m/sharding\"\n"},
 			"scaler: imports sharding (through access)"},
+		"the sharded caches under a role": {map[string]string{"prober/s.go": "package prober\n\nimport _ \"example.com/m/shardcache\"\n"},
+			"prober: imports shardcache, which its floor forbids"},
 		"the replica under a role": {map[string]string{"weeder/w.go": "package weeder\n\nimport _ \"example.com/m/replica\"\n"},
 			"weeder: imports replica, which its floor forbids"},
 		"a role beside the other": {map[string]string{"prober/p.go": "package prober\n\nimport _ \"example.com/m/weeder\"\n"},
