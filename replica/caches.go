@@ -57,19 +57,21 @@ func (r *Replica) shareCaches() {
 	}
 }
 
-// shardedKinds are the kinds of the seed caches that hold a share only: the prober's Clusters (by
-// name), kubeconfig Secrets, Machines and dependents, the weeder's EndpointSlices.
-func (r *Replica) shardedKinds() map[schema.GroupKind]shardcache.Kind {
-	kinds := map[schema.GroupKind]shardcache.Kind{}
+// shardedKinds are the kinds of the seed caches that hold a share only, with the share: the prober's
+// kubeconfig Secrets, Machines and dependents, the weeder's EndpointSlices. Clusters are cached
+// whole (trimmed): they are cluster-scoped, so no API server selects them, and a cache that
+// filtered them would list every Cluster of the seed at every change of share, which at 5,000
+// shoots took 2–4 s, the graceful handover's whole budget (docs/caches.md).
+func (r *Replica) shardedKinds() map[schema.GroupKind]*shardcache.Share {
+	kinds := map[schema.GroupKind]*shardcache.Share{}
 	if share := r.shares[RoleProber]; share != nil {
-		kinds[prober.ClusterGVK.GroupKind()] = shardcache.Kind{Share: share, ClusterScoped: true}
-		kinds[prober.MachineGVK.GroupKind()] = shardcache.Kind{Share: share}
-		kinds[corev1.SchemeGroupVersion.WithKind("Secret").GroupKind()] = shardcache.Kind{Share: share}
-		kinds[appsv1.SchemeGroupVersion.WithKind("Deployment").GroupKind()] = shardcache.Kind{Share: share}
-		kinds[appsv1.SchemeGroupVersion.WithKind("StatefulSet").GroupKind()] = shardcache.Kind{Share: share}
+		kinds[prober.MachineGVK.GroupKind()] = share
+		kinds[corev1.SchemeGroupVersion.WithKind("Secret").GroupKind()] = share
+		kinds[appsv1.SchemeGroupVersion.WithKind("Deployment").GroupKind()] = share
+		kinds[appsv1.SchemeGroupVersion.WithKind("StatefulSet").GroupKind()] = share
 	}
 	if share := r.shares[RoleWeeder]; share != nil {
-		kinds[discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice").GroupKind()] = shardcache.Kind{Share: share}
+		kinds[discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice").GroupKind()] = share
 	}
 	return kinds
 }

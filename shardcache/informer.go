@@ -20,9 +20,6 @@ type informer struct {
 	share    *Share
 	inner    toolscache.ListerWatcherWithContext
 	resource string
-	// byName: the kind is cluster-scoped (Clusters), keyed and filtered by name, which the API
-	// server cannot select by; it is filtered here only.
-	byName bool
 	// newObject returns an empty object of the kind, for tombstones and bookmarks.
 	newObject func() runtime.Object
 	// store is the informer's indexer, where Warm looks for what the stream gave.
@@ -44,8 +41,8 @@ type informer struct {
 	counted int
 }
 
-func newInformer(share *Share, lw toolscache.ListerWatcher, example runtime.Object, resource string, byName bool) *informer {
-	i := &informer{share: share, inner: toolscache.ToListerWatcherWithContext(lw), resource: resource, byName: byName,
+func newInformer(share *Share, lw toolscache.ListerWatcher, example runtime.Object, resource string) *informer {
+	i := &informer{share: share, inner: toolscache.ToListerWatcherWithContext(lw), resource: resource,
 		forwarded: map[string]string{}, pending: map[string]struct{}{}}
 	if u, ok := example.(*unstructured.Unstructured); ok {
 		gvk := u.GroupVersionKind()
@@ -66,17 +63,14 @@ func (i *informer) listWatch() *toolscache.ListWatch {
 	return &toolscache.ListWatch{ListWithContextFunc: i.list, WatchFuncWithContext: i.watch}
 }
 
-// shardKey is what decides an object's partition: its namespace, or its name for a cluster-scoped kind.
+// shardKey is what decides an object's partition: its namespace.
 func (i *informer) shardKey(o metav1.Object) string {
-	if i.byName {
-		return o.GetName()
-	}
 	return o.GetNamespace()
 }
 
 // selects reports whether the informer asks the API server for state's share.
 func (i *informer) selects(state *shareState) bool {
-	return i.share.server && !i.byName && state.selector != ""
+	return i.share.server && state.selector != ""
 }
 
 // withSelector returns opts with state's shard selector where the informer asks the server for it.
@@ -206,7 +200,7 @@ func (i *informer) watch(ctx context.Context, opts metav1.ListOptions) (watch.In
 		i.held = state
 	}
 	i.mu.Unlock()
-	return newStream(ctx, i, w, opts), nil
+	return newStream(ctx, i, w, state, opts), nil
 }
 
 // count exports the number of objects the store was given, added to those of the kind's other

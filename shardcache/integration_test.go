@@ -36,14 +36,14 @@ func TestMain(m *testing.M) {
 		test.EnvOf{Env: &seedWithout, Options: test.StartOptions{WithoutShardSelectors: true}}))
 }
 
-var clusterGVK = schema.GroupVersionKind{Group: "extensions.gardener.cloud", Version: "v1alpha1", Kind: "Cluster"}
+var machineGVK = schema.GroupVersionKind{Group: "machine.sapcloud.io", Version: "v1alpha1", Kind: "Machine"}
 
 const (
 	secretName = "shardcache-kubeconfig"
 	partitions = 8
 )
 
-// shoots are the namespaces of a test, each with a Secret and a Cluster named after it.
+// shoots are the namespaces of a test, each with a Secret and a Machine (an unstructured kind).
 type shoots struct {
 	env   *test.Environment
 	names []string
@@ -62,17 +62,13 @@ func (s *shoots) add(t *testing.T, ns string) {
 	ctx := context.Background()
 	require.NoError(t, s.env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
 	require.NoError(t, s.env.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secretName}}))
-	cluster := &unstructured.Unstructured{}
-	cluster.SetGroupVersionKind(clusterGVK)
-	cluster.SetName(ns)
-	cluster.Object["spec"] = map[string]any{
-		"cloudProfile": map[string]any{"apiVersion": "core.gardener.cloud/v1beta1", "kind": "CloudProfile"},
-		"seed":         map[string]any{"apiVersion": "core.gardener.cloud/v1beta1", "kind": "Seed"},
-		"shoot":        map[string]any{"apiVersion": "core.gardener.cloud/v1beta1", "kind": "Shoot"},
-	}
-	require.NoError(t, s.env.Client.Create(ctx, cluster))
+	machine := &unstructured.Unstructured{}
+	machine.SetGroupVersionKind(machineGVK)
+	machine.SetNamespace(ns)
+	machine.SetName("machine-0")
+	machine.Object["spec"] = map[string]any{"class": map[string]any{"kind": "MachineClass", "name": "any"}}
+	require.NoError(t, s.env.Client.Create(ctx, machine))
 	t.Cleanup(func() {
-		_ = s.env.Client.Delete(context.Background(), cluster)
 		_ = s.env.Client.Delete(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	})
 	s.names = append(s.names, ns)
@@ -90,8 +86,8 @@ func (s *shoots) in(held []bool) []string {
 	return out
 }
 
-// cached returns the namespaces of the test's shoots whose Secret, and whose Cluster, the cache holds.
-func (s *shoots) cached(t assert.TestingT, c cache.Cache) (secrets, clusters []string) {
+// cached returns the namespaces of the test's shoots whose Secret, and whose Machine, the cache holds.
+func (s *shoots) cached(t assert.TestingT, c cache.Cache) (secrets, machines []string) {
 	ctx := context.Background()
 	var list corev1.SecretList
 	assert.NoError(t, c.List(ctx, &list))
@@ -101,16 +97,16 @@ func (s *shoots) cached(t assert.TestingT, c cache.Cache) (secrets, clusters []s
 		}
 	}
 	ul := &unstructured.UnstructuredList{}
-	ul.SetGroupVersionKind(clusterGVK.GroupVersion().WithKind("ClusterList"))
+	ul.SetGroupVersionKind(machineGVK.GroupVersion().WithKind("MachineList"))
 	assert.NoError(t, c.List(ctx, ul))
 	for _, item := range ul.Items {
-		if slices.Contains(s.names, item.GetName()) {
-			clusters = append(clusters, item.GetName())
+		if slices.Contains(s.names, item.GetNamespace()) {
+			machines = append(machines, item.GetNamespace())
 		}
 	}
 	slices.Sort(secrets)
-	slices.Sort(clusters)
-	return secrets, clusters
+	slices.Sort(machines)
+	return secrets, machines
 }
 
 func mask(pred func(p int) bool) []bool {
@@ -121,24 +117,24 @@ func mask(pred func(p int) bool) []bool {
 	return held
 }
 
-// startCache starts a cache of Secrets and Clusters that holds share, and waits for its sync.
+// startCache starts a cache of Secrets and Machines that holds share, and waits for its sync.
 func startCache(t *testing.T, env *test.Environment, share *shardcache.Share) cache.Cache {
 	scheme := runtime.NewScheme()
 	require.NoError(t, clientgoscheme.AddToScheme(scheme))
-	newInformer := shardcache.NewInformer(scheme, map[schema.GroupKind]shardcache.Kind{
-		{Kind: "Secret"}:       {Share: share},
-		clusterGVK.GroupKind(): {Share: share, ClusterScoped: true},
+	newInformer := shardcache.NewInformer(scheme, map[schema.GroupKind]*shardcache.Share{
+		{Kind: "Secret"}:       share,
+		machineGVK.GroupKind(): share,
 	})
-	cluster := &unstructured.Unstructured{}
-	cluster.SetGroupVersionKind(clusterGVK)
+	machine := &unstructured.Unstructured{}
+	machine.SetGroupVersionKind(machineGVK)
 	c, err := cache.New(env.Config, cache.Options{Scheme: scheme, NewInformer: newInformer, ByObject: map[client.Object]cache.ByObject{
 		&corev1.Secret{}: {Field: fields.OneTermEqualSelector("metadata.name", secretName)},
-		cluster:          {},
+		machine:          {},
 	}})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	for _, obj := range []client.Object{&corev1.Secret{}, cluster} {
+	for _, obj := range []client.Object{&corev1.Secret{}, machine} {
 		_, err := c.GetInformer(ctx, obj)
 		require.NoError(t, err)
 	}
@@ -183,24 +179,24 @@ func TestACacheHoldsItsShareAndChangesItWithinItsWatch(t *testing.T) {
 			c := startCache(t, env, share)
 
 			awaitWarm(t, share, even)
-			secrets, clusters := s.cached(t, c)
+			secrets, machines := s.cached(t, c)
 			assert.Equal(t, s.in(even), secrets, "the Secrets of the share only")
-			assert.Equal(t, s.in(even), clusters, "the Clusters of the share only")
+			assert.Equal(t, s.in(even), machines, "the Machines of the share only")
 			assert.False(t, share.Warm(1), "a partition outside the share is not held")
 
 			// A new share: partitions 0, 1 and 4 (0 and 4 stay, 1 comes, 2 and 6 go).
 			next := mask(func(p int) bool { return p == 0 || p == 1 || p == 4 })
 			share.Hold(next)
 			awaitWarm(t, share, next)
-			secrets, clusters = s.cached(t, c)
+			secrets, machines = s.cached(t, c)
 			for _, ns := range s.in(next) {
 				assert.Contains(t, secrets, ns, "warm: every Secret of the new share is there")
-				assert.Contains(t, clusters, ns, "warm: every Cluster of the new share is there")
+				assert.Contains(t, machines, ns, "warm: every Machine of the new share is there")
 			}
 			assert.EventuallyWithT(t, func(t *assert.CollectT) {
-				secrets, clusters := s.cached(t, c)
+				secrets, machines := s.cached(t, c)
 				assert.Equal(t, s.in(next), secrets)
-				assert.Equal(t, s.in(next), clusters)
+				assert.Equal(t, s.in(next), machines)
 			}, 10*time.Second, 10*time.Millisecond, "what left the share is dropped")
 			assert.Positive(t, metricstest.Sum(t, "dwd_cache_reselects_total", map[string]string{"group": group, "resource": "Secret"}),
 				"the share changed within the watch, without a relist")
@@ -217,9 +213,9 @@ func TestACacheHoldsItsShareAndChangesItWithinItsWatch(t *testing.T) {
 			s.add(t, outside)
 			s.add(t, inside)
 			assert.EventuallyWithT(t, func(t *assert.CollectT) {
-				secrets, clusters := s.cached(t, c)
+				secrets, machines := s.cached(t, c)
 				assert.Equal(t, s.in(next), secrets)
-				assert.Equal(t, s.in(next), clusters)
+				assert.Equal(t, s.in(next), machines)
 			}, 10*time.Second, 10*time.Millisecond, "a new shoot of the share is cached, one outside is not")
 
 			ignored := metricstest.Sum(t, "dwd_cache_shard_selector_ignored_total", map[string]string{"group": group, "resource": "Secret"})
@@ -234,8 +230,8 @@ func TestACacheHoldsItsShareAndChangesItWithinItsWatch(t *testing.T) {
 			} else {
 				assert.Positive(t, dropped, "the replica filters")
 			}
-			assert.Positive(t, metricstest.Sum(t, "dwd_cache_objects_received_total", map[string]string{"group": group, "resource": "Cluster.extensions.gardener.cloud", "result": "dropped"}),
-				"Clusters are filtered by name, on the replica")
+			machinesDropped := metricstest.Sum(t, "dwd_cache_objects_received_total", map[string]string{"group": group, "resource": "Machine.machine.sapcloud.io", "result": "dropped"})
+			assert.Equal(t, dropped > 0, machinesDropped > 0, "an unstructured kind is selected as a typed one")
 		})
 	}
 }

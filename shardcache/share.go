@@ -48,6 +48,14 @@ func (s *shareState) holds(partitions sharding.Partitions, key string) bool {
 	return p >= 0 && p < len(s.held) && s.held[p]
 }
 
+// selectorOf is the shard selector of the partitions held marks, nothingSelector for none.
+func selectorOf(partitions sharding.Partitions, held []bool) string {
+	if s := sharding.ShardSelector(partitions.Ranges(held)); s != "" {
+		return s
+	}
+	return nothingSelector
+}
+
 // nothingSelector selects the namespaces whose FNV-1a hash is 0: a selector must name a range, and an
 // empty share holds none.
 var nothingSelector = sharding.ShardSelector([]sharding.HashRange{{Start: 0, End: 1}})
@@ -91,10 +99,7 @@ func (s *Share) Hold(held []bool) {
 	}
 	next := &shareState{version: s.current.version + 1, held: append([]bool(nil), held...)}
 	if s.partitions.Selectable() {
-		next.selector = sharding.ShardSelector(s.partitions.Ranges(next.held))
-		if next.selector == "" {
-			next.selector = nothingSelector
-		}
+		next.selector = selectorOf(s.partitions, next.held)
 	}
 	s.current = next
 	close(s.changed)

@@ -2,35 +2,58 @@ package shardcache
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	toolscache "k8s.io/client-go/tools/cache"
 )
 
 // stream is the watch an informer's reflector reads: the server's events of the share the store
-// holds, and, when the share changes, the change itself, within the stream: the objects that left
-// are deleted, those that came are added, and the stream goes on selecting the new share. A
-// reflector that relisted instead would wait its backoff first (0.8–1.6 s) and replace its whole
-// store; the stream does it in one list of the new share and sends only what differs.
+// holds and, when the share changes, the change itself, within the stream. The objects of the
+// partitions that left are deleted at once; those of the partitions that came are listed (only
+// them), added, and watched from the list's resource version by a second server watch whose events
+// the stream merges with the first's. A reflector that relisted instead would wait its backoff
+// first (0.8–1.6 s) and list the whole share. When a watch of a merged stream ends, the stream ends
+// with an "expired" error: the reflector then lists the current share in one piece, after the
+// partitions were acquired.
 type stream struct {
-	ctx    context.Context
-	i      *informer
-	server watch.Interface
-	// opts are the reflector's watch options (selectors, bookmarks, timeout), for the watch of a
-	// new share.
+	ctx context.Context
+	i   *informer
+	// opts are the reflector's watch options (selectors, bookmarks, timeout), for the watches of new
+	// partitions.
 	opts metav1.ListOptions
 	out  chan watch.Event
 	done chan struct{}
 	stop sync.Once
+	// sources are the server's watches the stream merges, the reflector's first; events arrive on
+	// events, tagged with their source.
+	sources []*source
+	events  chan sourced
+	wg      sync.WaitGroup
 }
 
-func newStream(ctx context.Context, i *informer, server watch.Interface, opts metav1.ListOptions) *stream {
+// source is one server watch of a stream, over the share it selects: an object outside scope is not
+// the source's to send, so the server ignored the selector (or the informer filters).
+type source struct {
+	w     watch.Interface
+	scope *shareState
+}
+
+// sourced is an event of a source, or its end (closed).
+type sourced struct {
+	src    *source
+	ev     watch.Event
+	closed bool
+}
+
+func newStream(ctx context.Context, i *informer, server watch.Interface, scope *shareState, opts metav1.ListOptions) *stream {
 	opts.SendInitialEvents, opts.ResourceVersionMatch = nil, ""
-	s := &stream{ctx: ctx, i: i, server: server, opts: opts, out: make(chan watch.Event), done: make(chan struct{})}
+	s := &stream{ctx: ctx, i: i, opts: opts, out: make(chan watch.Event), done: make(chan struct{}), events: make(chan sourced)}
+	s.add(&source{w: server, scope: scope})
 	go s.run()
 	return s
 }
@@ -38,12 +61,36 @@ func newStream(ctx context.Context, i *informer, server watch.Interface, opts me
 // ResultChan is the stream's events.
 func (s *stream) ResultChan() <-chan watch.Event { return s.out }
 
-// Stop ends the stream and the server's watch under it.
+// Stop ends the stream and the server's watches under it.
 func (s *stream) Stop() { s.stop.Do(func() { close(s.done) }) }
+
+// add starts passing the events of src to the stream.
+func (s *stream) add(src *source) {
+	s.sources = append(s.sources, src)
+	s.wg.Go(func() {
+		for ev := range src.w.ResultChan() {
+			select {
+			case s.events <- sourced{src: src, ev: ev}:
+			case <-s.done:
+				return
+			}
+		}
+		select {
+		case s.events <- sourced{src: src, closed: true}:
+		case <-s.done:
+		}
+	})
+}
 
 func (s *stream) run() {
 	defer close(s.out)
-	defer func() { s.server.Stop() }()
+	defer func() {
+		s.Stop()
+		for _, src := range s.sources {
+			src.w.Stop()
+		}
+		s.wg.Wait()
+	}()
 	for {
 		current, changed := s.i.share.state()
 		if s.i.stale(current) {
@@ -58,12 +105,28 @@ func (s *stream) run() {
 		case <-s.ctx.Done():
 			return
 		case <-changed:
-		case ev, ok := <-s.server.ResultChan():
-			if !ok || !s.handle(ev) {
+		case e := <-s.events:
+			if !s.next(e) {
 				return
 			}
 		}
 	}
+}
+
+// next passes on an event of a source; false when the stream ends. A stream of one watch ends when
+// it does, and the reflector watches again from the last resource version it saw; a merged stream
+// cannot resume so, as its watches stand at different resource versions.
+func (s *stream) next(e sourced) bool {
+	merged := len(s.sources) > 1
+	switch {
+	case e.closed && merged:
+		return s.expire("a watch of the merged share ended")
+	case e.closed:
+		return false
+	case e.ev.Type == watch.Error && merged:
+		return s.expire("a watch of the merged share failed")
+	}
+	return s.handle(e.src, e.ev)
 }
 
 // stale reports whether the store holds another share than current, and may change to it now (not
@@ -86,9 +149,9 @@ func (s *stream) send(ev watch.Event) bool {
 	}
 }
 
-// handle passes a server event on, or drops an object outside the share the store holds: the
-// server ignored the selector, or the informer filters.
-func (s *stream) handle(ev watch.Event) bool {
+// handle passes a server event on, or drops an object outside the share the store holds or outside
+// what its source selects; the latter tells that the server ignored the selector.
+func (s *stream) handle(src *source, ev watch.Event) bool {
 	i := s.i
 	switch ev.Type {
 	case watch.Added, watch.Modified, watch.Deleted:
@@ -96,12 +159,12 @@ func (s *stream) handle(ev watch.Event) bool {
 		if err != nil {
 			return s.send(ev)
 		}
+		shardKey := i.shardKey(o)
 		i.mu.Lock()
-		held := i.held
-		if !held.holds(i.share.partitions, i.shardKey(o)) {
+		if !i.held.holds(i.share.partitions, shardKey) || !src.scope.holds(i.share.partitions, shardKey) {
 			i.mu.Unlock()
 			received.WithLabelValues(i.share.group, i.resource, "watch", "dropped").Inc()
-			if i.selects(held) {
+			if i.selects(src.scope) && !src.scope.holds(i.share.partitions, shardKey) {
 				i.share.ignored(i.resource, "watch event outside the selector")
 			}
 			return true
@@ -133,75 +196,94 @@ func (s *stream) handle(ev watch.Event) bool {
 	return s.send(ev)
 }
 
-// reselect changes the stream to the share next: it lists next, sends what differs from what the
-// store was given (deletes for objects gone or outside next, adds and updates for the rest), a
-// bookmark at the list's resource version, and watches next from there. On a failure it ends the
-// stream with an expired error, so that the reflector lists the current share itself.
+// reselect changes the stream to the share next: it deletes the objects of the partitions that left,
+// lists those of the partitions that came (only them), adds them, and watches them from the list's
+// resource version beside the stream's other watches. On a failure it ends the stream with an
+// expired error, so that the reflector lists the current share itself.
 func (s *stream) reselect(next *shareState) bool {
 	i := s.i
-	s.server.Stop()
-	opts := i.withSelector(metav1.ListOptions{LabelSelector: s.opts.LabelSelector, FieldSelector: s.opts.FieldSelector}, next)
-	obj, err := i.inner.ListWithContext(s.ctx, opts)
-	if err != nil {
-		return s.expire("listing the new share: " + err.Error())
+	i.mu.Lock()
+	came := &shareState{version: next.version, held: slices.Clone(next.held)}
+	for p, before := 0, i.held.held; p < len(came.held); p++ {
+		came.held[p] = came.held[p] && (before == nil || !before[p])
 	}
-	kept, err := i.filterList(obj, next, "reselect")
-	if err != nil {
-		return s.expire(err.Error())
+	i.mu.Unlock()
+	if i.share.partitions.Selectable() {
+		came.selector = selectorOf(i.share.partitions, came.held)
 	}
-	rv := ""
-	if l, err := meta.ListAccessor(obj); err == nil {
-		rv = l.GetResourceVersion()
+	var added []watch.Event
+	var w watch.Interface
+	if countTrue(came.held) > 0 {
+		var err error
+		if added, w, err = s.listAndWatch(came); err != nil {
+			return s.expire(err.Error())
+		}
 	}
-	events := i.diff(obj, kept, next)
-	for _, ev := range events {
+	gone := i.drop(next)
+	if w != nil {
+		s.add(&source{w: w, scope: came})
+	}
+	for _, ev := range append(gone, added...) {
 		if !s.send(ev) {
 			return false
 		}
 	}
-	if !s.send(watch.Event{Type: watch.Bookmark, Object: i.object("", rv)}) {
-		return false
-	}
-	opts.ResourceVersion, opts.AllowWatchBookmarks, opts.TimeoutSeconds = rv, s.opts.AllowWatchBookmarks, s.opts.TimeoutSeconds
-	w, err := i.inner.WatchWithContext(s.ctx, opts)
-	if err != nil {
-		return s.expire("watching the new share: " + err.Error())
-	}
-	s.server = w
 	reselects.WithLabelValues(i.share.group, i.resource).Inc()
 	return true
 }
 
-// diff records next as the share the store holds, with the listed objects (kept, the items of
-// list), and returns the events that bring the store there from what it was given.
-func (i *informer) diff(list runtime.Object, kept []metav1.Object, next *shareState) []watch.Event {
-	items, _ := meta.ExtractList(list)
+// listAndWatch lists the objects of the partitions of came, records them as given to the store (and
+// pending until it has them), and watches them from the list's resource version.
+func (s *stream) listAndWatch(came *shareState) ([]watch.Event, watch.Interface, error) {
+	i := s.i
+	opts := i.withSelector(metav1.ListOptions{LabelSelector: s.opts.LabelSelector, FieldSelector: s.opts.FieldSelector}, came)
+	obj, err := i.inner.ListWithContext(s.ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	kept, err := i.filterList(obj, came, "reselect")
+	if err != nil {
+		return nil, nil, err
+	}
+	items, err := meta.ExtractList(obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := meta.ListAccessor(obj)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts.ResourceVersion, opts.AllowWatchBookmarks, opts.TimeoutSeconds = l.GetResourceVersion(), s.opts.AllowWatchBookmarks, s.opts.TimeoutSeconds
+	w, err := i.inner.WatchWithContext(s.ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	events := make([]watch.Event, 0, len(kept))
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	before, held := i.forwarded, i.held
-	after := make(map[string]string, len(kept))
-	var events []watch.Event
 	for n, o := range kept {
-		key, rv := storeKey(o), o.GetResourceVersion()
-		after[key] = rv
-		old, had := before[key]
-		switch {
-		case !had:
-			events = append(events, watch.Event{Type: watch.Added, Object: items[n]})
-		case old != rv:
-			events = append(events, watch.Event{Type: watch.Modified, Object: items[n]})
-		}
-		if !held.holds(i.share.partitions, i.shardKey(o)) {
-			i.pending[key] = struct{}{}
-		}
+		key := storeKey(o)
+		i.forwarded[key] = o.GetResourceVersion()
+		i.pending[key] = struct{}{}
+		events = append(events, watch.Event{Type: watch.Added, Object: items[n]})
 	}
-	for key, rv := range before {
-		if _, ok := after[key]; !ok {
+	return events, w, nil
+}
+
+// drop records next as the share the store holds and returns the deletes of the objects it was given
+// outside next.
+func (i *informer) drop(next *shareState) []watch.Event {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	var events []watch.Event
+	for key, rv := range i.forwarded {
+		if ns, _, _ := toolscache.SplitMetaNamespaceKey(key); !next.holds(i.share.partitions, ns) {
 			events = append(events, watch.Event{Type: watch.Deleted, Object: i.object(key, rv)})
+			delete(i.forwarded, key)
 			delete(i.pending, key)
 		}
 	}
-	i.forwarded, i.held = after, next
+	i.held = next
 	i.count()
 	return events
 }
@@ -209,7 +291,7 @@ func (i *informer) diff(list runtime.Object, kept []metav1.Object, next *shareSt
 // expire ends the stream with an expired error: the reflector lists again, selecting the current
 // share.
 func (s *stream) expire(reason string) bool {
-	s.i.share.log.Info("Could not change a cache to the replica's new share within its watch; it lists the share again",
+	s.i.share.log.V(1).Info("A sharded cache lists its share again",
 		"group", s.i.share.group, "resource", s.i.resource, "reason", reason)
 	status := apierrors.NewResourceExpired(reason).ErrStatus
 	s.send(watch.Event{Type: watch.Error, Object: &status})
