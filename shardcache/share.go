@@ -39,7 +39,7 @@ type shareState struct {
 	selector string
 }
 
-// holds reports whether the state holds the shoot with the given key (namespace, or a Cluster's name).
+// holds reports whether the state holds the shoot of the given namespace.
 func (s *shareState) holds(partitions sharding.Partitions, key string) bool {
 	if s.held == nil {
 		return false
