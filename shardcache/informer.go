@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -39,6 +40,10 @@ type informer struct {
 	pending map[string]struct{}
 	// counted is the size of forwarded last exported (count).
 	counted int
+	// torn is set while a change of share is recorded but not all of its events reached the store; a
+	// stream stopped then leaves forwarded ahead of the store, and the next watch makes the reflector
+	// list again.
+	torn bool
 }
 
 func newInformer(share *Share, lw toolscache.ListerWatcher, example runtime.Object, resource string) *informer {
@@ -102,7 +107,7 @@ func (i *informer) list(ctx context.Context, opts metav1.ListOptions) (runtime.O
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if opts.Continue == "" {
-		i.forwarded, i.pending = map[string]string{}, map[string]struct{}{}
+		i.forwarded, i.pending, i.torn = map[string]string{}, map[string]struct{}{}, false
 	}
 	for _, o := range kept {
 		key := storeKey(o)
@@ -183,18 +188,21 @@ func (i *informer) watch(ctx context.Context, opts metav1.ListOptions) (watch.In
 	initial := opts.SendInitialEvents != nil && *opts.SendInitialEvents
 	current, _ := i.share.state()
 	i.mu.Lock()
-	state := i.held
+	state, torn := i.held, i.torn
 	if initial || state == nil {
 		state = current
 	}
 	i.mu.Unlock()
+	if torn && !initial {
+		return nil, apierrors.NewResourceExpired("the last change of the cache's share did not reach its store")
+	}
 	w, err := i.inner.WatchWithContext(ctx, i.withSelector(opts, state))
 	if err != nil {
 		return nil, err
 	}
 	i.mu.Lock()
 	if initial {
-		i.held, i.initial = state, true
+		i.held, i.initial, i.torn = state, true, false
 		i.forwarded, i.pending = map[string]string{}, map[string]struct{}{}
 	} else if i.held == nil {
 		i.held = state
@@ -228,6 +236,19 @@ func (i *informer) warm(p int) bool {
 		delete(i.pending, key)
 	}
 	return true
+}
+
+// tombstone is the object of a delete for the store key: the store's copy, so that a handler reads
+// what it held (the weeder forgets a service by its label), else an empty object of the kind.
+func (i *informer) tombstone(key, resourceVersion string) runtime.Object {
+	if i.store != nil {
+		if obj, exists, _ := i.store.GetByKey(key); exists {
+			if o, ok := obj.(runtime.Object); ok {
+				return o
+			}
+		}
+	}
+	return i.object(key, resourceVersion)
 }
 
 // object returns an empty object of the kind with the given key and resource version.

@@ -114,6 +114,9 @@ func (s *Share) Warm(p int) bool {
 	s.mu.Lock()
 	informers := s.informers
 	s.mu.Unlock()
+	if len(informers) == 0 {
+		return false // nothing that could hold it
+	}
 	for _, i := range informers {
 		if !i.warm(p) {
 			return false

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
 // stream is the watch an informer's reflector reads: the server's events of the share the store
@@ -21,8 +23,10 @@ import (
 // with an "expired" error: the reflector then lists the current share in one piece, after the
 // partitions were acquired.
 type stream struct {
-	ctx context.Context
-	i   *informer
+	// ctx ends with the reflector's context or Stop, and with it a change of share in flight.
+	ctx    context.Context
+	cancel context.CancelFunc
+	i      *informer
 	// opts are the reflector's watch options (selectors, bookmarks, timeout), for the watches of new
 	// partitions.
 	opts metav1.ListOptions
@@ -34,13 +38,25 @@ type stream struct {
 	sources []*source
 	events  chan sourced
 	wg      sync.WaitGroup
+	// lastRV is the resource version of the last event of the first watch passed on: after a change of
+	// share that only dropped partitions, a bookmark there keeps the reflector's resume point from
+	// going back to the deletes' versions.
+	lastRV string
 }
 
-// source is one server watch of a stream, over the share it selects: an object outside scope is not
-// the source's to send, so the server ignored the selector (or the informer filters).
+// maxSources bounds the server watches of one stream: another change of share that adds partitions
+// ends the stream, and the reflector lists the share in one piece (a watch of a filtering cache
+// receives the whole kind).
+const maxSources = 3
+
+// source is one server watch of a stream. asked is the share it selects: an object outside it is not
+// the source's to send, so the server ignored the selector (or the informer filters). accept are the
+// partitions whose events it passes on: asked, less the partitions that left the share since, so
+// that a partition that comes back, watched anew, is never watched twice.
 type source struct {
-	w     watch.Interface
-	scope *shareState
+	w      watch.Interface
+	asked  *shareState
+	accept []bool
 }
 
 // sourced is an event of a source, or its end (closed).
@@ -52,17 +68,33 @@ type sourced struct {
 
 func newStream(ctx context.Context, i *informer, server watch.Interface, scope *shareState, opts metav1.ListOptions) *stream {
 	opts.SendInitialEvents, opts.ResourceVersionMatch = nil, ""
-	s := &stream{ctx: ctx, i: i, opts: opts, out: make(chan watch.Event), done: make(chan struct{}), events: make(chan sourced)}
-	s.add(&source{w: server, scope: scope})
+	ctx, cancel := context.WithCancel(ctx)
+	s := &stream{ctx: ctx, cancel: cancel, i: i, opts: opts, out: make(chan watch.Event), done: make(chan struct{}), events: make(chan sourced)}
+	s.add(newSource(server, scope))
 	go s.run()
 	return s
+}
+
+func newSource(w watch.Interface, asked *shareState) *source {
+	return &source{w: w, asked: asked, accept: slices.Clone(asked.held)}
+}
+
+// accepts reports whether the source passes on the events of namespace ns.
+func (src *source) accepts(partitions sharding.Partitions, ns string) bool {
+	p := partitions.Of(ns)
+	return src.accept != nil && p >= 0 && p < len(src.accept) && src.accept[p]
 }
 
 // ResultChan is the stream's events.
 func (s *stream) ResultChan() <-chan watch.Event { return s.out }
 
-// Stop ends the stream and the server's watches under it.
-func (s *stream) Stop() { s.stop.Do(func() { close(s.done) }) }
+// Stop ends the stream and the server's watches under it, and a change of share in flight.
+func (s *stream) Stop() {
+	s.stop.Do(func() {
+		close(s.done)
+		s.cancel()
+	})
+}
 
 // add starts passing the events of src to the stream.
 func (s *stream) add(src *source) {
@@ -93,6 +125,9 @@ func (s *stream) run() {
 	}()
 	for {
 		current, changed := s.i.share.state()
+		if s.stopped() {
+			return
+		}
 		if s.i.stale(current) {
 			if !s.reselect(current) {
 				return
@@ -113,6 +148,18 @@ func (s *stream) run() {
 	}
 }
 
+// stopped reports whether the stream was stopped or its context ended.
+func (s *stream) stopped() bool {
+	select {
+	case <-s.done:
+		return true
+	case <-s.ctx.Done():
+		return true
+	default:
+		return false
+	}
+}
+
 // next passes on an event of a source; false when the stream ends. A stream of one watch ends when
 // it does, and the reflector watches again from the last resource version it saw; a merged stream
 // cannot resume so, as its watches stand at different resource versions.
@@ -125,6 +172,15 @@ func (s *stream) next(e sourced) bool {
 		return false
 	case e.ev.Type == watch.Error && merged:
 		return s.expire("a watch of the merged share failed")
+	case e.ev.Type == watch.Error:
+		// The reflector ends its watch on an error; nothing may change the state after it.
+		s.send(e.ev)
+		return false
+	}
+	if e.src == s.sources[0] {
+		if o, err := meta.Accessor(e.ev.Object); err == nil && o.GetResourceVersion() != "" {
+			s.lastRV = o.GetResourceVersion()
+		}
 	}
 	return s.handle(e.src, e.ev)
 }
@@ -159,17 +215,21 @@ func (s *stream) handle(src *source, ev watch.Event) bool {
 		if err != nil {
 			return s.send(ev)
 		}
-		shardKey := i.shardKey(o)
+		shardKey, key := i.shardKey(o), storeKey(o)
 		i.mu.Lock()
-		if !i.held.holds(i.share.partitions, shardKey) || !src.scope.holds(i.share.partitions, shardKey) {
+		if !i.held.holds(i.share.partitions, shardKey) || !src.accepts(i.share.partitions, shardKey) {
 			i.mu.Unlock()
 			received.WithLabelValues(i.share.group, i.resource, "watch", "dropped").Inc()
-			if i.selects(src.scope) && !src.scope.holds(i.share.partitions, shardKey) {
+			if i.selects(src.asked) && !src.asked.holds(i.share.partitions, shardKey) {
 				i.share.ignored(i.resource, "watch event outside the selector")
 			}
 			return true
 		}
-		key := storeKey(o)
+		if rv, known := i.forwarded[key]; (ev.Type == watch.Deleted && !known) || (ev.Type != watch.Deleted && known && rv == o.GetResourceVersion()) {
+			// What the store was given already (the list of a partition that came raced its watch).
+			i.mu.Unlock()
+			return true
+		}
 		if ev.Type == watch.Deleted {
 			delete(i.forwarded, key)
 			delete(i.pending, key)
@@ -202,6 +262,9 @@ func (s *stream) handle(src *source, ev watch.Event) bool {
 // expired error, so that the reflector lists the current share itself.
 func (s *stream) reselect(next *shareState) bool {
 	i := s.i
+	if len(s.sources) >= maxSources {
+		return s.expire("the share changed too often within one watch")
+	}
 	i.mu.Lock()
 	came := &shareState{version: next.version, held: slices.Clone(next.held)}
 	for p, before := 0, i.held.held; p < len(came.held); p++ {
@@ -216,18 +279,27 @@ func (s *stream) reselect(next *shareState) bool {
 	if countTrue(came.held) > 0 {
 		var err error
 		if added, w, err = s.listAndWatch(came); err != nil {
+			if s.stopped() {
+				return false
+			}
 			return s.expire(err.Error())
 		}
 	}
-	gone := i.drop(next)
+	gone := s.drop(next)
 	if w != nil {
-		s.add(&source{w: w, scope: came})
+		s.add(newSource(w, came))
+	} else if s.lastRV != "" {
+		// Only deletes, of older versions: the reflector resumes from the first watch's last one.
+		added = append(added, watch.Event{Type: watch.Bookmark, Object: i.object("", s.lastRV)})
 	}
 	for _, ev := range append(gone, added...) {
 		if !s.send(ev) {
-			return false
+			return false // torn: the next watch makes the reflector list
 		}
 	}
+	i.mu.Lock()
+	i.torn = false
+	i.mu.Unlock()
 	reselects.WithLabelValues(i.share.group, i.resource).Inc()
 	return true
 }
@@ -261,6 +333,7 @@ func (s *stream) listAndWatch(came *shareState) ([]watch.Event, watch.Interface,
 	events := make([]watch.Event, 0, len(kept))
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	i.torn = true
 	for n, o := range kept {
 		key := storeKey(o)
 		i.forwarded[key] = o.GetResourceVersion()
@@ -270,15 +343,22 @@ func (s *stream) listAndWatch(came *shareState) ([]watch.Event, watch.Interface,
 	return events, w, nil
 }
 
-// drop records next as the share the store holds and returns the deletes of the objects it was given
-// outside next.
-func (i *informer) drop(next *shareState) []watch.Event {
+// drop records next as the share the store holds, narrows what each watch passes on to it, and
+// returns the deletes of the objects the store was given outside next.
+func (s *stream) drop(next *shareState) []watch.Event {
+	i := s.i
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	i.torn = true
+	for _, src := range s.sources {
+		for p := range src.accept {
+			src.accept[p] = src.accept[p] && p < len(next.held) && next.held[p]
+		}
+	}
 	var events []watch.Event
 	for key, rv := range i.forwarded {
 		if ns, _, _ := toolscache.SplitMetaNamespaceKey(key); !next.holds(i.share.partitions, ns) {
-			events = append(events, watch.Event{Type: watch.Deleted, Object: i.object(key, rv)})
+			events = append(events, watch.Event{Type: watch.Deleted, Object: i.tombstone(key, rv)})
 			delete(i.forwarded, key)
 			delete(i.pending, key)
 		}

@@ -137,10 +137,13 @@ type Coordinator struct {
 		owned   int // the count, for the Rebalanced line
 	}
 
-	workCtx    context.Context
-	observer   *leases.Observer
-	rings      rings
-	partitions []sync.Mutex
+	workCtx  context.Context
+	observer *leases.Observer
+	// warmingSince is when each partition to acquire was first found not held by the caches
+	// (warmOnly; reconcile steps own it).
+	warmingSince map[int]time.Time
+	rings        rings
+	partitions   []sync.Mutex
 	// fenceMu orders starts against fences: a start holds it shared while it checks the fence epoch
 	// and records the partition, a fence exclusively while it moves the epoch and lists what to stop.
 	fenceMu sync.RWMutex
@@ -356,7 +359,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	c.checkReturns(ctx, rings, now)
 	c.shownRenewal = c.ownRenewalShown(snap)
 	release, acquire := c.plan(rings.owners, snap, now)
-	acquire, warming := c.warmOnly(rings.owners, acquire)
+	acquire, warming := c.warmOnly(rings.owners, acquire, now)
 	errs := c.forEach(ctx, release, func(p int) error {
 		if v, ok := snap.vanished[p]; ok {
 			return c.releaseVanished(ctx, p, snap.parts[p], v)
@@ -380,6 +383,12 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 // warmPollPeriod is how soon a reconcile that waits for the caches to hold a partition runs again.
 const warmPollPeriod = 100 * time.Millisecond
 
+// MaxWarmWait bounds the wait for the caches to hold a partition: a cache that cannot list, or an
+// object it never gets, must not leave the partition without an owner for good. After it the
+// partition is acquired cold, logged and counted (dwd_sharding_cold_acquisitions_total); its work
+// then finds what the caches lack missing and does nothing on it until they have it.
+const MaxWarmWait = 15 * time.Second
+
 // Caches are the replica's caches of a group's shoots when they hold some partitions only
 // (shardcache.Share).
 type Caches interface {
@@ -390,10 +399,10 @@ type Caches interface {
 }
 
 // warmOnly tells the caches to hold this member's share and what it holds or is about to acquire,
-// and keeps of acquire the partitions the caches hold already: work on a partition starts only with
-// its shoots in the caches, so that a handover never starts from an empty view. warming reports
-// that some wait.
-func (c *Coordinator) warmOnly(owners []string, acquire []int) (ready []int, warming bool) {
+// and keeps of acquire the partitions the caches hold already, or waited for MaxWarmWait: work on a
+// partition starts only with its shoots in the caches, so that a handover never starts from an empty
+// view. warming reports that some wait.
+func (c *Coordinator) warmOnly(owners []string, acquire []int, now time.Time) (ready []int, warming bool) {
 	if c.cfg.Caches == nil {
 		return acquire, false
 	}
@@ -406,13 +415,29 @@ func (c *Coordinator) warmOnly(owners []string, acquire []int) (ready []int, war
 	}
 	c.cfg.Caches.Hold(hold)
 	ready = acquire[:0:0]
+	waiting := make(map[int]time.Time, len(acquire))
+	var cold []int
 	for _, p := range acquire {
-		if c.cfg.Caches.Warm(p) {
+		since, seen := c.warmingSince[p]
+		switch {
+		case c.cfg.Caches.Warm(p):
 			ready = append(ready, p)
+		case seen && now.Sub(since) >= MaxWarmWait:
+			ready, cold = append(ready, p), append(cold, p)
+		case seen:
+			waiting[p] = since
+		default:
+			waiting[p] = now
 		}
 	}
-	c.metrics.warming.Set(float64(len(acquire) - len(ready)))
-	return ready, len(ready) < len(acquire)
+	c.warmingSince = waiting
+	if len(cold) > 0 {
+		c.metrics.coldAcquisitions.Add(float64(len(cold)))
+		c.log.Info("Acquiring partitions whose shoots the caches do not hold yet: the caches have not listed them within the wait; their work does nothing on a shoot whose objects the caches lack until they have them",
+			"partitions", len(cold), "waited", MaxWarmWait)
+	}
+	c.metrics.warming.Set(float64(len(waiting)))
+	return ready, len(waiting) > 0
 }
 
 // anotherSteady reports whether another live member holds its lease with this member's settings, has

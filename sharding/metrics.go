@@ -85,6 +85,10 @@ var (
 		Name: "dwd_sharding_partitions_warming",
 		Help: "Partitions this member would acquire but waits for: the replica's caches do not hold their shoots yet (--cache-sharding).",
 	}, []string{"group", "member"})
+	coldAcquisitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_sharding_cold_acquisitions_total",
+		Help: "Partitions acquired although the replica's caches did not hold their shoots after the longest wait (MaxWarmWait, 15 s).",
+	}, []string{"group", "member"})
 	guardRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_sharding_write_refusals_total",
 		Help: "Writes on a shoot (scale, pod delete) refused right before they were sent, because this member no longer held the shoot's partition (reason=not_owner) or was past its renew deadline (reason=fenced).",
@@ -94,32 +98,33 @@ var (
 // collectors are the sharding metrics, all registered by newMemberMetrics.
 var collectors = []prometheus.Collector{partitionsHeld, shootsOwned, liveMembers, rebalances, handoverSeconds,
 	partitionWrites, renewFailures, selfFencings, guardRefusals, settingsMismatch, foreignMembersLive, viewStale, foreignWrites,
-	orphansDeleted, fenceSeconds, fenceOverruns, stepDowns, partitions, settingsInfo, partitionsUnheld, lastRenew, partitionsWarming}
+	orphansDeleted, fenceSeconds, fenceOverruns, stepDowns, partitions, settingsInfo, partitionsUnheld, lastRenew, partitionsWarming, coldAcquisitions}
 
 var registerOnce sync.Once
 
 // memberMetrics are the metrics of one member, with its labels bound.
 type memberMetrics struct {
-	group, member  string
-	partitionsHeld prometheus.Gauge
-	unheld         prometheus.Gauge
-	warming        prometheus.Gauge
-	lastRenew      prometheus.Gauge
-	shootsOwned    prometheus.Gauge
-	liveMembers    prometheus.Gauge
-	rebalances     prometheus.Counter
-	renewFailures  prometheus.Counter
-	fences         prometheus.Counter
-	handover       prometheus.ObserverVec
-	guardRefusals  *prometheus.CounterVec
-	mismatch       prometheus.Gauge
-	foreignMembers prometheus.Gauge
-	viewStale      prometheus.Gauge
-	foreignWrites  prometheus.Counter
-	orphansDeleted prometheus.Counter
-	fenceDuration  prometheus.Observer
-	fenceOverruns  prometheus.Counter
-	stepDowns      prometheus.Counter
+	group, member    string
+	partitionsHeld   prometheus.Gauge
+	unheld           prometheus.Gauge
+	warming          prometheus.Gauge
+	coldAcquisitions prometheus.Counter
+	lastRenew        prometheus.Gauge
+	shootsOwned      prometheus.Gauge
+	liveMembers      prometheus.Gauge
+	rebalances       prometheus.Counter
+	renewFailures    prometheus.Counter
+	fences           prometheus.Counter
+	handover         prometheus.ObserverVec
+	guardRefusals    *prometheus.CounterVec
+	mismatch         prometheus.Gauge
+	foreignMembers   prometheus.Gauge
+	viewStale        prometheus.Gauge
+	foreignWrites    prometheus.Counter
+	orphansDeleted   prometheus.Counter
+	fenceDuration    prometheus.Observer
+	fenceOverruns    prometheus.Counter
+	stepDowns        prometheus.Counter
 }
 
 func newMemberMetrics(group, member string) *memberMetrics {
@@ -135,25 +140,26 @@ func newMemberMetrics(group, member string) *memberMetrics {
 	}
 	return &memberMetrics{
 		group: group, member: member,
-		partitionsHeld: partitionsHeld.WithLabelValues(group, member),
-		unheld:         partitionsUnheld.WithLabelValues(group, member),
-		warming:        partitionsWarming.WithLabelValues(group, member),
-		lastRenew:      lastRenew.WithLabelValues(group, member),
-		shootsOwned:    shootsOwned.WithLabelValues(group, member),
-		liveMembers:    liveMembers.WithLabelValues(group, member),
-		rebalances:     rebalances.WithLabelValues(group, member),
-		renewFailures:  renewFailures.WithLabelValues(group, member),
-		fences:         selfFencings.WithLabelValues(group, member),
-		handover:       handoverSeconds.MustCurryWith(prometheus.Labels{"group": group, "member": member}),
-		guardRefusals:  guardRefusals.MustCurryWith(prometheus.Labels{"group": group, "member": member}),
-		mismatch:       settingsMismatch.WithLabelValues(group, member),
-		foreignMembers: foreignMembersLive.WithLabelValues(group, member),
-		viewStale:      viewStale.WithLabelValues(group, member),
-		foreignWrites:  foreignWrites.WithLabelValues(group, member),
-		orphansDeleted: orphansDeleted.WithLabelValues(group, member),
-		fenceDuration:  fenceSeconds.WithLabelValues(group, member),
-		fenceOverruns:  fenceOverruns.WithLabelValues(group, member),
-		stepDowns:      stepDowns.WithLabelValues(group, member),
+		partitionsHeld:   partitionsHeld.WithLabelValues(group, member),
+		unheld:           partitionsUnheld.WithLabelValues(group, member),
+		warming:          partitionsWarming.WithLabelValues(group, member),
+		coldAcquisitions: coldAcquisitions.WithLabelValues(group, member),
+		lastRenew:        lastRenew.WithLabelValues(group, member),
+		shootsOwned:      shootsOwned.WithLabelValues(group, member),
+		liveMembers:      liveMembers.WithLabelValues(group, member),
+		rebalances:       rebalances.WithLabelValues(group, member),
+		renewFailures:    renewFailures.WithLabelValues(group, member),
+		fences:           selfFencings.WithLabelValues(group, member),
+		handover:         handoverSeconds.MustCurryWith(prometheus.Labels{"group": group, "member": member}),
+		guardRefusals:    guardRefusals.MustCurryWith(prometheus.Labels{"group": group, "member": member}),
+		mismatch:         settingsMismatch.WithLabelValues(group, member),
+		foreignMembers:   foreignMembersLive.WithLabelValues(group, member),
+		viewStale:        viewStale.WithLabelValues(group, member),
+		foreignWrites:    foreignWrites.WithLabelValues(group, member),
+		orphansDeleted:   orphansDeleted.WithLabelValues(group, member),
+		fenceDuration:    fenceSeconds.WithLabelValues(group, member),
+		fenceOverruns:    fenceOverruns.WithLabelValues(group, member),
+		stepDowns:        stepDowns.WithLabelValues(group, member),
 	}
 }
 

@@ -123,3 +123,26 @@ func TestAPartitionIsAcquiredOnlyOnceTheCachesHoldIt(t *testing.T) {
 	assert.True(t, c.Ready())
 	assert.Greater(t, after, warmPollPeriod, "nothing waits")
 }
+
+// A partition whose shoots the caches never hold is acquired after MaxWarmWait all the same: a cache
+// that cannot list must not leave it without an owner.
+func TestAPartitionIsAcquiredColdAfterTheLongestWait(t *testing.T) {
+	store := leasestest.NewStore()
+	clk := clocktesting.NewFakeClock(time.Now())
+	caches := &gatedCaches{warm: func(p int) bool { return p != 3 }}
+	c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
+		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 4, Caches: caches,
+		Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()})
+	_, err := c.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, c.Held(), 6, "all but the cold one")
+	clk.Step(MaxWarmWait - time.Millisecond)
+	_, err = c.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.False(t, c.Holds(3), "still within the wait")
+	clk.Step(time.Millisecond)
+	_, err = c.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.True(t, c.Holds(3), "acquired cold after the wait")
+}
