@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -352,4 +353,34 @@ func TestAPartitionThatComesBackIsWatchedOnce(t *testing.T) {
 	api.del(rnamespaces(1, 1)[0], "s")
 	eventually(t, func() bool { return deletes.Load() == 1 }, "the delete")
 	assert.Never(t, func() bool { return deletes.Load() > 1 }, 300*time.Millisecond, 10*time.Millisecond, "one delete, one call")
+}
+
+// A share that shrinks is watched narrower: the server stops sending the partitions that left.
+func TestAShrunkShareIsWatchedNarrower(t *testing.T) {
+	api := seedAPI(2, nil)
+	share := NewShare(Options{Partitions: rparts, Server: true, Group: "t7"})
+	share.Hold(ronly(0, 1))
+	h := rstart(t, api, share, nil, nil)
+	eventually(t, func() bool { return share.Warm(0) && share.Warm(1) }, "warm")
+	share.Hold(ronly(0))
+	eventually(t, func() bool { return slices.Equal(h.keys(), h.want(ronly(0))) }, "the share shrank")
+	eventually(t, func() bool { return slices.Equal(api.selectors(), []string{selectorOf(rparts, ronly(0))}) }, "one watch, of the share")
+	dropped := testutil.ToFloat64(received.WithLabelValues("t7", "Secret", "watch", "dropped"))
+	api.put(rnamespaces(1, 1)[0], "left", nil)
+	api.put(rnamespaces(0, 1)[0], "kept", nil)
+	eventually(t, func() bool { return slices.Contains(h.keys(), rnamespaces(0, 1)[0]+"/kept") }, "an event of the share")
+	assert.Equal(t, dropped, testutil.ToFloat64(received.WithLabelValues("t7", "Secret", "watch", "dropped")), "nothing of the partition that left arrives")
+}
+
+// selectors are the shard selectors of the open watches.
+func (f *fakeAPI) selectors() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, w := range f.watchers {
+		if !w.w.IsStopped() {
+			out = append(out, w.sel)
+		}
+	}
+	return out
 }

@@ -38,10 +38,6 @@ type stream struct {
 	sources []*source
 	events  chan sourced
 	wg      sync.WaitGroup
-	// lastRV is the resource version of the last event of the first watch passed on: after a change of
-	// share that only dropped partitions, a bookmark there keeps the reflector's resume point from
-	// going back to the deletes' versions.
-	lastRV string
 }
 
 // maxSources bounds the server watches of one stream: another change of share that adds partitions
@@ -57,11 +53,17 @@ type source struct {
 	w      watch.Interface
 	asked  *shareState
 	accept []bool
+	// rv is the resource version of the last event the watch sent, or the one it started from: a
+	// watch of fewer partitions resumes there, and after a change of share that only dropped
+	// partitions a bookmark there keeps the reflector's resume point from going back to the
+	// deletes' versions.
+	rv string
 }
 
-// sourced is an event of a source, or its end (closed).
+// sourced is an event of a source's watch w, or its end (closed).
 type sourced struct {
 	src    *source
+	w      watch.Interface
 	ev     watch.Event
 	closed bool
 }
@@ -70,13 +72,13 @@ func newStream(ctx context.Context, i *informer, server watch.Interface, scope *
 	opts.SendInitialEvents, opts.ResourceVersionMatch = nil, ""
 	ctx, cancel := context.WithCancel(ctx)
 	s := &stream{ctx: ctx, cancel: cancel, i: i, opts: opts, out: make(chan watch.Event), done: make(chan struct{}), events: make(chan sourced)}
-	s.add(newSource(server, scope))
+	s.add(newSource(server, scope, opts.ResourceVersion))
 	go s.run()
 	return s
 }
 
-func newSource(w watch.Interface, asked *shareState) *source {
-	return &source{w: w, asked: asked, accept: slices.Clone(asked.held)}
+func newSource(w watch.Interface, asked *shareState, rv string) *source {
+	return &source{w: w, asked: asked, accept: slices.Clone(asked.held), rv: rv}
 }
 
 // accepts reports whether the source passes on the events of namespace ns.
@@ -99,16 +101,21 @@ func (s *stream) Stop() {
 // add starts passing the events of src to the stream.
 func (s *stream) add(src *source) {
 	s.sources = append(s.sources, src)
+	s.follow(src, src.w)
+}
+
+// follow passes the events of w, the watch of src, to the stream, and its end.
+func (s *stream) follow(src *source, w watch.Interface) {
 	s.wg.Go(func() {
-		for ev := range src.w.ResultChan() {
+		for ev := range w.ResultChan() {
 			select {
-			case s.events <- sourced{src: src, ev: ev}:
+			case s.events <- sourced{src: src, w: w, ev: ev}:
 			case <-s.done:
 				return
 			}
 		}
 		select {
-		case s.events <- sourced{src: src, closed: true}:
+		case s.events <- sourced{src: src, w: w, closed: true}:
 		case <-s.done:
 		}
 	})
@@ -164,6 +171,9 @@ func (s *stream) stopped() bool {
 // it does, and the reflector watches again from the last resource version it saw; a merged stream
 // cannot resume so, as its watches stand at different resource versions.
 func (s *stream) next(e sourced) bool {
+	if e.w != e.src.w {
+		return true // a watch replaced by one of fewer partitions, which resumes where it was
+	}
 	merged := len(s.sources) > 1
 	switch {
 	case e.closed && merged:
@@ -177,10 +187,8 @@ func (s *stream) next(e sourced) bool {
 		s.send(e.ev)
 		return false
 	}
-	if e.src == s.sources[0] {
-		if o, err := meta.Accessor(e.ev.Object); err == nil && o.GetResourceVersion() != "" {
-			s.lastRV = o.GetResourceVersion()
-		}
+	if o, err := meta.Accessor(e.ev.Object); err == nil && o.GetResourceVersion() != "" {
+		e.src.rv = o.GetResourceVersion()
 	}
 	return s.handle(e.src, e.ev)
 }
@@ -276,9 +284,10 @@ func (s *stream) reselect(next *shareState) bool {
 	}
 	var added []watch.Event
 	var w watch.Interface
+	var rv string
 	if countTrue(came.held) > 0 {
 		var err error
-		if added, w, err = s.listAndWatch(came); err != nil {
+		if added, w, rv, err = s.listAndWatch(came); err != nil {
 			if s.stopped() {
 				return false
 			}
@@ -286,11 +295,17 @@ func (s *stream) reselect(next *shareState) bool {
 		}
 	}
 	gone := s.drop(next)
+	if err := s.narrow(); err != nil {
+		if s.stopped() {
+			return false
+		}
+		return s.expire(err.Error())
+	}
 	if w != nil {
-		s.add(newSource(w, came))
-	} else if s.lastRV != "" {
-		// Only deletes, of older versions: the reflector resumes from the first watch's last one.
-		added = append(added, watch.Event{Type: watch.Bookmark, Object: i.object("", s.lastRV)})
+		s.add(newSource(w, came, rv))
+	} else if len(s.sources) == 1 && s.sources[0].rv != "" {
+		// Only deletes, of older versions: the reflector resumes from the watch's last one.
+		added = append(added, watch.Event{Type: watch.Bookmark, Object: i.object("", s.sources[0].rv)})
 	}
 	for _, ev := range append(gone, added...) {
 		if !s.send(ev) {
@@ -306,29 +321,29 @@ func (s *stream) reselect(next *shareState) bool {
 
 // listAndWatch lists the objects of the partitions of came, records them as given to the store (and
 // pending until it has them), and watches them from the list's resource version.
-func (s *stream) listAndWatch(came *shareState) ([]watch.Event, watch.Interface, error) {
+func (s *stream) listAndWatch(came *shareState) ([]watch.Event, watch.Interface, string, error) {
 	i := s.i
 	opts := i.withSelector(metav1.ListOptions{LabelSelector: s.opts.LabelSelector, FieldSelector: s.opts.FieldSelector}, came)
 	obj, err := i.inner.ListWithContext(s.ctx, opts)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	kept, err := i.filterList(obj, came, "reselect")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	items, err := meta.ExtractList(obj)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	l, err := meta.ListAccessor(obj)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
-	opts.ResourceVersion, opts.AllowWatchBookmarks, opts.TimeoutSeconds = l.GetResourceVersion(), s.opts.AllowWatchBookmarks, s.opts.TimeoutSeconds
-	w, err := i.inner.WatchWithContext(s.ctx, opts)
+	rv := l.GetResourceVersion()
+	w, err := i.inner.WatchWithContext(s.ctx, s.watchOptions(came, rv))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, "", err
 	}
 	events := make([]watch.Event, 0, len(kept))
 	i.mu.Lock()
@@ -340,7 +355,45 @@ func (s *stream) listAndWatch(came *shareState) ([]watch.Event, watch.Interface,
 		i.pending[key] = struct{}{}
 		events = append(events, watch.Event{Type: watch.Added, Object: items[n]})
 	}
-	return events, w, nil
+	return events, w, rv, nil
+}
+
+// watchOptions are the options of a watch of the share state from resource version rv, with the
+// reflector's selectors, bookmarks and timeout.
+func (s *stream) watchOptions(state *shareState, rv string) metav1.ListOptions {
+	return s.i.withSelector(metav1.ListOptions{LabelSelector: s.opts.LabelSelector, FieldSelector: s.opts.FieldSelector,
+		ResourceVersion: rv, AllowWatchBookmarks: s.opts.AllowWatchBookmarks, TimeoutSeconds: s.opts.TimeoutSeconds}, state)
+}
+
+// narrow renews, where the server selects, each watch that passes on fewer partitions than it asks
+// for with a watch of just those, from the resource version it had reached, so that the server stops
+// sending what left the share; a watch left with none ends, unless it is the only one.
+func (s *stream) narrow() error {
+	i := s.i
+	kept := s.sources[:0]
+	for _, src := range s.sources {
+		if slices.Equal(src.accept, src.asked.held) || !i.selects(src.asked) || src.rv == "" {
+			kept = append(kept, src)
+			continue
+		}
+		if countTrue(src.accept) == 0 && len(s.sources) > 1 {
+			src.w.Stop()
+			src.w = nil // its end is not the stream's
+			continue
+		}
+		asked := &shareState{held: slices.Clone(src.accept)}
+		asked.selector = selectorOf(i.share.partitions, asked.held)
+		w, err := i.inner.WatchWithContext(s.ctx, s.watchOptions(asked, src.rv))
+		if err != nil {
+			return err
+		}
+		src.w.Stop()
+		src.w, src.asked = w, asked
+		s.follow(src, w)
+		kept = append(kept, src)
+	}
+	s.sources = kept
+	return nil
 }
 
 // drop records next as the share the store holds, narrows what each watch passes on to it, and
