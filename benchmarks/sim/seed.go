@@ -130,6 +130,19 @@ func NodeNames(shoot string, nodes int) []string {
 // progress, if set, is told how many are done.
 func (s *Seed) CreateShoots(ctx context.Context, from, to, nodes int, progress func(done, total int)) error {
 	var done atomic.Int64
+	return forShoots(from, to, func(i int) error {
+		if err := s.CreateShoot(ctx, ShootName(i), nodes); err != nil {
+			return err
+		}
+		if n := done.Add(1); progress != nil {
+			progress(int(n), to-from)
+		}
+		return nil
+	})
+}
+
+// forShoots calls fn for shoots [from, to), 16 at a time, and returns the first error.
+func forShoots(from, to int, fn func(i int) error) error {
 	var firstErr error
 	var once sync.Once
 	var wg sync.WaitGroup
@@ -138,12 +151,8 @@ func (s *Seed) CreateShoots(ctx context.Context, from, to, nodes int, progress f
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if err := s.CreateShoot(ctx, ShootName(i), nodes); err != nil {
+			if err := fn(i); err != nil {
 				once.Do(func() { firstErr = err })
-				return
-			}
-			if n := done.Add(1); progress != nil {
-				progress(int(n), to-from)
 			}
 		})
 	}
@@ -155,22 +164,10 @@ func (s *Seed) CreateShoots(ctx context.Context, from, to, nodes int, progress f
 // one watch event of the seed per shoot, for whoever caches them.
 func (s *Seed) TouchSecrets(ctx context.Context, from, to int) error {
 	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"sim.dwd.gardener.cloud/touched":%q}}}`, time.Now().Format(time.RFC3339Nano)))
-	var firstErr error
-	var once sync.Once
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 16)
-	for i := from; i < to; i++ {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: KubeconfigSecretName, Namespace: ShootName(i)}}
-			if err := s.Env.Client.Patch(ctx, secret, client.RawPatch(types.MergePatchType, patch)); err != nil {
-				once.Do(func() { firstErr = err })
-			}
-		})
-	}
-	wg.Wait()
-	return firstErr
+	return forShoots(from, to, func(i int) error {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: KubeconfigSecretName, Namespace: ShootName(i)}}
+		return s.Env.Client.Patch(ctx, secret, client.RawPatch(types.MergePatchType, patch))
+	})
 }
 
 // CreateShoot creates everything of one shoot in the seed and registers its API server.
