@@ -1,16 +1,22 @@
 package replica
 
 import (
+	"context"
 	"maps"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/shardcache"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
@@ -54,6 +60,25 @@ func (r *Replica) shareCaches() {
 			r.log.Info("Warning: --cache-sharding=server needs --partition-function="+config.PartitionFNVRange+"; the caches filter instead",
 				"group", s.GroupName)
 		}
+	}
+}
+
+// startShare makes the caches of a group start with the share its member will likely hold
+// (sharding.InitialShare), read from the group's Leases, so that they list it while the process
+// starts rather than after its first reconcile; a restart is ready sooner. Without the Leases they
+// start empty, and the first reconcile names the share.
+func (r *Replica) startShare(ctx context.Context, share *shardcache.Share, c kubernetes.Interface, s config.Sharding) {
+	ctx, cancel := context.WithTimeout(ctx, s.MemberRenewDeadline)
+	defer cancel()
+	list, err := c.CoordinationV1().Leases(s.Namespace).List(ctx, metav1.ListOptions{
+		LabelSelector: labels.SelectorFromSet(labels.Set{leases.GroupLabel: s.GroupName}).String()})
+	if err != nil {
+		r.log.Info("Could not read the group's Leases: the caches start empty and list the share once the member knows it",
+			"group", s.GroupName, "error", err.Error())
+		return
+	}
+	if held := sharding.InitialShare(s.GroupName, s.MemberName, sharding.RingConfigOf(s), list.Items, time.Now()); held != nil {
+		share.Hold(held)
 	}
 }
 

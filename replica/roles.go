@@ -95,6 +95,7 @@ func (r *Replica) addRoleMember(ctx context.Context, gated manager.Manager, role
 	opts.Namespaces = shootNamespaces(gated.GetCache(), role == RoleProber)
 	if share := r.shares[role]; share != nil {
 		opts.Caches = share
+		r.startShare(ctx, share, opts.Client, s)
 	}
 	runner := sharding.NewRunner(opts)
 	if err := r.mgr.Add(runner); err != nil {

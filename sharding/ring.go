@@ -36,6 +36,12 @@ type RingConfig struct {
 	PartitionFunction string
 }
 
+// RingConfigOf is the ring of a member's sharding settings.
+func RingConfigOf(s config.Sharding) RingConfig {
+	return RingConfig{PartitionCount: s.PartitionCount, ReplicationFactor: s.ReplicationFactor, LoadBound: s.RingLoadBound,
+		PartitionFunction: s.PartitionFunction}
+}
+
 // Partitions is how the ring maps namespaces to partitions.
 func (c RingConfig) Partitions() Partitions {
 	return Partitions{Function: c.PartitionFunction, Count: c.PartitionCount}

@@ -125,8 +125,7 @@ func (o RunnerOptions) defaulted() RunnerOptions {
 func NewRunner(opts RunnerOptions) *Runner {
 	opts = opts.defaulted()
 	settings, incarnation := opts.Settings, opts.Incarnation
-	ring := RingConfig{PartitionCount: settings.PartitionCount, ReplicationFactor: settings.ReplicationFactor, LoadBound: settings.RingLoadBound,
-		PartitionFunction: settings.PartitionFunction}
+	ring := RingConfigOf(settings)
 	member := &leases.Member{
 		Store: leases.APIStore{Leases: opts.Renewals.CoordinationV1().Leases(settings.Namespace)}, Group: settings.GroupName,
 		Name: settings.MemberName, Incarnation: incarnation,
