@@ -245,3 +245,18 @@ func TestCheckWritesAcrossGroups(t *testing.T) {
 	weeder[len(weeder)-1].Kind = audit.KindDelete
 	assert.Empty(t, Check(append(append([]audit.Record{}, prober...), weeder...)).CrossGroupWrites)
 }
+
+// A process's start record names its partition function, and the checker maps namespaces with it; a
+// file of an earlier dwd, without one, is read as xxhash64-mod-v1.
+func TestCheckWritesMapsWithTheRecordedPartitionFunction(t *testing.T) {
+	ns := "shoot--p--s"
+	fnv := sharding.Partitions{Function: sharding.PartitionFNVRange, Count: 887}.Of(ns)
+	xx := sharding.Partitions{Function: sharding.PartitionXXHashMod, Count: 887}.Of(ns)
+	require.NotEqual(t, fnv, xx)
+	start := a.start(0, 887)
+	start.PartitionFunction = sharding.PartitionFNVRange
+	r := Check([]audit.Record{start, a.renew(0), a.acquire(1, fnv, "fresh"), a.write(2, ns, fnv)})
+	assert.NoError(t, r.OK())
+	r = Check([]audit.Record{a.start(0, 887), a.renew(0), a.acquire(1, fnv, "fresh"), a.write(2, ns, fnv)})
+	assert.Error(t, r.OK(), "without a function the file is an earlier dwd's: xxhash64-mod-v1")
+}
