@@ -86,7 +86,7 @@ func (r *Replica) addRoleMember(ctx context.Context, gated manager.Manager, role
 	opts.Incarnation = sharding.NewIncarnation()
 	auditLog, err := r.openAuditLog(audit.Process{Group: s.GroupName, Member: s.MemberName, Incarnation: opts.Incarnation,
 		PartitionFunction: cmp.Or(s.PartitionFunction, sharding.DefaultPartitionFunction),
-		Partitions: s.PartitionCount, RenewDeadline: s.MemberRenewDeadline, LeaseDuration: s.MemberLeaseDuration})
+		Partitions:        s.PartitionCount, RenewDeadline: s.MemberRenewDeadline, LeaseDuration: s.MemberLeaseDuration})
 	if err != nil {
 		return err
 	}

@@ -365,20 +365,21 @@ func (s *stream) watchOptions(state *shareState, rv string) metav1.ListOptions {
 		ResourceVersion: rv, AllowWatchBookmarks: s.opts.AllowWatchBookmarks, TimeoutSeconds: s.opts.TimeoutSeconds}, state)
 }
 
-// narrow renews, where the server selects, each watch that passes on fewer partitions than it asks
-// for with a watch of just those, from the resource version it had reached, so that the server stops
-// sending what left the share; a watch left with none ends, unless it is the only one.
+// narrow ends each watch that passes on no partition any more, unless it is the only one (a watch
+// of a share that was empty, in a filtering cache, receives the whole kind), and renews, where the
+// server selects, each watch that passes on fewer partitions than it asks for with a watch of just
+// those, from the resource version it had reached, so that the server stops sending what left.
 func (s *stream) narrow() error {
 	i := s.i
 	kept := s.sources[:0]
 	for _, src := range s.sources {
-		if slices.Equal(src.accept, src.asked.held) || !i.selects(src.asked) || src.rv == "" {
-			kept = append(kept, src)
-			continue
-		}
 		if countTrue(src.accept) == 0 && len(s.sources) > 1 {
 			src.w.Stop()
 			src.w = nil // its end is not the stream's
+			continue
+		}
+		if slices.Equal(src.accept, src.asked.held) || !i.selects(src.asked) || src.rv == "" {
+			kept = append(kept, src)
 			continue
 		}
 		asked := &shareState{held: slices.Clone(src.accept)}
