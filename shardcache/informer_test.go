@@ -384,3 +384,14 @@ func (f *fakeAPI) selectors() []string {
 	}
 	return out
 }
+
+// A filtering cache that started with an empty share keeps one watch once it holds partitions: the
+// watch of the empty share, which receives the whole kind, ends.
+func TestTheWatchOfAnEmptyShareEnds(t *testing.T) {
+	api := seedAPI(1, nil)
+	share := NewShare(Options{Partitions: rparts, Server: false, Group: "t8"})
+	h := rstart(t, api, share, nil, nil)
+	share.Hold(ronly(0, 1, 2, 3))
+	eventually(t, func() bool { return slices.Equal(h.keys(), h.want(ronly(0, 1, 2, 3))) }, "the share")
+	eventually(t, func() bool { return api.open() == 1 }, "one watch")
+}

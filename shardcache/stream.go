@@ -295,15 +295,16 @@ func (s *stream) reselect(next *shareState) bool {
 		}
 	}
 	gone := s.drop(next)
+	if w != nil {
+		s.add(newSource(w, came, rv))
+	}
 	if err := s.narrow(); err != nil {
 		if s.stopped() {
 			return false
 		}
 		return s.expire(err.Error())
 	}
-	if w != nil {
-		s.add(newSource(w, came, rv))
-	} else if len(s.sources) == 1 && s.sources[0].rv != "" {
+	if w == nil && len(s.sources) == 1 && s.sources[0].rv != "" {
 		// Only deletes, of older versions: the reflector resumes from the watch's last one.
 		added = append(added, watch.Event{Type: watch.Bookmark, Object: i.object("", s.sources[0].rv)})
 	}
