@@ -395,3 +395,18 @@ func TestTheWatchOfAnEmptyShareEnds(t *testing.T) {
 	eventually(t, func() bool { return slices.Equal(h.keys(), h.want(ronly(0, 1, 2, 3))) }, "the share")
 	eventually(t, func() bool { return api.open() == 1 }, "one watch")
 }
+
+// A filtering cache drops the watch events of the shoots outside its share.
+func TestAFilteringCacheDropsEventsOutsideItsShare(t *testing.T) {
+	api := seedAPI(1, nil)
+	share := NewShare(Options{Partitions: rparts, Server: false, Group: "t9"})
+	share.Hold(ronly(0))
+	h := rstart(t, api, share, nil, nil)
+	eventually(t, func() bool { return share.Warm(0) }, "warm")
+	outside, inside := rnamespaces(1, 1)[0]+"/late", rnamespaces(0, 1)[0]+"/late"
+	api.put(rnamespaces(1, 1)[0], "late", nil) // first: the watch delivers in order
+	api.put(rnamespaces(0, 1)[0], "late", nil)
+	eventually(t, func() bool { return slices.Contains(h.keys(), inside) }, "the event of the share")
+	assert.NotContains(t, h.keys(), outside)
+	assert.Equal(t, h.want(ronly(0)), h.keys())
+}
