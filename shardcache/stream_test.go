@@ -17,18 +17,6 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
-// namespaceIn returns a namespace of partition p of count.
-func namespaceIn(t *testing.T, p, count int) string {
-	for i := range 100000 {
-		ns := "shoot--t--" + string(rune('a'+i%26)) + string(rune('a'+i/26%26)) + string(rune('a'+i/676%26))
-		if (sharding.Partitions{Count: count}).Of(ns) == p {
-			return ns
-		}
-	}
-	t.Fatalf("no namespace in partition %d", p)
-	return ""
-}
-
 // fakeServer answers lists with objects and gives each watch a fake watcher.
 type fakeServer struct {
 	objects []corev1.Secret
@@ -66,8 +54,8 @@ func receive(t *testing.T, w watch.Interface) watch.Event {
 // ends, so that the reflector lists the share again instead of resuming from a resource version only
 // one of them had reached.
 func TestAMergedStreamEndsExpiredWhenOneOfItsWatchesEnds(t *testing.T) {
-	const count = 4
-	a, b := namespaceIn(t, 0, count), namespaceIn(t, 1, count)
+	const count = rcount
+	a, b := rnamespaces(0, 1)[0], rnamespaces(1, 1)[0]
 	server := &fakeServer{watches: make(chan *watch.FakeWatcher, 4), objects: []corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: b, Name: "s", ResourceVersion: "9"}},
 	}}
