@@ -27,21 +27,33 @@ const (
 	expiryWait = grace*3/4 + 20*time.Second
 )
 
-// levelOrder asserts that every deployment in first reached want before any in then did.
-func levelOrder(t *testing.T, events []scaleEvent, want int32, first, then []string) {
+// levelOrder asserts that every deployment in first reached want before any in then did. The events come
+// from a watch, which may deliver a write after a Get has already seen it: it waits until every deployment
+// named has reached want in the events before it compares.
+func levelOrder(t *testing.T, events func() []scaleEvent, want int32, first, then []string) {
 	t.Helper()
-	reached := map[string]time.Time{}
-	for _, e := range events {
-		if e.replicas == want {
-			if _, ok := reached[e.name]; !ok {
+	reachedAt := func() map[string]time.Time {
+		reached := map[string]time.Time{}
+		for _, e := range events() {
+			if _, ok := reached[e.name]; !ok && e.replicas == want {
 				reached[e.name] = e.at
 			}
 		}
+		return reached
 	}
+	names := append(append([]string(nil), first...), then...)
+	require.Eventually(t, func() bool {
+		reached := reachedAt()
+		for _, name := range names {
+			if _, ok := reached[name]; !ok {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 20*time.Millisecond, "the watch delivers a write of %d replicas to each of %v", want, names)
+	reached := reachedAt()
 	for _, a := range first {
 		for _, b := range then {
-			require.Contains(t, reached, a)
-			require.Contains(t, reached, b)
 			assert.True(t, !reached[a].After(reached[b]), "%s must reach %d replicas before %s", a, want, b)
 		}
 	}
@@ -59,6 +71,7 @@ func TestMeltdownScalesDownThenUpInLevelOrder(t *testing.T) {
 	crossed := time.Now()
 	s.renewLeases(2, crossed.Add(-expired))
 	require.Eventually(t, func() bool { return s.replicas("kube-controller-manager") == 0 }, 20*time.Second, 50*time.Millisecond)
+	require.Eventually(t, func() bool { return len(events()) > 0 }, 10*time.Second, 20*time.Millisecond, "the watch delivers the first write")
 	firstWrite := events()[0].at
 	t.Logf("leases crossed the threshold → first scale-down write: %s (probe interval 1s)", firstWrite.Sub(crossed).Round(time.Millisecond))
 	// The first read after the change sees a changed renewTime (fresh); the leases count as expired once
@@ -70,7 +83,7 @@ func TestMeltdownScalesDownThenUpInLevelOrder(t *testing.T) {
 		assert.Equal(t, "2", d.Annotations[scaler.ReplicasAnnotation], name)
 		assert.Contains(t, d.Annotations, scaler.MeltdownProtectionAnnotation, name)
 	}
-	levelOrder(t, events(), 0, []string{"machine-controller-manager", "cluster-autoscaler"}, []string{"kube-controller-manager"})
+	levelOrder(t, events, 0, []string{"machine-controller-manager", "cluster-autoscaler"}, []string{"kube-controller-manager"})
 
 	// The leases renew: scale-up in the up levels, to the annotated replicas, annotations gone.
 	s.renewLeases(3, time.Now())
@@ -87,8 +100,8 @@ func TestMeltdownScalesDownThenUpInLevelOrder(t *testing.T) {
 		}
 		return true
 	}, 10*time.Second, 50*time.Millisecond)
-	levelOrder(t, events(), 2, []string{"kube-controller-manager"}, []string{"machine-controller-manager"})
-	levelOrder(t, events(), 2, []string{"machine-controller-manager"}, []string{"cluster-autoscaler"})
+	levelOrder(t, events, 2, []string{"kube-controller-manager"}, []string{"machine-controller-manager"})
+	levelOrder(t, events, 2, []string{"machine-controller-manager"}, []string{"cluster-autoscaler"})
 }
 
 // A probe decides on the Machines it listed before only until one of them changes (MachineChanges):
