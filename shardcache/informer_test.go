@@ -67,6 +67,8 @@ type fakeAPI struct {
 	watchers []rwatcher
 	lists    atomic.Int32
 	watches  atomic.Int32
+	// listed are the options of every list, in order.
+	listed []metav1.ListOptions
 }
 
 func newFakeAPI() *fakeAPI { return &fakeAPI{objs: map[string]*corev1.Secret{}} }
@@ -133,6 +135,7 @@ func (f *fakeAPI) lw() *toolscache.ListWatch {
 			f.lists.Add(1)
 			f.mu.Lock()
 			defer f.mu.Unlock()
+			f.listed = append(f.listed, opts)
 			l := &corev1.SecretList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(f.rv)}}
 			if opts.ShardSelector != "" {
 				l.ShardInfo = &metav1.ShardInfo{Selector: opts.ShardSelector}
@@ -370,6 +373,32 @@ func TestAShrunkShareIsWatchedNarrower(t *testing.T) {
 	api.put(rnamespaces(0, 1)[0], "kept", nil)
 	eventually(t, func() bool { return slices.Contains(h.keys(), rnamespaces(0, 1)[0]+"/kept") }, "an event of the share")
 	assert.Equal(t, dropped, testutil.ToFloat64(received.WithLabelValues("t7", "Secret", "watch", "dropped")), "nothing of the partition that left arrives")
+}
+
+// The list of the partitions that came asks for a state not older than the stream's, which the API
+// server's watch cache answers at once, not for a consistent read, which waits for the cache to reach
+// etcd's revision (and under load lists from etcd, where no selector applies).
+func TestTheListOfPartitionsThatCameIsNotOlderThanTheStream(t *testing.T) {
+	api := seedAPI(1, nil)
+	share := NewShare(Options{Partitions: rparts, Server: true, Group: "t10"})
+	share.Hold(ronly(0))
+	h := rstart(t, api, share, nil, nil)
+	eventually(t, func() bool { return share.Warm(0) }, "warm")
+	api.put(rnamespaces(0, 1)[0], "later", nil)
+	eventually(t, func() bool { return slices.Contains(h.keys(), rnamespaces(0, 1)[0]+"/later") }, "the stream's last event")
+	api.mu.Lock()
+	streamRV := strconv.Itoa(api.rv)
+	before := len(api.listed)
+	api.mu.Unlock()
+	share.Hold(ronly(0, 1))
+	eventually(t, func() bool { return share.Warm(1) }, "the partition that came")
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	require.Len(t, api.listed, before+1, "one list, of the partition that came")
+	reselect := api.listed[before]
+	assert.Equal(t, selectorOf(rparts, ronly(1)), reselect.ShardSelector)
+	assert.Equal(t, metav1.ResourceVersionMatchNotOlderThan, reselect.ResourceVersionMatch)
+	assert.Equal(t, streamRV, reselect.ResourceVersion)
 }
 
 // selectors are the shard selectors of the open watches.
