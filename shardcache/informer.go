@@ -122,10 +122,14 @@ func (i *informer) list(ctx context.Context, opts metav1.ListOptions) (runtime.O
 }
 
 // filterList drops the objects of a listed page outside state's share, keeping the list's resource
-// version and continue token, and returns those kept. A list answered without the shard info of the
-// selector it was sent tells that the server ignored it.
+// version and continue token, and returns those kept. A typed list answered without the shard info of
+// the selector it was sent tells that the server ignored it; an unstructured one (a custom resource)
+// cannot carry shard info (Kubernetes 1.36 sets it only on lists that implement
+// metav1.ShardedListInterface, which UnstructuredList does not), so there only an object outside the
+// selector tells it.
 func (i *informer) filterList(obj runtime.Object, state *shareState, via string) ([]metav1.Object, error) {
-	if i.selects(state) && listShardSelector(obj) != state.selector {
+	_, unstructuredList := obj.(*unstructured.UnstructuredList)
+	if i.selects(state) && !unstructuredList && listShardSelector(obj) != state.selector {
 		i.share.ignored(i.resource, via+" without shard info")
 	}
 	items, err := meta.ExtractListWithAlloc(obj)
@@ -141,6 +145,9 @@ func (i *informer) filterList(obj runtime.Object, state *shareState, via string)
 		}
 		if !state.holds(i.share.partitions, i.shardKey(o)) {
 			received.WithLabelValues(i.share.group, i.resource, via, "dropped").Inc()
+			if i.selects(state) && unstructuredList {
+				i.share.ignored(i.resource, via+" of an object outside the selector")
+			}
 			continue
 		}
 		received.WithLabelValues(i.share.group, i.resource, via, "kept").Inc()

@@ -230,8 +230,12 @@ func TestACacheHoldsItsShareAndChangesItWithinItsWatch(t *testing.T) {
 			} else {
 				assert.Positive(t, dropped, "the replica filters")
 			}
-			machinesDropped := metricstest.Sum(t, "dwd_cache_objects_received_total", map[string]string{"group": group, "resource": "Machine.machine.sapcloud.io", "result": "dropped"})
+			machineLabels := map[string]string{"group": group, "resource": "Machine.machine.sapcloud.io"}
+			machinesDropped := metricstest.Sum(t, "dwd_cache_objects_received_total", map[string]string{"group": group, "resource": machineLabels["resource"], "result": "dropped"})
 			assert.Equal(t, dropped > 0, machinesDropped > 0, "an unstructured kind is selected as a typed one")
+			// The server cannot echo the selector on a custom resource's list: only what it sends tells.
+			assert.Equal(t, tc.ignored, metricstest.Sum(t, "dwd_cache_shard_selector_ignored_total", machineLabels) > 0,
+				"an unstructured kind's selector is judged ignored exactly when the server ignores it")
 		})
 	}
 }

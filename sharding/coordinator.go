@@ -430,6 +430,15 @@ func (c *Coordinator) warmOnly(owners []string, acquire []int, now time.Time) (r
 			waiting[p] = now
 		}
 	}
+	if len(waiting) == 0 && len(c.warmingSince) > 0 {
+		first := now
+		for _, since := range c.warmingSince {
+			if since.Before(first) {
+				first = since
+			}
+		}
+		c.log.Info("The caches hold the partitions to acquire", "partitions", len(ready), "waited", now.Sub(first).Round(time.Millisecond))
+	}
 	c.warmingSince = waiting
 	if len(cold) > 0 {
 		c.metrics.coldAcquisitions.Add(float64(len(cold)))
