@@ -246,12 +246,14 @@ func TestRunJoinsAndLeavesItsGroup(t *testing.T) {
 		n, ok := metricValue(r.metricsAddr, owned)
 		return ok && n >= 1
 	}, 30*time.Second, 100*time.Millisecond, "the replica counts the shoots it owns from the Clusters")
-	for _, name := range []string{"process_cpu_seconds_total ", "process_resident_memory_bytes ", "go_goroutines "} {
+	for _, name := range []string{"process_cpu_seconds_total ", "process_resident_memory_bytes ", "go_goroutines ", "go_gc_gomemlimit_bytes "} {
 		_, ok := metricValue(r.metricsAddr, name)
 		assert.True(t, ok, "the dashboards read %s", name)
 	}
 
 	require.Equal(t, 0, r.stop(t))
+	assert.Regexp(t, `Go memory limit set from the cgroup's|Go memory limit from GOMEMLIMIT|runs without a memory limit`, r.stderr,
+		"the replica says which memory limit the Go runtime keeps (internal/memlimit)")
 	for _, group := range []string{"dwd-prober", "dwd-weeder"} {
 		member := &coordinationv1.Lease{}
 		require.NoError(t, env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: group + "-member-dwd-0"}, member))

@@ -3,12 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/debug"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/memlimit"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/replica"
 )
@@ -108,6 +112,7 @@ func (o *options) run(ctx context.Context) error {
 	logger := zap.New(zap.UseFlagOptions(&o.zap))
 	ctrl.SetLogger(logger)
 	log := logger.WithName("dwd")
+	setMemoryLimit(log)
 	o.warnUnknownKeys(log)
 	setBuildInfo()
 	opts := o.replicaOptions()
@@ -123,6 +128,23 @@ func (o *options) run(ctx context.Context) error {
 		return err
 	}
 	return r.Start(ctx)
+}
+
+// setMemoryLimit sets the Go memory limit from the cgroup's unless GOMEMLIMIT is set
+// (internal/memlimit), and says what it did.
+func setMemoryLimit(log logr.Logger) {
+	d, err := memlimit.FromCgroup(os.DirFS("/"), os.Getenv, debug.SetMemoryLimit)
+	switch {
+	case err != nil:
+		log.Error(err, "The Go runtime runs without a memory limit: the cgroup's could not be read; set GOMEMLIMIT")
+	case d.Env != "":
+		log.Info("Go memory limit from GOMEMLIMIT", "GOMEMLIMIT", d.Env)
+	case d.Limit > 0:
+		log.Info("Go memory limit set from the cgroup's", "limitBytes", d.Limit, "cgroupLimitBytes", d.CgroupLimit,
+			"fraction", memlimit.Fraction, "file", "/"+d.File)
+	default:
+		log.Info("The Go runtime runs without a memory limit: the cgroup sets none and GOMEMLIMIT is not set")
+	}
 }
 
 // replicaOptions are the replica the flags describe, after complete.

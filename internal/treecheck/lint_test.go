@@ -42,6 +42,7 @@ var layering = []layerRule{
 	{pkg: "config", only: []string{}},
 	{pkg: "leases", only: []string{}},
 	{pkg: "internal/apimetrics", only: []string{}},
+	{pkg: "internal/memlimit", only: []string{}},
 	{pkg: "audit", only: []string{}},
 	{pkg: "access", only: []string{}},
 	{pkg: "sharding", only: []string{"config", "leases"}},
@@ -54,7 +55,7 @@ var layering = []layerRule{
 // runtime are the packages a dwd process is built from (and their sub-packages but test helpers):
 // they never import a test helper or the simulation.
 var runtime = []string{"access", "audit", "config", "leases", "sharding", "shardcache", "scaler", "prober", "weeder",
-	"internal/apimetrics", "replica", "cmd/dwd"}
+	"internal/apimetrics", "internal/memlimit", "replica", "cmd/dwd"}
 
 // testHelper tells whether the package at dir (slash-separated, from the module root) exists for tests
 // or the simulation: anything under test/ or benchmarks/, a package whose name ends in "test", and
@@ -335,6 +336,7 @@ func TestTheLintFindsAPlantedViolationOfEachRule(t *testing.T) {
 		"config/config.go":         "package config\n",
 		"leases/leases.go":         "package leases\n",
 		"internal/apimetrics/m.go": "package apimetrics\n",
+		"internal/memlimit/m.go":   "package memlimit\n",
 		"audit/log.go":             "package audit\n",
 		"access/a.go":              "package access\n",
 		"sharding/s.go":            "package sharding\n\nimport _ \"example.com/m/leases\"\n",
