@@ -15,48 +15,139 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// DefaultInterval is how often Checker asks again.
+// DefaultInterval is how often Checker asks again while a permission is missing or unknown.
 const DefaultInterval = 30 * time.Second
+
+// DefaultMaxInterval is the longest Checker waits between two checks once every permission has an
+// answer and no required one is missing: from DefaultInterval, each such check doubles the wait up to
+// it. A 403 answer from the seed (WatchForbidden) brings the next check forward at once.
+const DefaultMaxInterval = 10 * time.Minute
+
+// recheckSpacing is the least time between the end of a check and one that a 403 asks for: a client
+// whose every request is refused must not turn the checker into a loop.
+const recheckSpacing = 5 * time.Second
 
 // reviewTimeout bounds one SelfSubjectAccessReview.
 const reviewTimeout = 5 * time.Second
 
 // Checker asks the API server whether the replica has each of Permissions, at start and then every
-// Interval, and serves the answer as a readiness check. It is a manager.Runnable that every replica
-// runs, the leader election's standbys too: a standby that could not work once elected is not ready.
+// Interval while one is missing or unknown, backing off to MaxInterval once none is, and at once
+// after the seed answered a request 403 (WatchForbidden). It serves the answer as a readiness check.
+// It is a manager.Runnable that every replica runs, the leader election's standbys too: a standby
+// that could not work once elected is not ready.
 type Checker struct {
 	Reviews     authorizationclient.SelfSubjectAccessReviewInterface
 	Permissions []Permission
 	Log         logr.Logger
 	Clock       clock.WithTicker
+	// Interval is the wait between checks while a permission is missing or unknown; DefaultInterval
+	// when zero. MaxInterval bounds the wait once none is; DefaultMaxInterval when zero.
 	Interval    time.Duration
+	MaxInterval time.Duration
 
 	mu sync.Mutex
 	// allowed holds the last answer for each permission; a permission without one is unknown.
 	allowed map[Permission]bool
+	// forbidden asks the loop for a check (WatchForbidden).
+	forbidden chan struct{}
+	initOnce  sync.Once
+}
+
+func (c *Checker) init() {
+	c.initOnce.Do(func() { c.forbidden = make(chan struct{}, 1) })
 }
 
 // Start checks until ctx ends.
 func (c *Checker) Start(ctx context.Context) error {
 	registerMetrics()
+	c.init()
 	clk := c.Clock
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	interval := c.Interval
+	var wait time.Duration
+	for {
+		c.CheckOnce(ctx)
+		checked := clk.Now()
+		wait = c.nextWait(wait)
+		timer := clk.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C():
+			continue
+		case <-c.forbidden:
+			timer.Stop()
+			wait = 0
+		}
+		if rest := recheckSpacing - clk.Since(checked); rest > 0 {
+			spacing := clk.NewTimer(rest)
+			select {
+			case <-ctx.Done():
+				spacing.Stop()
+				return nil
+			case <-spacing.C():
+			}
+		}
+	}
+}
+
+// nextWait is the wait after a check, given the one before it (0 at first): Interval while a
+// permission is missing or unknown, else twice the last, at least Interval and at most MaxInterval.
+func (c *Checker) nextWait(last time.Duration) time.Duration {
+	interval, maxInterval := c.Interval, c.MaxInterval
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
-	ticker := clk.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		c.CheckOnce(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C():
+	if maxInterval <= 0 {
+		maxInterval = DefaultMaxInterval
+	}
+	if !c.settled() || last == 0 {
+		return interval
+	}
+	return max(interval, min(2*last, maxInterval))
+}
+
+// settled reports whether every permission has an answer and no required one is missing; an optional
+// one missing is how the replica was deployed (Gardener grants no Events), not a reason to ask often.
+func (c *Checker) settled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.Permissions {
+		allowed, known := c.allowed[p]
+		if !known || (!allowed && !p.Optional) {
+			return false
 		}
 	}
+	return true
+}
+
+// WatchForbidden wraps a seed client's transport so that an answer 403 Forbidden brings the next
+// check forward: a permission taken away shows at once, in the log and in readiness, not after the
+// backed-off wait. The checker's own client must not be wrapped.
+func (c *Checker) WatchForbidden(rt http.RoundTripper) http.RoundTripper {
+	c.init()
+	return forbiddenTransport{next: rt, checker: c}
+}
+
+type forbiddenTransport struct {
+	next    http.RoundTripper
+	checker *Checker
+}
+
+// WrappedRoundTripper lets utilnet.CloseIdleConnectionsFor reach the transport underneath.
+func (t forbiddenTransport) WrappedRoundTripper() http.RoundTripper { return t.next }
+
+func (t forbiddenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusForbidden {
+		select {
+		case t.checker.forbidden <- struct{}{}:
+		default:
+		}
+	}
+	return resp, err
 }
 
 // NeedLeaderElection is false: every replica checks, leader or not.

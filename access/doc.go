@@ -5,7 +5,9 @@
 // probes nothing. Checker asks the API server, with SelfSubjectAccessReviews (which every
 // authenticated user may create), for each Permission a replica needs, logs every missing one once
 // with what needs it, keeps the replica unready while a required one is missing, and checks again
-// periodically, since RBAC applied after the pod started is common. Optional permissions (Events) only
+// periodically, since RBAC applied after the pod started is common: every Interval while one is
+// missing, backing off to MaxInterval once none is, and at once when a seed client of the replica
+// (wrapped by WatchForbidden) is answered 403. Optional permissions (Events) only
 // switch their feature off: Recorder drops the Events the replica may not write, instead of letting
 // the event broadcaster log a "forbidden" line for each.
 //

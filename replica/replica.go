@@ -63,6 +63,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Replica, error) 
 		return nil, err
 	}
 	r.checker, r.synced = checker, &cacheSync{}
+	// Every seed client but the checker's own: a 403 answer brings the next permission check forward.
+	r.base.Wrap(checker.WatchForbidden)
+	r.counted.Wrap(checker.WatchForbidden)
 	r.shareCaches()
 	if err := r.newManager(ctx); err != nil {
 		r.closeAuditLogs()
