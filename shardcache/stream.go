@@ -324,12 +324,12 @@ func (s *stream) reselect(next *shareState) bool {
 // pending until it has them), and watches them from the list's resource version.
 //
 // The list asks for a state not older than the stream's own resource version, which the API server's
-// watch cache answers at once. A consistent read (no resource version) would first wait for the
-// cache to reach etcd's current revision: a kind nobody writes (Machines, the dependents) learns it
-// from a progress notification only, and under load waits up to 3 s for it and then lists from etcd,
-// where no shard selector applies (measured in the handover benchmark: the Machines' lists came back
-// whole). Any state at least as new as the stream is as good: the watch of the partitions that came
-// starts where the list stands.
+// watch cache answers as soon as it has that version (it has: the stream's events came from it). A
+// consistent read (no resource version) would first ask etcd for its current revision and wait for
+// the cache to reach it; a kind nobody writes (Machines, the dependents) reaches it only by a progress
+// notification, and a cache that does not catch up within its timeout sends the list to etcd, where
+// kube-apiserver 1.36 applies no shard selector. Any state at least as new as the stream is as good:
+// the watch of the partitions that came starts where the list stands.
 func (s *stream) listAndWatch(came *shareState) ([]watch.Event, watch.Interface, string, error) {
 	i := s.i
 	opts := i.withSelector(metav1.ListOptions{LabelSelector: s.opts.LabelSelector, FieldSelector: s.opts.FieldSelector}, came)
