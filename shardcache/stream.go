@@ -327,9 +327,9 @@ func (s *stream) reselect(next *shareState) bool {
 // watch cache answers as soon as it has that version (it has: the stream's events came from it). A
 // consistent read (no resource version) would first ask etcd for its current revision and wait for
 // the cache to reach it; a kind nobody writes (Machines, the dependents) reaches it only by a progress
-// notification, and a cache that does not catch up within its timeout sends the list to etcd, where
-// kube-apiserver 1.36 applies no shard selector. Any state at least as new as the stream is as good:
-// the watch of the partitions that came starts where the list stands.
+// notification, and a cache that does not catch up within its timeout sends the list to etcd. Any
+// state at least as new as the stream is as good: the watch of the partitions that came starts where
+// the list stands.
 func (s *stream) listAndWatch(came *shareState) ([]watch.Event, watch.Interface, string, error) {
 	i := s.i
 	opts := i.withSelector(metav1.ListOptions{LabelSelector: s.opts.LabelSelector, FieldSelector: s.opts.FieldSelector}, came)
