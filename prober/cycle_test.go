@@ -555,7 +555,7 @@ func TestFirstRunWaitsInitialDelayWhereTheOriginalDid(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.paused {
-				f.m.pauseLocked(cycleNS)
+				f.m.pauseLocked(cycleNS, NotProbedHibernated)
 			}
 			got := f.m.firstRun(cycleNS, tt.cluster, tt.shoot)
 			if tt.want.IsZero() {

@@ -47,31 +47,48 @@ func (s ProbeSpec) Equal(o ProbeSpec) bool {
 // no last operation; a last operation other than Reconcile (any state) or a Create or Restore that
 // Succeeded. Anything else runs.
 func Decide(shoot *Shoot, defaultGrace time.Duration) (run bool, spec ProbeSpec, reason string) {
-	if reason := notRunReason(shoot); reason != "" {
+	if _, reason := notRun(shoot); reason != "" {
 		return false, ProbeSpec{}, reason
 	}
 	return true, probeSpecOf(shoot, defaultGrace), ""
 }
 
-// notRunReason returns why no probe should run for the shoot, or "" when one should.
-func notRunReason(shoot *Shoot) string {
+// Why a shoot is not probed, the bounded values of the reason label of dwd_shoots_not_probed: the
+// lifecycle rule that stops its probe (Decide).
+const (
+	NotProbedGone            = "cluster_gone"
+	NotProbedDeleting        = "deleting"
+	NotProbedHibernated      = "hibernated"
+	NotProbedMigrating       = "migrating"
+	NotProbedNoWorkers       = "no_workers"
+	NotProbedWakingUp        = "waking_up"
+	NotProbedNoLastOperation = "no_last_operation"
+	NotProbedLastOperation   = "last_operation" // a Create or Restore not succeeded yet, or another type
+)
+
+// notRun returns why no probe should run for the shoot, as a bounded label and in words, or two
+// empty strings when one should.
+func notRun(shoot *Shoot) (label, reason string) {
 	switch {
 	case shoot == nil:
-		return "cluster gone"
+		return NotProbedGone, "cluster gone"
 	case shoot.Metadata.DeletionTimestamp != nil:
-		return "shoot is being deleted"
+		return NotProbedDeleting, "shoot is being deleted"
 	case shoot.HibernationEnabled():
-		return "hibernation is enabled"
+		return NotProbedHibernated, "hibernation is enabled"
 	case shoot.Status.LastOperation != nil && shoot.Status.LastOperation.Type == LastOperationTypeMigrate:
-		return "shoot is being migrated"
+		return NotProbedMigrating, "shoot is being migrated"
 	case len(shoot.Spec.Provider.Workers) == 0:
-		return "shoot has no workers"
+		return NotProbedNoWorkers, "shoot has no workers"
 	case shoot.Status.IsHibernated:
-		return "shoot is waking up from hibernation"
+		return NotProbedWakingUp, "shoot is waking up from hibernation"
 	case shoot.Status.LastOperation == nil:
-		return "shoot has no last operation"
+		return NotProbedNoLastOperation, "shoot has no last operation"
 	}
-	return lastOperationReason(shoot.Status.LastOperation)
+	if reason := lastOperationReason(shoot.Status.LastOperation); reason != "" {
+		return NotProbedLastOperation, reason
+	}
+	return "", ""
 }
 
 // lastOperationReason returns why a last operation does not allow a probe, or "" when it does.

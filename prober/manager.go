@@ -74,7 +74,7 @@ type Manager struct {
 	probes map[string]*shootProbe
 	// paused holds the namespaces this replica owns whose probe the lifecycle rules stop or do not start
 	// (hibernation, migration, a restore in progress): when it starts, it waits the initial delay.
-	paused map[string]struct{}
+	paused map[string]string
 	// byPartition indexes the namespaces of probes and paused by partition, so that releasing a
 	// partition (a fence releases every one) visits only its own shoots.
 	byPartition map[int]map[string]struct{}
@@ -237,7 +237,8 @@ func (m *Manager) sync(ctx context.Context, ns string) error {
 	if !run {
 		m.Log.V(1).Info("Not probing", "namespace", ns, "reason", reason)
 		m.stopLocked(ns)
-		m.pauseLocked(ns)
+		label, _ := notRun(shoot)
+		m.pauseLocked(ns, label)
 		return nil
 	}
 	if grace, ok := shootGracePeriod(shoot); ok && grace != spec.NodeMonitorGracePeriod {
@@ -258,18 +259,25 @@ func (m *Manager) reportClampedGrace(cluster *unstructured.Unstructured, grace, 
 	m.shootEvent(cluster.GetName(), corev1.EventTypeWarning, "GracePeriodClamped", msg)
 }
 
-// pauseLocked remembers that the probe of ns stopped by the lifecycle rules.
-func (m *Manager) pauseLocked(ns string) {
+// pauseLocked remembers that the lifecycle rules stopped the probe of ns, and why (a NotProbed label).
+func (m *Manager) pauseLocked(ns, label string) {
 	if m.paused == nil {
-		m.paused = map[string]struct{}{}
+		m.paused = map[string]string{}
 	}
-	m.paused[ns] = struct{}{}
+	if before, ok := m.paused[ns]; ok {
+		notProbed.WithLabelValues(before).Dec()
+	}
+	m.paused[ns] = label
+	notProbed.WithLabelValues(label).Inc()
 	m.indexLocked(ns)
 }
 
 // unpauseLocked forgets that the probe of ns was paused.
 func (m *Manager) unpauseLocked(ns string) {
-	delete(m.paused, ns)
+	if before, ok := m.paused[ns]; ok {
+		notProbed.WithLabelValues(before).Dec()
+		delete(m.paused, ns)
+	}
 	m.unindexLocked(ns)
 }
 

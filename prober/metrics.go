@@ -41,6 +41,10 @@ var (
 	probesActive = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dwd_probes_active", Help: "Shoots this replica probes.",
 	})
+	notProbed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_shoots_not_probed",
+		Help: "Shoots this replica owns and does not probe because a lifecycle rule says so, by reason: cluster_gone, deleting, hibernated, migrating, no_workers, waking_up, no_last_operation, last_operation (a Create or Restore not succeeded, or another type).",
+	}, []string{"reason"})
 	expiredFraction = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dwd_shoot_expired_lease_ratio", Help: "Fraction of candidate node leases found expired by the last probe of a shoot.",
 	}, []string{"namespace"})
@@ -66,7 +70,7 @@ var (
 // collectors are the prober's metrics, registered by registerMetrics when a prober is set up, so
 // that a process without one (a weeder) exports none of them: no probe count that looks like a
 // stalled prober.
-var collectors = []prometheus.Collector{probesTotal, probeDuration, probeLag, missedCycles, probesActive,
+var collectors = []prometheus.Collector{probesTotal, probeDuration, probeLag, missedCycles, probesActive, notProbed,
 	expiredFraction, shootsInvalid, inconclusiveTotal, clockOffset, lastSuccess, scaledDown, earlyRuns}
 
 var registerOnce sync.Once

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,9 +39,30 @@ func releaseFixture(partitions, shoots, paused int) *Manager {
 		m.startLocked(fmt.Sprintf("shoot--p--%d", i), ProbeSpec{}, clk.Now().Add(time.Hour))
 	}
 	for i := range paused {
-		m.pauseLocked(fmt.Sprintf("shoot--paused--%d", i))
+		m.pauseLocked(fmt.Sprintf("shoot--paused--%d", i), NotProbedHibernated)
 	}
 	return m
+}
+
+// dwd_shoots_not_probed counts the shoots a lifecycle rule keeps from being probed, by reason, from
+// the pause to its end: a wake-up, a changed reason, a release of the partition.
+func TestNotProbedCountsThePausedShootsByReason(t *testing.T) {
+	hibernated, wakingUp := notProbed.WithLabelValues(NotProbedHibernated), notProbed.WithLabelValues(NotProbedWakingUp)
+	h0, w0 := testutil.ToFloat64(hibernated), testutil.ToFloat64(wakingUp)
+	m := releaseFixture(4, 0, 8)
+	assert.Equal(t, h0+8, testutil.ToFloat64(hibernated))
+	m.mu.Lock()
+	m.pauseLocked("shoot--paused--0", NotProbedWakingUp)
+	m.unpauseLocked("shoot--paused--1")
+	m.unpauseLocked("shoot--never-paused")
+	m.mu.Unlock()
+	assert.Equal(t, h0+6, testutil.ToFloat64(hibernated), "one changed its reason, one woke up")
+	assert.Equal(t, w0+1, testutil.ToFloat64(wakingUp))
+	for p := range 4 {
+		m.Released(p)
+	}
+	assert.Equal(t, h0, testutil.ToFloat64(hibernated), "a released partition's shoots are not this replica's")
+	assert.Equal(t, w0, testutil.ToFloat64(wakingUp))
 }
 
 func TestReleasedStopsTheProbesOfItsPartitionOnly(t *testing.T) {
