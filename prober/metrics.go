@@ -33,13 +33,17 @@ var (
 	}, []string{"probe"})
 	probeLag = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "dwd_probe_lag_seconds", Help: "How late a probe started against its scheduled time.",
-		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 2, 5, 10, 30},
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 2, 5, 10, 30, 60, 120},
 	})
 	missedCycles = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dwd_probe_missed_cycles_total", Help: "Probe cycles that did not run because the probe before started a whole probe interval or more late.",
 	})
 	probesActive = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dwd_probes_active", Help: "Shoots this replica probes.",
+	})
+	probeIntervalSeconds = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dwd_prober_probe_interval_seconds",
+		Help: "The prober config's probeInterval: how often each shoot is probed. The alert rules' thresholds on probes are multiples of it.",
 	})
 	notProbed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dwd_shoots_not_probed",
@@ -70,7 +74,7 @@ var (
 // collectors are the prober's metrics, registered by registerMetrics when a prober is set up, so
 // that a process without one (a weeder) exports none of them: no probe count that looks like a
 // stalled prober.
-var collectors = []prometheus.Collector{probesTotal, probeDuration, probeLag, missedCycles, probesActive, notProbed,
+var collectors = []prometheus.Collector{probesTotal, probeDuration, probeLag, missedCycles, probesActive, notProbed, probeIntervalSeconds,
 	expiredFraction, shootsInvalid, inconclusiveTotal, clockOffset, lastSuccess, scaledDown, earlyRuns}
 
 var registerOnce sync.Once

@@ -189,6 +189,7 @@ func newManager(mgr manager.Manager, cfg *config.ProberConfig, coordinator shard
 	clk := opts.Clock
 	recorder := mgr.GetEventRecorder("dependency-watchdog-prober")
 	scaler.InitMetrics(cfg.DependentResourceInfos)
+	probeIntervalSeconds.Set(cfg.ProbeInterval.Duration.Seconds())
 	probes := NewScheduler(clk, opts.Workers, lagObserver(cfg.ProbeInterval.Duration))
 	probes.Batch = ProbeBatch
 	return &Manager{

@@ -12,7 +12,7 @@ var (
 	labelLists    = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
 	words         = regexp.MustCompile(`[A-Za-z0-9_:.]+`)
 	identifier    = regexp.MustCompile(`^[A-Za-z_:][A-Za-z0-9_:]*$`)
-	promqlKeyword = []string{"and", "or", "unless", "bool", "offset", "inf", "nan"}
+	promqlKeyword = []string{"and", "or", "unless", "bool", "offset", "inf", "nan", "group_left", "group_right"}
 )
 
 // MetricNames returns the metric names a PromQL expression selects, in order: what remains of its

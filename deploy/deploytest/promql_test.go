@@ -19,6 +19,8 @@ func TestMetricNames(t *testing.T) {
 		{"(sum by (pod) (rate(x[5m])) or 0 * max by (pod) (y)) == 0\nand on (pod) max without (le) (z) > 0 unless ignoring(a) bool_x",
 			[]string{"x", "y", "z", "bool_x"}},
 		{`time() - up offset 5m > 120`, []string{"up"}},
+		{"x - y\n<= on (member) group_left\n12 * (z or 0 * max by (member) (w) + 10) > on (a) group_right (b) v",
+			[]string{"x", "y", "z", "w", "v"}},
 	} {
 		t.Run(tc.expr, func(t *testing.T) {
 			assert.Equal(t, tc.want, MetricNames(tc.expr))
