@@ -152,6 +152,16 @@ func (o *Observer) Seen(member string) (since time.Time, advert Advert, ok bool)
 	return obs.since, obs.advert, ok
 }
 
+// ExpiresIn returns how long after now member stops being live if its lease does not change, and
+// false when it is not live.
+func (o *Observer) ExpiresIn(member string, now time.Time) (time.Duration, bool) {
+	obs, ok := o.seen[member]
+	if !ok || !o.Live(member, now) {
+		return 0, false
+	}
+	return obs.since.Add(o.expiry(obs)).Sub(now), true
+}
+
 // LiveMembers returns the live members at now, sorted.
 func (o *Observer) LiveMembers(now time.Time) []string {
 	var live []string

@@ -142,8 +142,12 @@ type Coordinator struct {
 	// warmingSince is when each partition to acquire was first found not held by the caches
 	// (warmOnly; reconcile steps own it).
 	warmingSince map[int]time.Time
-	rings        rings
-	partitions   []sync.Mutex
+	// prewarmRing is the ring without the one silent member whose partitions the caches hold ahead
+	// of its expiry, prewarmFor that member (prewarm; reconcile steps own them).
+	prewarmRing *Ring
+	prewarmFor  string
+	rings       rings
+	partitions  []sync.Mutex
 	// fenceMu orders starts against fences: a start holds it shared while it checks the fence epoch
 	// and records the partition, a fence exclusively while it moves the epoch and lists what to stop.
 	fenceMu sync.RWMutex
@@ -413,6 +417,7 @@ func (c *Coordinator) warmOnly(owners []string, acquire []int, now time.Time) (r
 	for _, p := range acquire {
 		hold[p] = true
 	}
+	c.prewarm(hold, now)
 	c.cfg.Caches.Hold(hold)
 	ready = acquire[:0:0]
 	waiting := make(map[int]time.Time, len(acquire))

@@ -1,0 +1,66 @@
+package sharding
+
+import (
+	"slices"
+	"time"
+)
+
+// PrewarmLead is how long before a silent member's lease expires the caches start to hold the
+// partitions this member would take from it: about the time a cache takes to list a share's worth of
+// a third of the seed under load (1–3 s at 5,000 shoots, docs/caches.md), with a margin.
+const PrewarmLead = 5 * time.Second
+
+// prewarm adds to hold the partitions this member would own if the one member gone silent expired:
+// its lease unchanged for at least three retry periods and due to expire within PrewarmLead. The
+// caches list them while that member may still renew, so that a crash is taken over as soon as its
+// lease expires, not a list later; the partitions are acquired only then, as ever. It does so only
+// while this member's own renewals reach the API server (the cache shows one sent within three retry
+// periods) and only for a single silent member: when the API server is slow every member looks
+// silent, and caching every share then would load the server and the replicas when they can least
+// afford it. A member that renews again drops out of hold at the next reconcile.
+func (c *Coordinator) prewarm(hold []bool, now time.Time) {
+	silent := c.silentMember(now)
+	if silent != c.prewarmFor && silent != "" {
+		c.log.Info("A member has not renewed its lease: the caches list the partitions this member would take from it, ahead of its expiry",
+			"silent", silent, "group", c.cfg.Group)
+	}
+	c.prewarmFor = silent
+	if silent == "" || c.rings.all == nil {
+		return
+	}
+	ring, err := c.ringOver(c.prewarmRing, slices.DeleteFunc(slices.Clone(c.rings.all.Members()), func(m string) bool { return m == silent }))
+	if err != nil {
+		return
+	}
+	c.prewarmRing = ring
+	for p, owner := range ring.Assignment() {
+		if owner == c.cfg.Member && p < len(hold) {
+			hold[p] = true
+		}
+	}
+}
+
+// silentMember returns the one live member other than this one that has gone silent (see prewarm),
+// or "" when none has, more than one has, or this member's own renewals do not show.
+func (c *Coordinator) silentMember(now time.Time) string {
+	quiet := 3 * c.cfg.RetryPeriod
+	if c.shownRenewal.IsZero() || now.Sub(c.shownRenewal) > quiet || c.rings.all == nil {
+		return ""
+	}
+	silent := ""
+	for _, m := range c.rings.all.Members() {
+		since, advert, ok := c.observer.Seen(m)
+		if m == c.cfg.Member || !ok || advert.Left {
+			continue
+		}
+		left, live := c.observer.ExpiresIn(m, now)
+		if !live || left > PrewarmLead || now.Sub(since) < quiet {
+			continue
+		}
+		if silent != "" {
+			return ""
+		}
+		silent = m
+	}
+	return silent
+}

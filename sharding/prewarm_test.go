@@ -1,0 +1,81 @@
+package sharding
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
+)
+
+// Before a silent member's lease expires, the caches hold the partitions this member would take from
+// it, so that a crash is taken over without a wait for them; nothing is acquired before the expiry.
+// Only while this member's own renewals show, and only for one silent member: when every member looks
+// silent, the API server is what fails.
+func TestTheCachesHoldASilentMembersShareBeforeItExpires(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		others   []string
+		ownShown bool
+		prewarm  bool
+	}{
+		{name: "one member silent", others: []string{"n"}, ownShown: true, prewarm: true},
+		{name: "own renewals not shown", others: []string{"n"}},
+		{name: "two members silent", others: []string{"n", "o"}, ownShown: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := leasestest.NewStore()
+			clk := clocktesting.NewFakeClock(time.Now())
+			for _, m := range append([]string{"m"}, tc.others...) {
+				_, err := store.Create(ctx, memberLease("g", m, "prober", clk.Now().Add(-time.Hour), clk.Now(), ""))
+				require.NoError(t, err)
+			}
+			ring := RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}
+			liveness := &switchLiveness{}
+			caches := &gatedCaches{warm: func(int) bool { return true }}
+			c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i", Ring: ring,
+				LeaseDuration: 15 * time.Second, RetryPeriod: 2 * time.Second, WriteConcurrency: 4,
+				Settings: Settings(ring, []string{"prober"}), Caches: caches,
+				Store: store, Lister: store, Liveness: liveness, Clock: clk, Log: logr.Discard()})
+			shown := clk.Now()
+			liveness.renewalShown.Store(&shown)
+			reconcile(t, c)
+			share := slices.Clone(caches.held)
+			require.Less(t, countTrue(share), 7, "the others have partitions")
+			held := len(c.Held())
+
+			clk.Step(15*time.Second - PrewarmLead + time.Second)
+			if tc.ownShown {
+				shown := clk.Now()
+				liveness.renewalShown.Store(&shown)
+			}
+			reconcile(t, c)
+			if tc.prewarm {
+				assert.Equal(t, []bool{true, true, true, true, true, true, true}, caches.held,
+					"the caches hold the silent member's partitions too")
+				assert.Equal(t, "n", c.prewarmFor)
+			} else {
+				assert.Equal(t, share, caches.held, "the caches hold this member's share only")
+				assert.Empty(t, c.prewarmFor, "no member's partitions are listed ahead")
+			}
+			assert.Len(t, c.Held(), held, "nothing acquired before the silent member expired")
+		})
+	}
+}
+
+func countTrue(mask []bool) int {
+	n := 0
+	for _, b := range mask {
+		if b {
+			n++
+		}
+	}
+	return n
+}
