@@ -7,7 +7,8 @@ SHELL := /usr/bin/env bash
 GO ?= go
 BIN := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X main.version=$(VERSION)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -dirty)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 # The control plane the integration tests, the demo and the benchmarks run, built from source with the
 # versions pinned in test/tools/go.mod.
@@ -58,10 +59,18 @@ CONTAINER_ENGINE ?= $(if $(shell command -v docker 2>/dev/null),docker,$(if $(sh
 GO_MINOR := $(shell awk '$$1 == "go" {split($$2, v, "."); print v[1] "." v[2]; exit}' go.mod)
 
 .PHONY: image
-image: ## Build the container image IMAGE:TAG (default ghcr.io/sharded-dwd/dwd:VERSION) with docker or podman (CONTAINER_ENGINE).
+IMAGE_BUILD_ARGS = --build-arg GO_VERSION=$(GO_MINOR) --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT)
+# The platforms of image-multiarch.
+PLATFORMS ?= linux/amd64,linux/arm64
+
+image: ## Build the container image IMAGE:TAG (default ghcr.io/sharded-dwd/dwd:VERSION) for this machine's platform with docker or podman (CONTAINER_ENGINE).
 	@if [ -z "$(CONTAINER_ENGINE)" ]; then \
 		echo "make image needs a container engine: neither docker nor podman is installed (or set CONTAINER_ENGINE)" >&2; exit 1; fi
-	$(CONTAINER_ENGINE) build --build-arg GO_VERSION=$(GO_MINOR) --build-arg VERSION=$(VERSION) -t $(IMAGE):$(TAG) .
+	$(CONTAINER_ENGINE) build $(IMAGE_BUILD_ARGS) -t $(IMAGE):$(TAG) .
+
+.PHONY: image-multiarch
+image-multiarch: ## Build and push IMAGE:TAG for PLATFORMS (linux/amd64,linux/arm64) with docker buildx; the Go compiler cross-compiles, nothing is emulated.
+	docker buildx build --platform $(PLATFORMS) $(IMAGE_BUILD_ARGS) -t $(IMAGE):$(TAG) --push .
 
 .PHONY: tools
 tools: $(CONTROLPLANE_STAMP) ## Build kube-apiserver and etcd from source into bin/ (skipped when the pinned versions are there).

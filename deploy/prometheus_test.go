@@ -98,7 +98,10 @@ func TestPrometheusAlertsHaveSeverityAnnotationsAndARunbook(t *testing.T) {
 	for _, r := range alertRules(t) {
 		t.Run(r.Alert, func(t *testing.T) {
 			assert.Regexp(t, `^Dwd[A-Z][A-Za-z]+$`, r.Alert)
-			assert.Contains(t, []string{"critical", "warning"}, r.Labels["severity"])
+			assert.Contains(t, []string{"blocker", "critical", "warning"}, r.Labels["severity"])
+			assert.Equal(t, map[string]string{"service": "dependency-watchdog", "type": "seed", "visibility": "operator"},
+				map[string]string{"service": r.Labels["service"], "type": r.Labels["type"], "visibility": r.Labels["visibility"]},
+				"Gardener's labels of a seed component's alert")
 			assert.NotEmpty(t, r.Annotations["summary"])
 			assert.NotEmpty(t, r.Annotations["description"])
 			anchor := strings.ToLower(r.Alert)

@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -73,6 +74,16 @@ func TestContainersRunTheImageTheKustomizationSets(t *testing.T) {
 	forEachContainer(t, func(t *testing.T, w workload, c corev1.Container) {
 		assert.Equal(t, want, c.Image, "the base's images entry sets every container's image")
 	})
+}
+
+// The base names the image `make image` builds by default: one name, whichever an operator reads first.
+func TestTheBaseNamesTheImageMakeBuilds(t *testing.T) {
+	makefile, err := os.ReadFile("../Makefile")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^IMAGE \?= (\S+)$`).FindSubmatch(makefile)
+	require.NotNil(t, m, "the Makefile's IMAGE default")
+	name, _, _ := strings.Cut(baseImage(t), ":")
+	assert.Equal(t, string(m[1]), name)
 }
 
 // baseImage returns the image the images entry of the base's kustomization.yaml sets, name:tag.

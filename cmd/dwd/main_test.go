@@ -199,7 +199,7 @@ func TestHelpReadsWell(t *testing.T) {
 func TestVersion(t *testing.T) {
 	code, stdout, _ := run(context.Background(), "version")
 	assert.Equal(t, 0, code)
-	assert.Regexp(t, `^dwd \S+ \(go1\.\d+`, stdout)
+	assert.Regexp(t, `^dwd \S+ \(commit \S+, go1\.\d+`, stdout)
 }
 
 func TestGardenerProberCommandLineRuns(t *testing.T) {

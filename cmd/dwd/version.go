@@ -11,8 +11,36 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and commit are set at build time with -ldflags "-X main.version=... -X main.commit=...".
+// Without commit, the commit is the one go build recorded from the checkout (vcs.revision), if any.
+var (
+	version = "dev"
+	commit  = ""
+)
+
+// buildCommit returns the commit the binary was built from: commit when set, else the VCS revision go
+// build recorded (with "-dirty" for a modified checkout), else "unknown".
+func buildCommit(info *debug.BuildInfo) string {
+	if commit != "" {
+		return commit
+	}
+	if info == nil {
+		return "unknown"
+	}
+	var revision, dirty string
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			revision = s.Value
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "-dirty"
+		}
+	}
+	if revision == "" {
+		return "unknown"
+	}
+	return revision + dirty
+}
 
 // ringModule is the module of the consistent-hashing library: a change of its version may change which
 // member a partition maps to, so replicas of one group must run the same.
@@ -24,7 +52,8 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the version of dwd",
 		Args:  cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			fmt.Fprintf(cmd.OutOrStdout(), "dwd %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			info, _ := debug.ReadBuildInfo()
+			fmt.Fprintf(cmd.OutOrStdout(), "dwd %s (commit %s, %s, %s/%s)\n", version, buildCommit(info), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		},
 	}
 }
@@ -33,8 +62,8 @@ func newVersionCommand() *cobra.Command {
 // replicas, the ring library's above all.
 var buildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "dwd_build_info",
-	Help: "Always 1, labelled with the version of dwd, the Go version it was built with and the version of the consistent-hashing library (consistent_version).",
-}, []string{"version", "goversion", "consistent_version"})
+	Help: "Always 1, labelled with the version of dwd, the commit it was built from, the Go version it was built with and the version of the consistent-hashing library (consistent_version).",
+}, []string{"version", "commit", "goversion", "consistent_version"})
 
 var registerBuildInfo sync.Once
 
@@ -42,7 +71,7 @@ var registerBuildInfo sync.Once
 func setBuildInfo() {
 	registerBuildInfo.Do(func() { metrics.Registry.MustRegister(buildInfo) })
 	info, _ := debug.ReadBuildInfo()
-	buildInfo.WithLabelValues(version, runtime.Version(), moduleVersion(info, ringModule)).Set(1)
+	buildInfo.WithLabelValues(version, buildCommit(info), runtime.Version(), moduleVersion(info, ringModule)).Set(1)
 }
 
 // moduleVersion returns the version of module path in info, "unknown" when info has none.

@@ -30,10 +30,25 @@ func TestModuleVersion(t *testing.T) {
 func TestSetBuildInfo(t *testing.T) {
 	setBuildInfo()
 	info, _ := debug.ReadBuildInfo()
-	want := `# HELP dwd_build_info Always 1, labelled with the version of dwd, the Go version it was built with and the version of the consistent-hashing library (consistent_version).
+	want := `# HELP dwd_build_info Always 1, labelled with the version of dwd, the commit it was built from, the Go version it was built with and the version of the consistent-hashing library (consistent_version).
 # TYPE dwd_build_info gauge
-dwd_build_info{consistent_version="` + moduleVersion(info, ringModule) + `",goversion="` + runtime.Version() + `",version="` + version + `"} 1
+dwd_build_info{commit="` + buildCommit(info) + `",consistent_version="` + moduleVersion(info, ringModule) + `",goversion="` + runtime.Version() + `",version="` + version + `"} 1
 `
 	assert.NoError(t, testutil.CollectAndCompare(buildInfo, strings.NewReader(want)))
 	assert.NotEqual(t, "unknown", moduleVersion(info, ringModule), "the test binary links the ring library")
+}
+
+// The commit is the one the build was given (-X main.commit), else the revision go build recorded from
+// the checkout, marked dirty for a modified one.
+func TestBuildCommit(t *testing.T) {
+	vcs := func(revision, modified string) *debug.BuildInfo {
+		return &debug.BuildInfo{Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: revision}, {Key: "vcs.modified", Value: modified}}}
+	}
+	assert.Equal(t, "unknown", buildCommit(nil))
+	assert.Equal(t, "unknown", buildCommit(&debug.BuildInfo{}))
+	assert.Equal(t, "abc123", buildCommit(vcs("abc123", "false")))
+	assert.Equal(t, "abc123-dirty", buildCommit(vcs("abc123", "true")))
+	defer func(before string) { commit = before }(commit)
+	commit = "def456"
+	assert.Equal(t, "def456", buildCommit(vcs("abc123", "true")), "the build's own wins")
 }
