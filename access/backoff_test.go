@@ -30,15 +30,19 @@ func fakeReviews(allowed func(verb string) bool, count *atomic.Int32) *fake.Clie
 	return cs
 }
 
-// startChecker runs c on a fake clock until the test ends and returns the clock.
-func startChecker(t *testing.T, c *Checker) *clocktesting.FakeClock {
+// startChecker runs a checker of backoffPermissions, answered by allowed, with an Interval of 30 s and
+// maxInterval, on a fake clock until the test ends; it returns once the first check is done.
+func startChecker(t *testing.T, allowed func(verb string) bool, maxInterval time.Duration) (*Checker, *clocktesting.FakeClock, *atomic.Int32) {
+	reviews := &atomic.Int32{}
 	clk := clocktesting.NewFakeClock(time.Now())
-	c.Clock, c.Log = clk, logr.Discard()
+	c := &Checker{Reviews: fakeReviews(allowed, reviews).AuthorizationV1().SelfSubjectAccessReviews(), Permissions: backoffPermissions,
+		Interval: 30 * time.Second, MaxInterval: maxInterval, Clock: clk, Log: logr.Discard()}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = c.Start(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return clk
+	require.Eventually(t, func() bool { return reviews.Load() == int32(len(backoffPermissions)) }, 10*time.Second, time.Millisecond, "the first check")
+	return c, clk, reviews
 }
 
 // after steps the clock by d once the checker waits for it, and waits for want reviews in all.
@@ -59,29 +63,19 @@ var backoffPermissions = []Permission{
 // often at each check, down to once per MaxInterval; an optional permission missing does not keep it
 // asking every Interval (Gardener grants no Events).
 func TestTheCheckerBacksOffOnceNoRequiredPermissionIsMissing(t *testing.T) {
-	var reviews atomic.Int32
-	cs := fakeReviews(func(verb string) bool { return verb == "list" }, &reviews)
-	c := &Checker{Reviews: cs.AuthorizationV1().SelfSubjectAccessReviews(), Permissions: backoffPermissions,
-		Interval: 30 * time.Second, MaxInterval: 2 * time.Minute}
-	clk := startChecker(t, c)
-	require.Eventually(t, func() bool { return reviews.Load() == 2 }, 10*time.Second, time.Millisecond, "the first check")
-	after(t, clk, 30*time.Second, &reviews, 4)
-	after(t, clk, 59*time.Second, &reviews, 4)
-	after(t, clk, time.Second, &reviews, 6) // 60 s
-	after(t, clk, 2*time.Minute, &reviews, 8)
-	after(t, clk, 2*time.Minute, &reviews, 10) // at MaxInterval
+	_, clk, reviews := startChecker(t, func(verb string) bool { return verb == "list" }, 2*time.Minute)
+	after(t, clk, 30*time.Second, reviews, 4)
+	after(t, clk, 59*time.Second, reviews, 4)
+	after(t, clk, time.Second, reviews, 6) // 60 s
+	after(t, clk, 2*time.Minute, reviews, 8)
+	after(t, clk, 2*time.Minute, reviews, 10) // at MaxInterval
 }
 
 // While a required permission is missing, the checker asks every Interval.
 func TestTheCheckerAsksEveryIntervalWhileARequiredPermissionIsMissing(t *testing.T) {
-	var reviews atomic.Int32
-	cs := fakeReviews(func(string) bool { return false }, &reviews)
-	c := &Checker{Reviews: cs.AuthorizationV1().SelfSubjectAccessReviews(), Permissions: backoffPermissions,
-		Interval: 30 * time.Second, MaxInterval: 2 * time.Minute}
-	clk := startChecker(t, c)
-	require.Eventually(t, func() bool { return reviews.Load() == 2 }, 10*time.Second, time.Millisecond, "the first check")
+	_, clk, reviews := startChecker(t, func(string) bool { return false }, 2*time.Minute)
 	for n := int32(4); n <= 8; n += 2 {
-		after(t, clk, 30*time.Second, &reviews, n)
+		after(t, clk, 30*time.Second, reviews, n)
 	}
 }
 
@@ -89,14 +83,9 @@ func TestTheCheckerAsksEveryIntervalWhileARequiredPermissionIsMissing(t *testing
 // within the spacing that keeps a refused client from looping the checker; after it the wait starts
 // again from Interval.
 func TestA403BringsThePermissionCheckForward(t *testing.T) {
-	var reviews atomic.Int32
-	cs := fakeReviews(func(string) bool { return true }, &reviews)
-	c := &Checker{Reviews: cs.AuthorizationV1().SelfSubjectAccessReviews(), Permissions: backoffPermissions,
-		Interval: 30 * time.Second, MaxInterval: 10 * time.Minute}
-	clk := startChecker(t, c)
-	require.Eventually(t, func() bool { return reviews.Load() == 2 }, 10*time.Second, time.Millisecond, "the first check")
-	after(t, clk, 30*time.Second, &reviews, 4) // the next wait is 60 s
-	after(t, clk, 30*time.Second, &reviews, 4)
+	c, clk, reviews := startChecker(t, func(string) bool { return true }, 10*time.Minute)
+	after(t, clk, 30*time.Second, reviews, 4) // the next wait is 60 s
+	after(t, clk, 30*time.Second, reviews, 4)
 
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusForbidden) }))
 	defer srv.Close()
@@ -116,5 +105,5 @@ func TestA403BringsThePermissionCheckForward(t *testing.T) {
 		clk.Step(time.Second)
 		return reviews.Load() == 8
 	}, 10*time.Second, 10*time.Millisecond, "the check after the spacing")
-	after(t, clk, 30*time.Second, &reviews, 10)
+	after(t, clk, 30*time.Second, reviews, 10)
 }

@@ -206,6 +206,8 @@ func TestMalformedShootAffectsOnlyItsCluster(t *testing.T) {
 		shoot["spec"].(map[string]any)["hibernation"] = map[string]any{"enabled": "not a boolean"}
 	}))
 	reported := metricstest.Sum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "cluster"})
+	invalid := map[string]string{"reason": prober.UnprotectedInvalidCluster}
+	unprotected := metricstest.Sum(t, "dwd_shoots_unprotected", invalid)
 	r := startReplica(t, seed.Namespace(t), "dwd-0")
 	require.Eventually(t, func() bool { return r.Prober.Probing(healthy.name) }, 20*time.Second, 50*time.Millisecond)
 	require.Eventually(t, func() bool {
@@ -221,11 +223,16 @@ func TestMalformedShootAffectsOnlyItsCluster(t *testing.T) {
 	}, 20*time.Second, 100*time.Millisecond, "an Event on the Cluster names the bad field")
 	assert.False(t, r.Prober.Probing(broken.name))
 	assert.Equal(t, reported+1, metricstest.Sum(t, "dwd_shoot_config_errors_total", map[string]string{"kind": "cluster"}))
+	assert.Equal(t, unprotected+1, metricstest.Sum(t, "dwd_shoots_unprotected", invalid), "counted while it is broken")
 
 	healthy.awaitSeenRenewing()
 	healthy.renewLeases(2, time.Now().Add(-expired))
 	require.Eventually(t, func() bool { return healthy.replicas("kube-controller-manager") == 0 }, expiryWait, 50*time.Millisecond,
 		"the other shoot is probed and scaled as usual")
+
+	broken.updateShoot(shootJSON(func(map[string]any) {}))
+	require.Eventually(t, func() bool { return r.Prober.Probing(broken.name) }, 20*time.Second, 50*time.Millisecond, "a repaired Cluster is probed")
+	assert.Equal(t, unprotected, metricstest.Sum(t, "dwd_shoots_unprotected", invalid), "and no longer counted")
 }
 
 func TestTwoReplicasProbeEachShootOnce(t *testing.T) {

@@ -66,6 +66,10 @@ const (
 	NotProbedLastOperation   = "last_operation" // a Create or Restore not succeeded yet, or another type
 )
 
+// UnprotectedInvalidCluster is the reason label of dwd_shoots_unprotected for a shoot whose Cluster
+// holds no usable spec.shoot: no rule stops its probe, it cannot run.
+const UnprotectedInvalidCluster = "invalid_cluster"
+
 // notRun returns why no probe should run for the shoot, as a bounded label and in words, or two
 // empty strings when one should.
 func notRun(shoot *Shoot) (label, reason string) {

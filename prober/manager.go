@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -230,6 +232,7 @@ func (m *Manager) sync(ctx context.Context, ns string) error {
 	shoot, err := shootOf(cluster)
 	if err != nil {
 		m.stopLocked(ns)
+		m.pauseLocked(ns, UnprotectedInvalidCluster)
 		m.reportBrokenCluster(cluster, err)
 		return nil
 	}
@@ -259,26 +262,36 @@ func (m *Manager) reportClampedGrace(cluster *unstructured.Unstructured, grace, 
 	m.shootEvent(cluster.GetName(), corev1.EventTypeWarning, "GracePeriodClamped", msg)
 }
 
-// pauseLocked remembers that the lifecycle rules stopped the probe of ns, and why (a NotProbed label).
+// pauseLocked remembers that the probe of ns does not run, and why: a NotProbed label (a lifecycle
+// rule), counted in dwd_shoots_not_probed, or UnprotectedInvalidCluster, counted in
+// dwd_shoots_unprotected.
 func (m *Manager) pauseLocked(ns, label string) {
 	if m.paused == nil {
 		m.paused = map[string]string{}
 	}
 	if before, ok := m.paused[ns]; ok {
-		notProbed.WithLabelValues(before).Dec()
+		pausedGauge(before).Dec()
 	}
 	m.paused[ns] = label
-	notProbed.WithLabelValues(label).Inc()
+	pausedGauge(label).Inc()
 	m.indexLocked(ns)
 }
 
 // unpauseLocked forgets that the probe of ns was paused.
 func (m *Manager) unpauseLocked(ns string) {
 	if before, ok := m.paused[ns]; ok {
-		notProbed.WithLabelValues(before).Dec()
+		pausedGauge(before).Dec()
 		delete(m.paused, ns)
 	}
 	m.unindexLocked(ns)
+}
+
+// pausedGauge is the series a paused shoot counts in.
+func pausedGauge(label string) prometheus.Gauge {
+	if label == UnprotectedInvalidCluster {
+		return unprotected.WithLabelValues(label)
+	}
+	return notProbed.WithLabelValues(label)
 }
 
 // firstRun is when a new probe first runs. The original waits initialDelay whenever it creates a
@@ -299,9 +312,11 @@ func (m *Manager) firstRun(ns string, cluster *unstructured.Unstructured, shoot 
 		(op.Type == LastOperationTypeCreate || op.Type == LastOperationTypeRestore) {
 		due = later(due, op.LastUpdateTime.Add(delay))
 	}
-	if _, ok := m.paused[ns]; ok {
+	if label, ok := m.paused[ns]; ok {
 		m.unpauseLocked(ns)
-		due = later(due, now.Add(delay))
+		if label != UnprotectedInvalidCluster { // a wake-up, not a repaired Cluster
+			due = later(due, now.Add(delay))
+		}
 	}
 	if due.After(now) {
 		return due

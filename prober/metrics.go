@@ -45,6 +45,10 @@ var (
 		Name: "dwd_prober_probe_interval_seconds",
 		Help: "The prober config's probeInterval: how often each shoot is probed. The alert rules' thresholds on probes are multiples of it.",
 	})
+	unprotected = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "dwd_shoots_unprotected",
+		Help: "Shoots this replica owns and cannot probe although no lifecycle rule stops it, by reason: invalid_cluster (its Cluster holds no usable spec.shoot).",
+	}, []string{"reason"})
 	notProbed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "dwd_shoots_not_probed",
 		Help: "Shoots this replica owns and does not probe because a lifecycle rule says so, by reason: cluster_gone, deleting, hibernated, migrating, no_workers, waking_up, no_last_operation, last_operation (a Create or Restore not succeeded, or another type).",
@@ -74,7 +78,7 @@ var (
 // collectors are the prober's metrics, registered by registerMetrics when a prober is set up, so
 // that a process without one (a weeder) exports none of them: no probe count that looks like a
 // stalled prober.
-var collectors = []prometheus.Collector{probesTotal, probeDuration, probeLag, missedCycles, probesActive, notProbed, probeIntervalSeconds,
+var collectors = []prometheus.Collector{probesTotal, probeDuration, probeLag, missedCycles, probesActive, notProbed, unprotected, probeIntervalSeconds,
 	expiredFraction, shootsInvalid, inconclusiveTotal, clockOffset, lastSuccess, scaledDown, earlyRuns}
 
 var registerOnce sync.Once
@@ -91,6 +95,11 @@ func registerMetrics() {
 		for _, r := range []string{reasonTooLarge, reasonNotConfirmed, reasonStaleAnswer, reasonMemoryBudget} {
 			inconclusiveTotal.WithLabelValues(r)
 		}
+		for _, r := range []string{NotProbedGone, NotProbedDeleting, NotProbedHibernated, NotProbedMigrating,
+			NotProbedNoWorkers, NotProbedWakingUp, NotProbedNoLastOperation, NotProbedLastOperation} {
+			notProbed.WithLabelValues(r)
+		}
+		unprotected.WithLabelValues(UnprotectedInvalidCluster)
 	})
 }
 

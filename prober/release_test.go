@@ -58,11 +58,19 @@ func TestNotProbedCountsThePausedShootsByReason(t *testing.T) {
 	m.mu.Unlock()
 	assert.Equal(t, h0+6, testutil.ToFloat64(hibernated), "one changed its reason, one woke up")
 	assert.Equal(t, w0+1, testutil.ToFloat64(wakingUp))
+	invalid := unprotected.WithLabelValues(UnprotectedInvalidCluster)
+	i0 := testutil.ToFloat64(invalid)
+	m.mu.Lock()
+	m.pauseLocked("shoot--paused--2", UnprotectedInvalidCluster)
+	m.mu.Unlock()
+	assert.Equal(t, h0+5, testutil.ToFloat64(hibernated), "a broken Cluster is no lifecycle rule")
+	assert.Equal(t, i0+1, testutil.ToFloat64(invalid), "but a shoot without protection")
 	for p := range 4 {
 		m.Released(p)
 	}
 	assert.Equal(t, h0, testutil.ToFloat64(hibernated), "a released partition's shoots are not this replica's")
 	assert.Equal(t, w0, testutil.ToFloat64(wakingUp))
+	assert.Equal(t, i0, testutil.ToFloat64(invalid))
 }
 
 func TestReleasedStopsTheProbesOfItsPartitionOnly(t *testing.T) {

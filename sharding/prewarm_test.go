@@ -48,7 +48,7 @@ func TestTheCachesHoldASilentMembersShareBeforeItExpires(t *testing.T) {
 			liveness.renewalShown.Store(&shown)
 			reconcile(t, c)
 			share := slices.Clone(caches.held)
-			require.Less(t, countTrue(share), 7, "the others have partitions")
+			require.Contains(t, share, false, "the others have partitions")
 			held := len(c.Held())
 
 			clk.Step(15*time.Second - PrewarmLead + time.Second)
@@ -68,14 +68,4 @@ func TestTheCachesHoldASilentMembersShareBeforeItExpires(t *testing.T) {
 			assert.Len(t, c.Held(), held, "nothing acquired before the silent member expired")
 		})
 	}
-}
-
-func countTrue(mask []bool) int {
-	n := 0
-	for _, b := range mask {
-		if b {
-			n++
-		}
-	}
-	return n
 }

@@ -35,9 +35,13 @@ func register() {
 }
 
 // CountRequests wraps a transport so that every request is counted in dwd_api_requests_total under
-// api ("seed" or "shoot") and client, and every 429 in dwd_api_throttled_requests_total.
+// api ("seed" or "shoot") and client (its "error" answers exported at zero from the start), and every
+// 429 in dwd_api_throttled_requests_total.
 func CountRequests(api, client string) func(http.RoundTripper) http.RoundTripper {
 	register()
+	// A request that got no answer is counted from the start at zero, so that an error ratio over
+	// the client is 0 rather than no data until the first one.
+	requests.WithLabelValues(api, client, "error")
 	return func(rt http.RoundTripper) http.RoundTripper {
 		return countingTransport{next: rt, api: api, client: client}
 	}
