@@ -54,6 +54,15 @@ func after(t *testing.T, clk *clocktesting.FakeClock, d time.Duration, reviews *
 		"%d reviews after %s more (have %d)", want, d, reviews.Load())
 }
 
+// forbidden sends a request through c.WatchForbidden to a server that answers 403.
+func forbidden(t *testing.T, c *Checker) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusForbidden) }))
+	defer srv.Close()
+	resp, err := (&http.Client{Transport: c.WatchForbidden(http.DefaultTransport)}).Get(srv.URL)
+	require.NoError(t, err)
+	resp.Body.Close()
+}
+
 var backoffPermissions = []Permission{
 	{Verb: "list", Resource: "leases", For: "the leases"},
 	{Verb: "create", Group: "events.k8s.io", Resource: "events", For: "Events", Optional: true},
@@ -73,10 +82,17 @@ func TestTheCheckerBacksOffOnceNoRequiredPermissionIsMissing(t *testing.T) {
 
 // While a required permission is missing, the checker asks every Interval.
 func TestTheCheckerAsksEveryIntervalWhileARequiredPermissionIsMissing(t *testing.T) {
-	_, clk, reviews := startChecker(t, func(string) bool { return false }, 2*time.Minute)
+	c, clk, reviews := startChecker(t, func(string) bool { return false }, 2*time.Minute)
 	for n := int32(4); n <= 8; n += 2 {
 		after(t, clk, 30*time.Second, reviews, n)
 	}
+	forbidden(t, c)
+	assert.Never(t, func() bool { return reviews.Load() > 8 }, 300*time.Millisecond, 10*time.Millisecond,
+		"a 403 while a permission is known to be missing brings no check forward")
+	require.Eventually(t, func() bool {
+		clk.Step(time.Second)
+		return reviews.Load() == 10
+	}, 10*time.Second, 10*time.Millisecond, "the next check comes after its interval")
 }
 
 // A 403 answer to any client wrapped by WatchForbidden brings the next check forward, unless one ran
@@ -87,18 +103,11 @@ func TestA403BringsThePermissionCheckForward(t *testing.T) {
 	after(t, clk, 30*time.Second, reviews, 4) // the next wait is 60 s
 	after(t, clk, 30*time.Second, reviews, 4)
 
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusForbidden) }))
-	defer srv.Close()
-	forbidden := func() {
-		resp, err := (&http.Client{Transport: c.WatchForbidden(http.DefaultTransport)}).Get(srv.URL)
-		require.NoError(t, err)
-		resp.Body.Close()
-	}
-	forbidden()
+	forbidden(t, c)
 	require.Eventually(t, func() bool { return reviews.Load() == 6 }, 10*time.Second, time.Millisecond,
 		"a check at once, 30 s before the backed-off one")
 
-	forbidden()
+	forbidden(t, c)
 	assert.Never(t, func() bool { return reviews.Load() > 6 }, 300*time.Millisecond, 10*time.Millisecond,
 		"no check within the spacing after the last")
 	require.Eventually(t, func() bool {

@@ -70,17 +70,14 @@ func (c *Checker) Start(ctx context.Context) error {
 		c.CheckOnce(ctx)
 		checked := clk.Now()
 		wait = c.nextWait(wait)
-		timer := clk.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		forbidden, ok := c.await(ctx, clk, wait)
+		if !ok {
 			return nil
-		case <-timer.C():
-			continue
-		case <-c.forbidden:
-			timer.Stop()
-			wait = 0
 		}
+		if !forbidden {
+			continue
+		}
+		wait = 0
 		if rest := recheckSpacing - clk.Since(checked); rest > 0 {
 			spacing := clk.NewTimer(rest)
 			select {
@@ -88,6 +85,26 @@ func (c *Checker) Start(ctx context.Context) error {
 				spacing.Stop()
 				return nil
 			case <-spacing.C():
+			}
+		}
+	}
+}
+
+// await waits for wait, or until a 403 answer while every required permission is granted (forbidden);
+// a 403 while one is missing says nothing new (a cache that may not list retries on its own). ok is
+// false once ctx ended.
+func (c *Checker) await(ctx context.Context, clk clock.Clock, wait time.Duration) (forbidden, ok bool) {
+	timer := clk.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false, false
+		case <-timer.C():
+			return false, true
+		case <-c.forbidden:
+			if c.settled() {
+				return true, true
 			}
 		}
 	}
@@ -125,7 +142,8 @@ func (c *Checker) settled() bool {
 
 // WatchForbidden wraps a seed client's transport so that an answer 403 Forbidden brings the next
 // check forward: a permission taken away shows at once, in the log and in readiness, not after the
-// backed-off wait. The checker's own client must not be wrapped.
+// backed-off wait. A 403 while a required permission is known to be missing brings nothing forward.
+// The checker's own client must not be wrapped.
 func (c *Checker) WatchForbidden(rt http.RoundTripper) http.RoundTripper {
 	c.init()
 	return forbiddenTransport{next: rt, checker: c}
