@@ -46,6 +46,10 @@ type Report struct {
 	// Unheld are the partitions whose lease is missing, names nobody, or names a member that is not live.
 	Unheld     []int            `json:"unheldPartitions"`
 	Mismatches ReportMismatches `json:"mismatches"`
+
+	// holders and reserved name, per partition, the holder of its lease and the member it is
+	// reserved for ("" for none), for Ownership.
+	holders, reserved []string
 }
 
 // ReportMember is one member of the group: from its member lease, or only named by partition leases.
@@ -105,6 +109,7 @@ func BuildReport(group string, list []coordinationv1.Lease, clusters []string, n
 		r.Partitions = r.Settings.Partitions
 	}
 	holders := r.partitionHolders(group, list, members)
+	r.holders = holders
 	r.countShoots(clusters, holders, members)
 	r.Members = make([]ReportMember, 0, len(members))
 	for _, m := range members {
@@ -184,6 +189,7 @@ func labelledCount(list []coordinationv1.Lease) int {
 // another partition count. A holder without a member lease is added to members as no-lease.
 func (r *Report) partitionHolders(group string, list []coordinationv1.Lease, members map[string]*ReportMember) []string {
 	holders := make([]string, r.Partitions)
+	r.reserved = make([]string, r.Partitions)
 	for i := range list {
 		l := &list[i]
 		if l.Labels[leases.KindLabel] != leases.KindPartition {
@@ -203,6 +209,7 @@ func (r *Report) partitionHolders(group string, list []coordinationv1.Lease, mem
 			memberNamed(members, holder).PartitionsHeld++
 		} else if reserved := leases.ReservedFor(l); reserved != "" {
 			memberNamed(members, reserved).PartitionsReserved++
+			r.reserved[p] = reserved
 		}
 	}
 	slices.SortFunc(r.Mismatches.PartitionLeases, func(a, b PartitionLeaseMismatch) int { return cmp.Compare(a.Name, b.Name) })
@@ -243,6 +250,64 @@ func (r *Report) countShoots(clusters []string, holders []string, members map[st
 			r.ShootsUnheld++
 		}
 	}
+}
+
+// ShootOwnership is who owns one shoot namespace in a group, as its Leases say (dwd shards --shoot).
+type ShootOwnership struct {
+	Shoot string `json:"shoot"`
+	Group string `json:"group"`
+	// Cluster is whether the seed has the shoot's Cluster: without one, no member probes it.
+	Cluster bool `json:"cluster"`
+	// Partition is the shoot's partition under the group's settings; -1 without settings.
+	Partition         int    `json:"partition"`
+	PartitionFunction string `json:"partitionFunction"`
+	// Holder is the member the partition's lease names, HolderState its state; "" for none.
+	Holder      string `json:"holder"`
+	HolderState string `json:"holderState,omitempty"`
+	// ReservedFor is the member a restart keeps the partition for, while nobody holds it.
+	ReservedFor string `json:"reservedFor,omitempty"`
+	// Owned is whether a live member holds the partition: the shoot has a watchdog of this group.
+	Owned bool `json:"owned"`
+}
+
+// Ownership tells who owns shoot in the report's group; clusters are the seed's Cluster names.
+func (r Report) Ownership(shoot string, clusters []string) ShootOwnership {
+	o := ShootOwnership{Shoot: shoot, Group: r.Group, Cluster: slices.Contains(clusters, shoot), Partition: -1}
+	partitions := Partitions{Count: r.Partitions}
+	if r.Settings != nil {
+		partitions.Function = r.Settings.PartitionFunction
+	}
+	o.PartitionFunction = partitions.function()
+	if r.Partitions <= 0 {
+		return o
+	}
+	o.Partition = partitions.Of(shoot)
+	if o.Partition < 0 || o.Partition >= len(r.holders) {
+		return o
+	}
+	o.Holder, o.ReservedFor = r.holders[o.Partition], r.reserved[o.Partition]
+	for _, m := range r.Members {
+		if m.Name == o.Holder {
+			o.HolderState = m.State
+		}
+	}
+	o.Owned = o.Holder != "" && o.HolderState == MemberLive
+	return o
+}
+
+// WriteTable prints the ownership for a person.
+func (o ShootOwnership) WriteTable(out io.Writer) error {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(w, "Shoot\t%s\n", o.Shoot)
+	fmt.Fprintf(w, "Group\t%s\n", o.Group)
+	fmt.Fprintf(w, "Cluster\t%s\n", map[bool]string{true: "present", false: "missing: no member probes the shoot"}[o.Cluster])
+	fmt.Fprintf(w, "Partition\t%d (%s)\n", o.Partition, o.PartitionFunction)
+	fmt.Fprintf(w, "Holder\t%s\n", cmp.Or(strings.TrimSpace(o.Holder+" "+o.HolderState), "none"))
+	if o.ReservedFor != "" {
+		fmt.Fprintf(w, "Reserved for\t%s (restarting)\n", o.ReservedFor)
+	}
+	fmt.Fprintf(w, "Owned\t%s\n", map[bool]string{true: "yes: a live member holds its partition", false: "no: no live member holds its partition"}[o.Owned])
+	return w.Flush()
 }
 
 // parseSettings parses a settings annotation as sharding.Settings writes it; nil for "". Keys it does

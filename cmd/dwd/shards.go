@@ -30,7 +30,7 @@ var clusterResource = schema.GroupVersionResource{Group: "extensions.gardener.cl
 // newShardsCommand builds `dwd shards`, a read-only view of a sharding group.
 func newShardsCommand() *cobra.Command {
 	o := newOptions(replica.GroupFor(replica.RoleProber))
-	output := "table"
+	output, shoot := "table", ""
 	cmd := &cobra.Command{
 		Use:   "shards",
 		Short: "Show the members of a sharding group, the partitions and shoots they hold, and what is wrong",
@@ -53,12 +53,16 @@ names a member that is not live. Exits 0 whenever the report could be made, prob
     returningSeconds, settings, partitionsHeld, partitionsReserved, shoots,
   shoots, shootsUnheld, unheldPartitions[] (all of them),
   mismatches: members[] (names), partitionLeases[]: name, partitions, holder;
-settings objects: raw, partitions, replicationFactor, loadBound, partitionFunction, roles[].`,
+settings objects: raw, partitions, replicationFactor, loadBound, partitionFunction, roles[].
+
+--shoot NS prints only who owns one shoot namespace (-o json: shoot, group, cluster, partition,
+partitionFunction, holder, holderState, reservedFor, owned).`,
 		Example: `  dwd shards --kubeconfig=seed.yaml --shard-namespace=garden
-  dwd shards --shard-namespace=garden --shard-group=dwd-prober -o json`,
+  dwd shards --shard-namespace=garden --shard-group=dwd-prober -o json
+  dwd shards --shard-namespace=garden --shoot=shoot--project--name`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return o.runShards(cmd.Context(), cmd.OutOrStdout(), output)
+			return o.runShards(cmd.Context(), cmd.OutOrStdout(), output, shoot)
 		},
 	}
 	s := &o.sharding
@@ -70,11 +74,12 @@ settings objects: raw, partitions, replicationFactor, loadBound, partitionFuncti
 		fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to the seed's kubeconfig (default: $KUBECONFIG, then the in-cluster service account, then ~/.kube/config).")
 	})
 	cmd.Flags().StringVarP(&output, "output", "o", output, "Output format: table or json.")
+	cmd.Flags().StringVar(&shoot, "shoot", "", "Show only who owns this shoot namespace: its partition, the partition's holder and its state, and whether the seed has its Cluster.")
 	return cmd
 }
 
-// runShards reads the group and prints its report.
-func (o *options) runShards(ctx context.Context, out io.Writer, output string) error {
+// runShards reads the group and prints its report, or only who owns shoot when it is set.
+func (o *options) runShards(ctx context.Context, out io.Writer, output, shoot string) error {
 	if output != "table" && output != "json" {
 		return fmt.Errorf("-o %q: must be table or json", output)
 	}
@@ -92,6 +97,9 @@ func (o *options) runShards(ctx context.Context, out io.Writer, output string) e
 	}
 	report := sharding.BuildReport(group, list, clusters, time.Now())
 	report.Namespace = ns
+	if shoot != "" {
+		return printOwnership(out, output, report.Ownership(shoot, clusters))
+	}
 	if output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -149,4 +157,14 @@ func emptyGroupError(ctx context.Context, cs kubernetes.Interface, group, ns str
 		return fmt.Errorf("namespace %q does not exist (--shard-namespace)", ns)
 	}
 	return fmt.Errorf("no Leases of group %q in namespace %q: check --shard-group and --shard-namespace", group, ns)
+}
+
+// printOwnership prints who owns one shoot, as a table or as JSON.
+func printOwnership(out io.Writer, output string, o sharding.ShootOwnership) error {
+	if output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(o)
+	}
+	return o.WriteTable(out)
 }

@@ -122,6 +122,8 @@ func TestShardsOfThreeReplicas(t *testing.T) {
 			r.Members[1].PartitionsHeld > 0 && r.Members[2].PartitionsHeld > 0
 	}, 30*time.Second, 200*time.Millisecond, "the three replicas share every partition")
 	checkAllHeld(t, r, group, ns, members)
+	checkOwnership(t, args, "shoot--"+ns+"-3", true)
+	checkOwnership(t, args, "shoot--no-such-"+ns, false)
 
 	proxy.Cut()
 	require.Eventually(t, func() bool {
@@ -159,6 +161,30 @@ func TestShardsOfThreeReplicas(t *testing.T) {
 	assert.Equal(t, 0, replicas["dwd-0"].stop(t))
 	proxy.Heal() // so that the cut-off replica can stop (and leave) in time
 	replicas["dwd-2"].stop(t)
+}
+
+// checkOwnership checks `dwd shards --shoot`, in JSON and as a table, while the three live members hold
+// every partition: the shoot's partition, a live holder, and whether its Cluster exists.
+func checkOwnership(t *testing.T, args []string, shoot string, cluster bool) {
+	code, stdout, stderr := run(context.Background(), append([]string{"shards", "-o", "json", "--shoot=" + shoot}, args...)...)
+	require.Equal(t, 0, code, stderr)
+	var o sharding.ShootOwnership
+	require.NoError(t, json.Unmarshal([]byte(stdout), &o), stdout)
+	assert.Equal(t, shoot, o.Shoot)
+	assert.Equal(t, cluster, o.Cluster)
+	assert.Equal(t, (sharding.Partitions{Count: config.DefaultPartitionCount}).Of(shoot), o.Partition)
+	assert.Equal(t, sharding.PartitionFNVRange, o.PartitionFunction)
+	assert.Contains(t, []string{"dwd-0", "dwd-1", "dwd-2"}, o.Holder)
+	assert.Equal(t, sharding.MemberLive, o.HolderState)
+	assert.True(t, o.Owned)
+
+	code, table, stderr := run(context.Background(), append([]string{"shards", "--shoot=" + shoot}, args...)...)
+	require.Equal(t, 0, code, stderr)
+	assert.Regexp(t, `Holder\s+`+o.Holder+` live\n`, table)
+	assert.Regexp(t, `Owned\s+yes`, table)
+	if !cluster {
+		assert.Regexp(t, `Cluster\s+missing`, table)
+	}
 }
 
 // checkAllHeld checks a report of three live members that hold every partition.
