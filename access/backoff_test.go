@@ -96,8 +96,8 @@ func TestTheCheckerAsksEveryIntervalWhileARequiredPermissionIsMissing(t *testing
 }
 
 // A 403 answer to any client wrapped by WatchForbidden brings the next check forward, unless one ran
-// within the spacing that keeps a refused client from looping the checker; after it the wait starts
-// again from Interval.
+// within the last Interval (a client refused over and over must not make the checker ask more often
+// than before it backed off); after it the wait starts again from Interval.
 func TestA403BringsThePermissionCheckForward(t *testing.T) {
 	c, clk, reviews := startChecker(t, func(string) bool { return true }, 10*time.Minute)
 	after(t, clk, 30*time.Second, reviews, 4) // the next wait is 60 s
@@ -109,10 +109,10 @@ func TestA403BringsThePermissionCheckForward(t *testing.T) {
 
 	forbidden(t, c)
 	assert.Never(t, func() bool { return reviews.Load() > 6 }, 300*time.Millisecond, 10*time.Millisecond,
-		"no check within the spacing after the last")
+		"no check within an Interval of the last")
 	require.Eventually(t, func() bool {
 		clk.Step(time.Second)
 		return reviews.Load() == 8
-	}, 10*time.Second, 10*time.Millisecond, "the check after the spacing")
+	}, 10*time.Second, 10*time.Millisecond, "the check an Interval after the last")
 	after(t, clk, 30*time.Second, reviews, 10)
 }

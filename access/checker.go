@@ -20,12 +20,9 @@ const DefaultInterval = 30 * time.Second
 
 // DefaultMaxInterval is the longest Checker waits between two checks once every permission has an
 // answer and no required one is missing: from DefaultInterval, each such check doubles the wait up to
-// it. A 403 answer from the seed (WatchForbidden) brings the next check forward at once.
+// it. A 403 answer from the seed (WatchForbidden) brings the next check forward, at most one per
+// Interval.
 const DefaultMaxInterval = 10 * time.Minute
-
-// recheckSpacing is the least time between the end of a check and one that a 403 asks for: a client
-// whose every request is refused must not turn the checker into a loop.
-const recheckSpacing = 5 * time.Second
 
 // reviewTimeout bounds one SelfSubjectAccessReview.
 const reviewTimeout = 5 * time.Second
@@ -78,7 +75,10 @@ func (c *Checker) Start(ctx context.Context) error {
 			continue
 		}
 		wait = 0
-		if rest := recheckSpacing - clk.Since(checked); rest > 0 {
+		// At most one check a 403 asks for per Interval: a 403 need not be about RBAC (a namespace
+		// being deleted, an admission webhook), and a client refused over and over must not make the
+		// checker ask more often than it did before it backed off.
+		if rest := c.interval() - clk.Since(checked); rest > 0 {
 			spacing := clk.NewTimer(rest)
 			select {
 			case <-ctx.Done():
@@ -113,10 +113,7 @@ func (c *Checker) await(ctx context.Context, clk clock.Clock, wait time.Duration
 // nextWait is the wait after a check, given the one before it (0 at first): Interval while a
 // permission is missing or unknown, else twice the last, at least Interval and at most MaxInterval.
 func (c *Checker) nextWait(last time.Duration) time.Duration {
-	interval, maxInterval := c.Interval, c.MaxInterval
-	if interval <= 0 {
-		interval = DefaultInterval
-	}
+	interval, maxInterval := c.interval(), c.MaxInterval
 	if maxInterval <= 0 {
 		maxInterval = DefaultMaxInterval
 	}
@@ -124,6 +121,14 @@ func (c *Checker) nextWait(last time.Duration) time.Duration {
 		return interval
 	}
 	return max(interval, min(2*last, maxInterval))
+}
+
+// interval is Interval, or DefaultInterval when it is not set.
+func (c *Checker) interval() time.Duration {
+	if c.Interval <= 0 {
+		return DefaultInterval
+	}
+	return c.Interval
 }
 
 // settled reports whether every permission has an answer and no required one is missing; an optional

@@ -302,6 +302,10 @@ func pausedGauge(label string) prometheus.Gauge {
 // another replica or a restart of this one, runs after a short jitter: the shoot was being probed.
 func (m *Manager) firstRun(ns string, cluster *unstructured.Unstructured, shoot *Shoot) time.Time {
 	now := m.Clock.Now()
+	_, paused := m.paused[ns]
+	if paused {
+		m.unpauseLocked(ns)
+	}
 	if age, ok := m.overdue[ns]; ok {
 		delete(m.overdue, ns)
 		return overdueRun(now, age)
@@ -312,11 +316,10 @@ func (m *Manager) firstRun(ns string, cluster *unstructured.Unstructured, shoot 
 		(op.Type == LastOperationTypeCreate || op.Type == LastOperationTypeRestore) {
 		due = later(due, op.LastUpdateTime.Add(delay))
 	}
-	if label, ok := m.paused[ns]; ok {
-		m.unpauseLocked(ns)
-		if label != UnprotectedInvalidCluster { // a wake-up, not a repaired Cluster
-			due = later(due, now.Add(delay))
-		}
+	if paused {
+		// A wake-up, or a repaired Cluster (which may have hidden a hibernation meanwhile): the
+		// shoot's leases may not renew yet.
+		due = later(due, now.Add(delay))
 	}
 	if due.After(now) {
 		return due

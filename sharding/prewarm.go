@@ -41,26 +41,27 @@ func (c *Coordinator) prewarm(hold []bool, now time.Time) {
 }
 
 // silentMember returns the one live member other than this one that has gone silent (see prewarm),
-// or "" when none has, more than one has, or this member's own renewals do not show.
+// or "" when none has, this member's own renewals do not show, or more than one other member has been
+// quiet for three retry periods: in a brownout the members fall quiet one renewal apart, so the
+// first must not count as alone while the others are quiet too, only not as long.
 func (c *Coordinator) silentMember(now time.Time) string {
 	quiet := 3 * c.cfg.RetryPeriod
 	if c.shownRenewal.IsZero() || now.Sub(c.shownRenewal) > quiet || c.rings.all == nil {
 		return ""
 	}
-	silent := ""
+	var quietMembers []string
 	for _, m := range c.rings.all.Members() {
 		since, advert, ok := c.observer.Seen(m)
-		if m == c.cfg.Member || !ok || advert.Left {
+		if m == c.cfg.Member || !ok || advert.Left || !c.observer.Live(m, now) || now.Sub(since) < quiet {
 			continue
 		}
-		left, live := c.observer.ExpiresIn(m, now)
-		if !live || left > PrewarmLead || now.Sub(since) < quiet {
-			continue
-		}
-		if silent != "" {
-			return ""
-		}
-		silent = m
+		quietMembers = append(quietMembers, m)
 	}
-	return silent
+	if len(quietMembers) != 1 {
+		return ""
+	}
+	if left, _ := c.observer.ExpiresIn(quietMembers[0], now); left > PrewarmLead {
+		return ""
+	}
+	return quietMembers[0]
 }
