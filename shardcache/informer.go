@@ -138,6 +138,7 @@ func (i *informer) filterList(obj runtime.Object, state *shareState, via string)
 	}
 	keptObjects := items[:0]
 	var kept []metav1.Object
+	outside := false
 	for _, item := range items {
 		o, err := meta.Accessor(item)
 		if err != nil {
@@ -145,14 +146,15 @@ func (i *informer) filterList(obj runtime.Object, state *shareState, via string)
 		}
 		if !state.holds(i.share.partitions, i.shardKey(o)) {
 			received.WithLabelValues(i.share.group, i.resource, via, "dropped").Inc()
-			if i.selects(state) && unstructuredList {
-				i.share.ignored(i.resource, via+" of an object outside the selector")
-			}
+			outside = true
 			continue
 		}
 		received.WithLabelValues(i.share.group, i.resource, via, "kept").Inc()
 		keptObjects = append(keptObjects, item)
 		kept = append(kept, o)
+	}
+	if outside && unstructuredList && i.selects(state) {
+		i.share.ignored(i.resource, via+" of objects outside the selector") // once per list, as for typed ones
 	}
 	if err := meta.SetList(obj, keptObjects); err != nil {
 		return nil, fmt.Errorf("filtering the %s list: %w", i.resource, err)

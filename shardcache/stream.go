@@ -324,7 +324,9 @@ func (s *stream) reselect(next *shareState) bool {
 // pending until it has them), and watches them from the list's resource version.
 //
 // The list asks for a state not older than the stream's own resource version, which the API server's
-// watch cache answers as soon as it has that version (it has: the stream's events came from it). A
+// watch cache answers as soon as it has that version (it has, when the list reaches the API server the
+// watch came from; another one behind the same address may wait for it, or answer "too large resource
+// version", which ends the stream and the reflector lists the share in one piece). A
 // consistent read (no resource version) would first ask etcd for its current revision and wait for
 // the cache to reach it; a kind nobody writes (Machines, the dependents) reaches it only by a progress
 // notification, and a cache that does not catch up within its timeout sends the list to etcd. Any

@@ -143,7 +143,8 @@ func setMemoryLimit(log logr.Logger) {
 		log.Info("Go memory limit set from the cgroup's", "limitBytes", d.Limit, "cgroupLimitBytes", d.CgroupLimit,
 			"fraction", memlimit.Fraction, "file", "/"+d.File)
 	default:
-		log.Info("The Go runtime runs without a memory limit: the cgroup sets none and GOMEMLIMIT is not set")
+		log.Info("The Go runtime runs without a memory limit: no cgroup memory limit found (memory.max, memory.limit_in_bytes at /sys/fs/cgroup) and GOMEMLIMIT is not set",
+			"file", d.File)
 	}
 }
 
