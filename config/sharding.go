@@ -120,7 +120,14 @@ type Sharding struct {
 	// while one is held and renewed, the member holds no partition. None: nothing is watched.
 	LeaderLeases    []string
 	LeaderNamespace string
+	// DryRun is a member of a shadow group (--dry-run), which writes nothing to a shoot's control plane:
+	// it advertises so in its settings, defers to no other group or leader, and no other group defers
+	// to it. Its group name ends in DryRunGroupSuffix, so that it never joins a group that acts.
+	DryRun bool
 }
+
+// DryRunGroupSuffix ends the name of every group in dry run.
+const DryRunGroupSuffix = "-dry-run"
 
 // Values of Sharding.LeaveMode.
 const (

@@ -79,6 +79,11 @@ func startReplica(t *testing.T, leaseNS, member string) *replica {
 
 // startReplicaClocked is startReplica whose prober runs on clk, unless it is nil.
 func startReplicaClocked(t *testing.T, leaseNS, member string, clk clock.WithTicker) *replica {
+	return startReplicaWith(t, leaseNS, member, func(o *prober.Options) { o.Clock = clk })
+}
+
+// startReplicaWith is startReplica whose prober's options tune changes.
+func startReplicaWith(t *testing.T, leaseNS, member string, tune func(*prober.Options)) *replica {
 	through := rest.CopyConfig(seed.Config)
 	through.Wrap(apimetrics.CountRequests("seed", member+"-"+leaseNS))
 	cfg := configtest.Prober(t, proberConfig)
@@ -86,8 +91,9 @@ func startReplicaClocked(t *testing.T, leaseNS, member string, clk clock.WithTic
 	r.Replica = replicatest.Start(t, replicatest.Options{Seed: seed.Config, Through: through, Group: "probers",
 		LeaseNamespace: leaseNS, Member: member, Cache: prober.CacheOptions(cfg),
 		Setup: func(ctx context.Context, mgr manager.Manager, owner sharding.Owner) (err error) {
-			r.Prober, err = prober.Setup(ctx, mgr, prober.Options{Config: cfg, Owner: owner,
-				Workers: 8, QPS: 50, Burst: 100, Clock: clk})
+			opts := prober.Options{Config: cfg, Owner: owner, Workers: 8, QPS: 50, Burst: 100}
+			tune(&opts)
+			r.Prober, err = prober.Setup(ctx, mgr, opts)
 			return err
 		}})
 	return r

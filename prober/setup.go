@@ -22,6 +22,7 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/dryrun"
 	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
@@ -66,6 +67,9 @@ type Options struct {
 	AllowInsecureKubeconfigs bool
 	// Audit, when set, records every scale write sent (--audit-log).
 	Audit *audit.Log
+	// DryRun, when set, is the shadow mode (--dry-run): the scale writes and the Events are recorded
+	// there, not sent (scaler.Scaler.DryRun).
+	DryRun *dryrun.Writes
 	// Clock is the time of the schedulers, the probes and the scaler; defaults to the real clock.
 	Clock clock.WithTicker
 	// NewInformer, when set, builds the informers of the dependents' caches (controller-runtime's
@@ -187,7 +191,10 @@ func newManager(mgr manager.Manager, cfg *config.ProberConfig, coordinator shard
 	}
 	log := ctrl.Log.WithName("prober")
 	clk := opts.Clock
-	recorder := mgr.GetEventRecorder("dependency-watchdog-prober")
+	recorder, scaleLog := mgr.GetEventRecorder("dependency-watchdog-prober"), log.WithName("scaler")
+	if opts.DryRun != nil {
+		recorder, scaleLog = opts.DryRun.Recorder(), scaleLog.WithValues("dryRun", true)
+	}
 	scaler.InitMetrics(cfg.DependentResourceInfos)
 	probeIntervalSeconds.Set(cfg.ProbeInterval.Duration.Seconds())
 	probes := NewScheduler(clk, opts.Workers, lagObserver(cfg.ProbeInterval.Duration))
@@ -202,8 +209,8 @@ func newManager(mgr manager.Manager, cfg *config.ProberConfig, coordinator shard
 		// Every scale write asks the coordinator right before it is sent, and goes out bounded by the fence.
 		Scaler: &scaler.Scaler{Client: scaleClient, APIReader: scaleReader, Recorder: recorder,
 			Limiter: scaler.NewTokenBucket(opts.ScaleQPS, opts.ScaleBurst),
-			Clock:   clk, Log: log.WithName("scaler"), Resources: cfg.DependentResourceInfos, Guard: coordinator.Guard,
-			Audit: opts.Audit, Partition: coordinator.Partition},
+			Clock:   clk, Log: scaleLog, Resources: cfg.DependentResourceInfos, Guard: coordinator.Guard,
+			Audit: opts.Audit, Partition: coordinator.Partition, DryRun: opts.DryRun},
 	}, nil
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/access"
 	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/dryrun"
 	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
@@ -178,10 +179,16 @@ func lockInterface(lock *sharding.FencedLock) resourcelock.Interface {
 type eventGate struct {
 	manager.Manager
 	may func() bool
+	// dryRun, when set, takes every Event instead (the shadow mode).
+	dryRun *dryrun.Writes
 }
 
-// GetEventRecorder returns the manager's events.k8s.io recorder for name, gated.
+// GetEventRecorder returns the manager's events.k8s.io recorder for name, gated; in dry run the one
+// that records none.
 func (g eventGate) GetEventRecorder(name string) recorder.EventRecorder {
+	if g.dryRun != nil {
+		return g.dryRun.Recorder()
+	}
 	return access.Recorder(g.Manager.GetEventRecorder(name), g.may)
 }
 

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"cmp"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -56,6 +57,9 @@ type Options struct {
 	Servers Servers
 	// AuditLogPath, when set, is the file the ownership audit is appended to (docs/sharding.md).
 	AuditLogPath string
+	// DryRun is the shadow mode (--dry-run): the replica probes, decides and coordinates as usual, and
+	// logs and counts every scale write, pod delete and Event instead of sending it (package dryrun).
+	DryRun bool
 	// Log is the replica's logger; defaults to controller-runtime's (ctrl.Log).
 	Log logr.Logger
 }
@@ -99,6 +103,12 @@ func (o Options) Roles() []Role {
 func (o Options) ShardingFor(r Role) config.Sharding {
 	s := o.Sharding
 	s.GroupName = cmp.Or(s.GroupName, GroupFor(r))
+	if o.DryRun {
+		s.DryRun = true
+		if !strings.HasSuffix(s.GroupName, config.DryRunGroupSuffix) {
+			s.GroupName += config.DryRunGroupSuffix
+		}
+	}
 	s.Roles = []string{string(r)}
 	// A group that does not run behind the leader lease itself defers to whoever holds it: the
 	// original, or dwd in the original's mode, in the leader election namespace.

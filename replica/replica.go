@@ -15,6 +15,7 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/access"
 	"github.com/sharded-dwd/dependency-watchdog/audit"
+	"github.com/sharded-dwd/dependency-watchdog/dryrun"
 	"github.com/sharded-dwd/dependency-watchdog/internal/apimetrics"
 	"github.com/sharded-dwd/dependency-watchdog/shardcache"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
@@ -41,6 +42,8 @@ type Replica struct {
 	// Options.AuditLogPath. leaderAudit is the one of the original's mode.
 	auditLogs   []*audit.Log
 	leaderAudit *audit.Log
+	// dryRun records the writes not sent, with Options.DryRun; nil otherwise.
+	dryRun *dryrun.Writes
 }
 
 // New builds the replica of opts on the seed that cfg reaches. ctx bounds the setup's own requests
@@ -58,6 +61,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Replica, error) 
 	r := &Replica{opts: opts, base: rest.CopyConfig(cfg), counted: rest.CopyConfig(cfg), log: opts.Log.WithName("dwd")}
 	r.counted.Wrap(apimetrics.CountRequests("seed", "watchdog"))
 	r.warnAboutTheFenceMargin()
+	if opts.DryRun {
+		r.dryRun = dryrun.New(r.log.WithName("dry-run"))
+		r.log.Info("Dry run: nothing is scaled, no pod is deleted and no Event is recorded; every such write is logged and counted (dwd_dry_run_writes_total) instead. The sharding leases are written as usual")
+	}
 	checker, err := r.accessChecker()
 	if err != nil {
 		return nil, err
@@ -154,7 +161,7 @@ func (r *Replica) newManager(ctx context.Context) error {
 		return err
 	}
 	// Events go through recorders that drop them while the replica may not write them.
-	gated := eventGate{Manager: mgr, may: r.checker.MayRecord()}
+	gated := eventGate{Manager: mgr, may: r.checker.MayRecord(), dryRun: r.dryRun}
 	if leader != nil {
 		return r.addLeader(ctx, gated, leader)
 	}

@@ -121,7 +121,7 @@ func (r *Replica) addRoleMember(ctx context.Context, gated manager.Manager, role
 func (r *Replica) setupRole(ctx context.Context, mgr manager.Manager, role Role, owner sharding.Owner, auditLog *audit.Log) error {
 	if role == RoleProber {
 		opts := r.opts.Prober
-		opts.Config, opts.Owner, opts.Audit = r.opts.ProberConfig, owner, auditLog
+		opts.Config, opts.Owner, opts.Audit, opts.DryRun = r.opts.ProberConfig, owner, auditLog, r.dryRun
 		opts.NewInformer = r.newInformer
 		if _, err := prober.Setup(ctx, mgr, opts); err != nil {
 			return fmt.Errorf("setting up the prober: %w", err)
@@ -129,7 +129,7 @@ func (r *Replica) setupRole(ctx context.Context, mgr manager.Manager, role Role,
 		return nil
 	}
 	if _, err := weeder.Setup(ctx, mgr, weeder.Options{Config: r.opts.WeederConfig, Owner: owner,
-		MaxWindows: r.opts.MaxWeedingWindows, Audit: auditLog}); err != nil {
+		MaxWindows: r.opts.MaxWeedingWindows, Audit: auditLog, DryRun: r.dryRun}); err != nil {
 		return fmt.Errorf("setting up the weeder: %w", err)
 	}
 	return nil

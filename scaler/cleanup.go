@@ -45,7 +45,7 @@ func (s *Scaler) cleanup(ctx context.Context, j job) error {
 		return fmt.Errorf("waiting for the scale budget: %w", err)
 	}
 	deadline := s.clock().Now().Add(j.timeout()) // after the wait for the budget: it is no slowness
-	send := s.guarded(j, func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) })
+	send := s.guarded(j, s.patcher(obj, patch, Up))
 	if err := s.request(ctx, deadline, send); err != nil {
 		return fmt.Errorf("removing the leftover replicas annotation: %w", err)
 	}

@@ -34,6 +34,11 @@ func (s *Scaler) read(ctx context.Context, reader client.Reader, j job, opts ...
 	case err != nil:
 		return nil, fmt.Errorf("reading: %w", err)
 	}
+	if s.DryRun != nil {
+		if err := s.DryRun.Overlay(obj); err != nil {
+			return nil, permanentError{err}
+		}
+	}
 	return obj, nil
 }
 
@@ -84,7 +89,7 @@ func (s *Scaler) guarded(j job, send func(ctx context.Context) error) func(ctx c
 // moment before it is sent, which is after the Guard's check, and its result after the answer. A
 // write whose context ended by that moment is not sent, and not recorded.
 func (s *Scaler) audited(j job, send func(ctx context.Context) error) func(ctx context.Context) error {
-	if s.Audit == nil {
+	if s.Audit == nil || s.DryRun != nil {
 		return send
 	}
 	return func(ctx context.Context) error {
@@ -100,6 +105,15 @@ func (s *Scaler) audited(j job, send func(ctx context.Context) error) func(ctx c
 		s.Audit.Wrote(w, err)
 		return err
 	}
+}
+
+// patcher returns the write of patch on obj, in a flow of direction dir: sent through Client, or in dry
+// run recorded and not sent.
+func (s *Scaler) patcher(obj client.Object, patch client.Patch, dir Direction) func(ctx context.Context) error {
+	if s.DryRun != nil {
+		return func(context.Context) error { return s.DryRun.Patch(obj, patch, dir.String()) }
+	}
+	return func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) }
 }
 
 // logRefused logs a write that Guard refused, with the reason. It is neither an Event nor a failure:

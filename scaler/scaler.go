@@ -13,6 +13,7 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/dryrun"
 )
 
 const (
@@ -66,6 +67,11 @@ type Scaler struct {
 	// Partition gives the partition of a namespace for the audit's records
 	// (sharding.Ownership.Partition); nil records partition 0.
 	Partition func(namespace string) int
+	// DryRun, when set, is the shadow mode (--dry-run): a write passes the same checks (the Guard, the
+	// latest verdict, the budget) but is recorded there instead of sent, and the reads of a resource see
+	// what the writes not sent would have made of it (dryrun.Writes.Overlay). Nothing is audited, since
+	// nothing is sent, and no flow waits for ready replicas that will not move.
+	DryRun *dryrun.Writes
 }
 
 // ErrRefused wraps the error of a write that Guard refused, or that its context cut off: this replica

@@ -207,8 +207,7 @@ func (s *Scaler) try(ctx context.Context, t *task) (outcome, error) {
 	if err != nil {
 		return out, permanentError{err}
 	}
-	send := func(ctx context.Context) error { return s.Client.Patch(ctx, obj, patch) }
-	return out, s.request(ctx, t.deadline, s.guarded(t.job, send))
+	return out, s.request(ctx, t.deadline, s.guarded(t.job, s.patcher(obj, patch, t.dir)))
 }
 
 // readFor reads the resource for an attempt: from Client (the cache, free), or after a Conflict from
@@ -246,6 +245,8 @@ func (s *Scaler) settle(ctx context.Context, t *task) {
 		until = t.settleBy
 	}
 	switch now := s.clock().Now(); {
+	case s.DryRun != nil:
+		t.log.V(1).Info("Not waiting for the ready replicas: dry run, nothing was sent")
 	case t.dir == Down && ready == 0, t.dir == Up && ready >= t.out.to:
 		t.log.V(1).Info("Replicas settled", "ready", ready)
 	case !now.Before(until):

@@ -174,9 +174,13 @@ func (c *Coordinator) incumbents(snap snapshot, now time.Time) []string {
 	c.foreign.observe(append(slices.Clip(members), leaders...), now)
 	own := snap.members[c.cfg.Member]
 	roles := rolesOf(c.cfg.Settings)
+	if dryRun(c.cfg.Settings) {
+		return nil // it acts on no shoot: beside anyone
+	}
 	var out []string
 	for _, l := range members {
-		if l.Labels[leases.GroupLabel] == c.cfg.Group || !c.foreign.live(l, c.cfg.LeaseDuration, now) {
+		if l.Labels[leases.GroupLabel] == c.cfg.Group || !c.foreign.live(l, c.cfg.LeaseDuration, now) ||
+			dryRun(l.Annotations[leases.SettingsAnnotation]) {
 			continue
 		}
 		if overlap(roles, rolesOf(l.Annotations[leases.SettingsAnnotation])) && senior(l, own) {

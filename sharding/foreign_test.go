@@ -129,6 +129,8 @@ func TestWhichMembersOfAnotherGroupAMemberDefersTo(t *testing.T) {
 	unheld.Spec.HolderIdentity = nil
 	noSettings := memberLease("other", "x", "prober", t0.Add(-2*time.Hour), t0, "1")
 	delete(noSettings.Annotations, leases.SettingsAnnotation)
+	shadow := memberLease("other", "x", "prober", t0.Add(-2*time.Hour), t0, "1")
+	shadow.Annotations[leases.SettingsAnnotation] = WithDryRun(shadow.Annotations[leases.SettingsAnnotation])
 	tests := []struct {
 		name    string
 		foreign *coordinationv1.Lease
@@ -145,6 +147,7 @@ func TestWhichMembersOfAnotherGroupAMemberDefersTo(t *testing.T) {
 		{"a senior member that left for good", leftForGood, false},
 		{"a senior member restarting", returning, true},
 		{"a senior member lease without a holder", unheld, false},
+		{"a senior member in dry run, which acts on nothing", shadow, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,6 +166,25 @@ func TestWhichMembersOfAnotherGroupAMemberDefersTo(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A member in dry run acts on no shoot, so it defers to no one: neither a senior member of another
+// group with its role nor a leader of the original's mode.
+func TestAMemberInDryRunDefersToNoOne(t *testing.T) {
+	t0 := time.Now()
+	store := leasestest.NewStore()
+	_, err := store.Create(context.Background(), memberLease("g", "m", "prober", t0.Add(-time.Hour), t0, ""))
+	require.NoError(t, err)
+	foreign, leaders := &foreignList{}, &foreignList{}
+	foreign.set(memberLease("other", "x", "prober", t0.Add(-2*time.Hour), t0, "1"))
+	leaders.set(leaderLease("original-6d4f", t0, "1"))
+	c := foreignCoordinator(t, store, foreign, clocktesting.NewFakeClock(t0))
+	c.cfg.Leaders = leaders
+	c.cfg.Settings = WithDryRun(c.cfg.Settings)
+	reconcile(t, c)
+	assert.Len(t, c.Held(), 7)
+	assert.True(t, c.Ready())
+	assert.Empty(t, c.DeferringTo())
 }
 
 // leaderLease is a leader lease of the original's mode in garden, held by holder ("" for none) and

@@ -121,6 +121,14 @@ func (o RunnerOptions) defaulted() RunnerOptions {
 	return o
 }
 
+// memberSettings are the settings a member of s advertises.
+func memberSettings(ring RingConfig, s config.Sharding) string {
+	if s.DryRun {
+		return WithDryRun(Settings(ring, s.Roles))
+	}
+	return Settings(ring, s.Roles)
+}
+
 // NewRunner prepares the sharding of one replica.
 func NewRunner(opts RunnerOptions) *Runner {
 	opts = opts.defaulted()
@@ -130,7 +138,7 @@ func NewRunner(opts RunnerOptions) *Runner {
 		Store: leases.APIStore{Leases: opts.Renewals.CoordinationV1().Leases(settings.Namespace)}, Group: settings.GroupName,
 		Name: settings.MemberName, Incarnation: incarnation,
 		LeaseDuration: settings.MemberLeaseDuration, RenewDeadline: settings.MemberRenewDeadline,
-		RetryPeriod: settings.MemberRetryPeriod, Clock: opts.Clock, Settings: Settings(ring, settings.Roles), PodUID: settings.PodUID,
+		RetryPeriod: settings.MemberRetryPeriod, Clock: opts.Clock, Settings: memberSettings(ring, settings), PodUID: settings.PodUID,
 	}
 	if opts.Audit != nil {
 		member.Audit = opts.Audit

@@ -17,6 +17,17 @@ func Settings(ring RingConfig, roles []string) string {
 		ring.Partitions().function(), strings.Join(roles, "+"))
 }
 
+// DryRunSetting is the field of the settings of a member in dry run (shadow mode, --dry-run), which
+// writes nothing to a shoot's control plane: it defers to no other group or leader, and no other
+// group defers to it (see incumbents). Settings without it run as ever.
+const DryRunSetting = "dry-run=true"
+
+// WithDryRun returns settings as a member in dry run advertises them.
+func WithDryRun(settings string) string { return settings + "," + DryRunSetting }
+
+// dryRun tells whether settings are those of a member in dry run.
+func dryRun(settings string) bool { return settingsFields(settings)["dry-run"] == "true" }
+
 // settingsFields splits settings as Settings writes them into its fields; a field it lacks is absent.
 func settingsFields(settings string) map[string]string {
 	fields := map[string]string{}

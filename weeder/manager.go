@@ -19,6 +19,7 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/dryrun"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
@@ -47,6 +48,9 @@ type Manager struct {
 	// Audit, when set, records every pod delete sent, with the moment before it was sent and its
 	// result (the ownership audit); nil records nothing.
 	Audit *audit.Log
+	// DryRun, when set, is the shadow mode (--dry-run): a delete that passes the Guard is recorded there
+	// once per pod, and not sent (nor audited).
+	DryRun *dryrun.Writes
 
 	tracker   *Tracker
 	registry  *Registry
@@ -97,7 +101,7 @@ func newManager(opts Options, deps managerDeps) (*Manager, error) {
 	}
 	workCtx, cancel := context.WithCancel(context.Background())
 	return &Manager{Config: opts.Config, Ownership: opts.Owner, Client: deps.client, Deletes: deps.deletes,
-		Recorder: deps.recorder, Clock: opts.Clock, Log: deps.log, Audit: opts.Audit, namespaces: deps.namespaces,
+		Recorder: deps.recorder, Clock: opts.Clock, Log: deps.log, Audit: opts.Audit, DryRun: opts.DryRun, namespaces: deps.namespaces,
 		tracker: NewTracker(), registry: NewRegistry(opts.MaxWindows), selectors: selectors,
 		workCtx: workCtx, cancelWork: cancel,
 		wake: make(chan struct{}, 1), runs: map[ServiceKey]*windowRun{},

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/audit"
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/dryrun"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
@@ -74,6 +75,9 @@ type Options struct {
 	MaxWindows int
 	// Audit records the pod deletes sent (the ownership audit); nil records nothing.
 	Audit *audit.Log
+	// DryRun, when set, is the shadow mode (--dry-run): the pod deletes and the Events are recorded
+	// there, not sent.
+	DryRun *dryrun.Writes
 	// Clock is the time of the windows and their deadlines; defaults to the real clock.
 	Clock clock.WithTicker
 }
@@ -87,6 +91,9 @@ func Setup(ctx context.Context, mgr manager.Manager, opts Options) (*Manager, er
 	deps, err := setupDeps(ctx, mgr, opts.Owner.Partition)
 	if err != nil {
 		return nil, err
+	}
+	if opts.DryRun != nil {
+		deps.recorder = opts.DryRun.Recorder()
 	}
 	m, err := newManager(opts, deps)
 	if err != nil {

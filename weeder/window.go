@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/sharded-dwd/dependency-watchdog/audit"
+	"github.com/sharded-dwd/dependency-watchdog/dryrun"
 )
 
 // windowRun is the pod watches of one running window.
@@ -167,6 +168,10 @@ func (m *Manager) tryDelete(ctx context.Context, key ServiceKey, pod *corev1.Pod
 		return false
 	}
 	defer cancel()
+	if m.DryRun != nil {
+		m.DryRun.Once("pod/"+string(pod.UID), dryrun.KindPodDelete, dryrun.DirectionNone, pod, "service", key.Service)
+		return false
+	}
 	err = m.delete(guarded, pod)
 	if !last && err != nil && ctx.Err() == nil && mayPass(err) {
 		m.Log.V(1).Info("Pod delete failed; trying again", "pod", klog.KObj(pod), "service", key.Service, "error", err.Error())

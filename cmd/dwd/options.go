@@ -69,6 +69,7 @@ type options struct {
 	maxWeedingWindows    int
 	leaderElection       replica.LeaderElection
 	auditLogPath         string
+	dryRun               bool
 	sharding             config.Sharding
 	zap                  zap.Options
 	// leaderOnly: `dwd prober` or `dwd weeder` with leader election and no sharding flag run as the
@@ -115,6 +116,10 @@ func newOptions(group string) *options {
 
 // addCommonFlags binds the flags every replica command takes.
 func (o *options) addCommonFlags(fs *pflag.FlagSet) {
+	addSection(fs, sectionWatchdog, func(fs *pflag.FlagSet) {
+		fs.BoolVar(&o.dryRun, "dry-run", o.dryRun, "Shadow mode: probe, decide and coordinate as usual, but scale nothing, delete no pod and record no Event; "+
+			"log each such write and count it in dwd_dry_run_writes_total{kind,direction} instead (to run beside the original and compare, docs/operations.md). Off by default.")
+	})
 	addSection(fs, sectionSharding, o.sharding.AddFlags)
 	addSection(fs, sectionClient, func(fs *pflag.FlagSet) {
 		fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to the seed's kubeconfig (default: $KUBECONFIG, then the in-cluster service account, then ~/.kube/config).")
@@ -337,6 +342,10 @@ func (o *options) validate(roles []replica.Role) field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("--concurrent-reconciles"), o.concurrentReconciles, "must be at least 1"))
 	}
 	errs = append(errs, validateLeaderElection(o.leaderElection)...)
+	if o.dryRun && o.leaderElection.Enabled {
+		errs = append(errs, field.Invalid(field.NewPath("--enable-leader-election"), true,
+			"--dry-run runs as a sharded group of its own beside the original: it must not take the original's leader lease, which would stop the original while the shadow acts on nothing; leave --enable-leader-election out"))
+	}
 	if len(roles) > 1 && o.sharding.GroupName != "" {
 		errs = append(errs, field.Invalid(field.NewPath("--shard-group"), o.sharding.GroupName, fmt.Sprintf(
 			"a replica that runs both roles is a member of the prober's group (%s) and of the weeder's (%s), so that adding or dropping a role never moves the other to a new group; leave --shard-group out, or run each role in a process of its own",
@@ -351,7 +360,7 @@ func (o *options) validate(roles []replica.Role) field.ErrorList {
 // shardingFor is the sharding settings of this replica's member of role r's group
 // (replica.Options.ShardingFor).
 func (o *options) shardingFor(r replica.Role) config.Sharding {
-	return replica.Options{Sharding: o.sharding, LeaderElection: o.leaderElection}.ShardingFor(r)
+	return replica.Options{Sharding: o.sharding, LeaderElection: o.leaderElection, DryRun: o.dryRun}.ShardingFor(r)
 }
 
 // validateProberFlags checks the prober's own flags.

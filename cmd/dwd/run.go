@@ -153,7 +153,7 @@ func (o *options) replicaOptions() replica.Options {
 	return replica.Options{
 		ProberConfig: o.proberConfig, WeederConfig: o.weederConfig, Prober: o.proberOptions(),
 		MaxWeedingWindows: o.maxWeedingWindows, Sharding: o.sharding, LeaderElection: o.leaderElection,
-		LeaderOnly: o.leaderOnly, Pod: o.pod, AuditLogPath: o.auditLogPath,
+		LeaderOnly: o.leaderOnly, Pod: o.pod, AuditLogPath: o.auditLogPath, DryRun: o.dryRun,
 		Servers: replica.Servers{MetricsBindAddress: o.metricsBindAddress, HealthBindAddress: o.healthBindAddress,
 			PprofBindAddress: o.pprofBindAddress, MetricsSecure: o.metricsSecure, MetricsCertDir: o.metricsCertDir},
 	}

@@ -38,7 +38,7 @@ type layerRule struct {
 }
 
 // layering is the floors of docs/development.md, "Layering": config and leases import nothing of
-// the module; sharding only those; the sharded caches only sharding below them; the audit log nothing (its checker is above sharding); scaler
+// the module; sharding only those; the sharded caches only sharding below them; the audit log and the dry run's record nothing (the audit's checker is above sharding); scaler
 // never sharding; the two roles never each other; only the commands import the replica that
 // assembles them.
 var layering = []layerRule{
@@ -48,6 +48,7 @@ var layering = []layerRule{
 	{pkg: "internal/memlimit", only: []string{}},
 	{pkg: "audit", only: []string{}},
 	{pkg: "access", only: []string{}},
+	{pkg: "dryrun", only: []string{}},
 	{pkg: "sharding", only: []string{"config", "leases"}},
 	{pkg: "shardcache", only: []string{"config", "leases", "sharding"}},
 	{pkg: "scaler", never: []string{"sharding", "replica"}},
@@ -57,7 +58,7 @@ var layering = []layerRule{
 
 // runtime are the packages a dwd process is built from (and their sub-packages but test helpers):
 // they never import a test helper or the simulation.
-var runtime = []string{"access", "audit", "config", "leases", "sharding", "shardcache", "scaler", "prober", "weeder",
+var runtime = []string{"access", "audit", "config", "dryrun", "leases", "sharding", "shardcache", "scaler", "prober", "weeder",
 	"internal/apimetrics", "internal/memlimit", "replica", "cmd/dwd"}
 
 // testHelper tells whether the package at dir (slash-separated, from the module root) exists for tests
@@ -342,6 +343,7 @@ func TestTheLintFindsAPlantedViolationOfEachRule(t *testing.T) {
 		"internal/memlimit/m.go":   "package memlimit\n",
 		"audit/log.go":             "package audit\n",
 		"access/a.go":              "package access\n",
+		"dryrun/d.go":              "package dryrun\n",
 		"sharding/s.go":            "package sharding\n\nimport _ \"example.com/m/leases\"\n",
 		"scaler/s.go":              "package scaler\n\nimport _ \"example.com/m/audit\"\n",
 		"prober/p.go":              "package prober\n\nimport _ \"example.com/m/scaler\"\n",
