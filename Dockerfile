@@ -22,7 +22,7 @@ RUN go mod download
 COPY . .
 RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath \
     -ldflags "-s -w -X main.version=${VERSION} -X main.commit=${COMMIT}" -o /out/dwd ./cmd/dwd \
-    && ln -s dwd /out/dependency-watchdog
+    && ln -s dwd /out/dependency-watchdog && ln -s dwd /out/kubectl-dwd
 
 FROM gcr.io/distroless/static-debian12:nonroot
 ARG VERSION=dev

@@ -47,8 +47,9 @@ help: ## Show this help.
 ##@ Build
 
 .PHONY: build
-build: ## Build dwd and dwd-sim into bin/.
+build: ## Build dwd and dwd-sim into bin/ (and bin/kubectl-dwd, a link to dwd: kubectl's plugin `kubectl dwd`).
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dwd ./cmd/dwd
+	ln -sf dwd $(BIN)/kubectl-dwd
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/dwd-sim ./cmd/dwd-sim
 
 IMAGE ?= ghcr.io/sharded-dwd/dwd

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Shoot last-operation types and states the lifecycle rules look at (Gardener's values).
@@ -143,4 +144,21 @@ func workerNodeConditions(workers []Worker) map[string][]string {
 		out[w.Name] = slices.Compact(merged)
 	}
 	return out
+}
+
+// NotProbedOf tells why the prober does not probe the shoot of cluster, as it decides at each of its
+// changes (Decide): the bounded label of dwd_shoots_not_probed and the rule in words; two empty
+// strings when it probes it. A nil cluster is one that is gone. A Cluster whose spec.shoot cannot be
+// decoded is an error: no rule stops its probe, and it cannot run (dwd_shoots_unprotected).
+func NotProbedOf(cluster *unstructured.Unstructured) (label, reason string, err error) {
+	if cluster == nil {
+		label, reason = notRun(nil)
+		return label, reason, nil
+	}
+	shoot, err := shootOf(cluster)
+	if err != nil {
+		return "", "", err
+	}
+	label, reason = notRun(shoot)
+	return label, reason, nil
 }

@@ -46,6 +46,9 @@ type Report struct {
 	// Unheld are the partitions whose lease is missing, names nobody, or names a member that is not live.
 	Unheld     []int            `json:"unheldPartitions"`
 	Mismatches ReportMismatches `json:"mismatches"`
+	// Warnings are what the caller found wrong around the group (dwd shards: a StatefulSet whose
+	// replicas Gardener will reset), one sentence each.
+	Warnings []string `json:"warnings,omitempty"`
 
 	// holders and reserved name, per partition, the holder of its lease and the member it is
 	// reserved for ("" for none), for Ownership.
@@ -358,6 +361,11 @@ func (r Report) WriteTable(out io.Writer) error {
 		leaseNames = append(leaseNames, fmt.Sprintf("%s (partitions=%q, holder %q)", l.Name, l.Partitions, l.Holder))
 	}
 	_, err := fmt.Fprintf(out, "Partition leases of another partition count: %s\n", cmp.Or(strings.Join(leaseNames, ", "), "none"))
+	for _, warning := range r.Warnings {
+		if err == nil {
+			_, err = fmt.Fprintf(out, "Warning: %s\n", warning)
+		}
+	}
 	return err
 }
 

@@ -31,7 +31,7 @@ and accepts its command lines (dwd prober, dwd weeder).`,
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.SetUsageTemplate(usageTemplate)
 	root.AddCommand(newRunCommand(), newRoleCommand(replica.RoleProber), newRoleCommand(replica.RoleWeeder),
-		newConfigCommand(), newShardsCommand(), newVersionCommand())
+		newConfigCommand(), newShardsCommand(), newExplainCommand(), newVersionCommand())
 	return root
 }
 

@@ -52,7 +52,10 @@ names a member that is not live. Exits 0 whenever the report could be made, prob
   members[]: name, state (live|expired|left|returning|no-lease), renewTime, leaseDurationSeconds,
     returningSeconds, settings, partitionsHeld, partitionsReserved, shoots,
   shoots, shootsUnheld, unheldPartitions[] (all of them),
-  mismatches: members[] (names), partitionLeases[]: name, partitions, holder;
+  mismatches: members[] (names), partitionLeases[]: name, partitions, holder,
+  warnings[] (dwd's StatefulSets, label app.kubernetes.io/name=dwd, whose spec.replicas differs from
+    Gardener's high-availability-config.resources.gardener.cloud/replicas annotation, which Gardener's
+    resource manager applies at the next update);
 settings objects: raw, partitions, replicationFactor, loadBound, partitionFunction, roles[].
 
 --shoot NS prints only who owns one shoot namespace (-o json: shoot, group, cluster, partition,
@@ -97,6 +100,7 @@ func (o *options) runShards(ctx context.Context, out io.Writer, output, shoot st
 	}
 	report := sharding.BuildReport(group, list, clusters, time.Now())
 	report.Namespace = ns
+	report.Warnings = replicaWarnings(ctx, cfg, ns)
 	if shoot != "" {
 		return printOwnership(out, output, report.Ownership(shoot, clusters))
 	}
@@ -136,6 +140,34 @@ func readShards(ctx context.Context, cfg *rest.Config, group, ns string) ([]coor
 		names = append(names, c.Name)
 	}
 	return list.Items, names, nil
+}
+
+// HAReplicasAnnotation is the annotation from which the high-availability webhook of Gardener's
+// resource manager sets a StatefulSet's spec.replicas at every update of it.
+const HAReplicasAnnotation = "high-availability-config.resources.gardener.cloud/replicas"
+
+// replicaWarnings warns about each of dwd's StatefulSets in ns (label app.kubernetes.io/name=dwd)
+// whose spec.replicas differs from its HAReplicasAnnotation: a `kubectl scale` that Gardener will undo
+// at the next update. A list that fails is a warning too; the report does not depend on it.
+func replicaWarnings(ctx context.Context, cfg *rest.Config, ns string) []string {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return []string{fmt.Sprintf("the StatefulSets in %s were not checked: %v", ns, err)}
+	}
+	list, err := cs.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=dwd"})
+	if err != nil {
+		return []string{fmt.Sprintf("the StatefulSets in %s were not checked for %s: %v", ns, HAReplicasAnnotation, err)}
+	}
+	var warnings []string
+	for _, s := range list.Items {
+		want, ok := s.Annotations[HAReplicasAnnotation]
+		if !ok || s.Spec.Replicas == nil || want == fmt.Sprint(*s.Spec.Replicas) {
+			continue
+		}
+		warnings = append(warnings, fmt.Sprintf("StatefulSet %s has spec.replicas %d but %s=%q: Gardener's resource manager sets spec.replicas from the annotation at the next update of the StatefulSet, so a kubectl scale is undone; change the annotation (docs/operations.md, \"Scaling out and in\")",
+			s.Name, *s.Spec.Replicas, HAReplicasAnnotation, want))
+	}
+	return warnings
 }
 
 // listError says what a failed list needed when the seed forbade it.

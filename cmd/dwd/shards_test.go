@@ -304,3 +304,27 @@ func TestShardsSaysWhichListIsForbidden(t *testing.T) {
 	assert.Equal(t, 1, code)
 	assert.Contains(t, stderr, "listing the Clusters (extensions.gardener.cloud/v1alpha1): forbidden; dwd shards needs list on clusters.extensions.gardener.cloud")
 }
+
+// In the gardener overlay Gardener's resource manager sets spec.replicas from the high-availability
+// annotation at every update: dwd shards warns about a StatefulSet whose two disagree (a kubectl scale
+// that will be undone), and about none whose two agree.
+func TestShardsWarnsWhenGardenerWillResetTheReplicas(t *testing.T) {
+	env.Require(t)
+	ns := env.Namespace(t)
+	lease := coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: leases.MemberLeaseName("g", "dwd-0"),
+		Labels: map[string]string{leases.GroupLabel: "g", leases.KindLabel: leases.KindMember}}}
+	require.NoError(t, env.Client.Create(context.Background(), &lease))
+	for name, replicas := range map[string]int32{"dwd-prober": 4, "dwd-weeder": 3} {
+		sts := env.CreateStatefulSet(t, ns, name, replicas)
+		sts.Labels = map[string]string{"app.kubernetes.io/name": "dwd"}
+		sts.Annotations = map[string]string{HAReplicasAnnotation: "3"}
+		require.NoError(t, env.Client.Update(context.Background(), sts))
+	}
+	args := []string{"--kubeconfig=" + env.KubeconfigFile(t), "--shard-namespace=" + ns, "--shard-group=g"}
+	r := shardsJSON(t, args...)
+	require.Len(t, r.Warnings, 1)
+	assert.Contains(t, r.Warnings[0], `StatefulSet dwd-prober has spec.replicas 4 but `+HAReplicasAnnotation+`="3"`)
+	code, stdout, _ := run(context.Background(), append([]string{"shards"}, args...)...)
+	require.Equal(t, 0, code)
+	assert.Contains(t, stdout, "Warning: StatefulSet dwd-prober has spec.replicas 4")
+}

@@ -40,7 +40,7 @@ type layerRule struct {
 // layering is the floors of docs/development.md, "Layering": config and leases import nothing of
 // the module; sharding only those; the sharded caches only sharding below them; the audit log and the dry run's record nothing (the audit's checker is above sharding); scaler
 // never sharding; the two roles never each other; only the commands import the replica that
-// assembles them.
+// assembles them; the report of dwd explain reads the prober's rules, never a replica's parts.
 var layering = []layerRule{
 	{pkg: "config", only: []string{}},
 	{pkg: "leases", only: []string{}},
@@ -54,11 +54,12 @@ var layering = []layerRule{
 	{pkg: "scaler", never: []string{"sharding", "replica"}},
 	{pkg: "prober", never: []string{"weeder", "replica", "shardcache"}},
 	{pkg: "weeder", never: []string{"prober", "replica", "shardcache"}},
+	{pkg: "explain", never: []string{"replica", "weeder", "shardcache"}},
 }
 
 // runtime are the packages a dwd process is built from (and their sub-packages but test helpers):
 // they never import a test helper or the simulation.
-var runtime = []string{"access", "audit", "config", "dryrun", "leases", "sharding", "shardcache", "scaler", "prober", "weeder",
+var runtime = []string{"access", "audit", "config", "dryrun", "explain", "leases", "sharding", "shardcache", "scaler", "prober", "weeder",
 	"internal/apimetrics", "internal/memlimit", "replica", "cmd/dwd"}
 
 // testHelper tells whether the package at dir (slash-separated, from the module root) exists for tests
@@ -344,6 +345,7 @@ func TestTheLintFindsAPlantedViolationOfEachRule(t *testing.T) {
 		"audit/log.go":             "package audit\n",
 		"access/a.go":              "package access\n",
 		"dryrun/d.go":              "package dryrun\n",
+		"explain/e.go":             "package explain\n",
 		"sharding/s.go":            "package sharding\n\nimport _ \"example.com/m/leases\"\n",
 		"scaler/s.go":              "package scaler\n\nimport _ \"example.com/m/audit\"\n",
 		"prober/p.go":              "package prober\n\nimport _ \"example.com/m/scaler\"\n",
