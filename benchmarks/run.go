@@ -1,7 +1,6 @@
 package benchmarks
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -11,10 +10,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 	"github.com/sharded-dwd/dependency-watchdog/config"
 )
@@ -251,32 +250,19 @@ func commandLine() string {
 	return strings.Join(args, " ")
 }
 
-// machine describes this machine: cores, memory (Linux), CPU model (Linux) and Go.
+// machine describes this machine: cores, memory (Linux), CPU model (Linux) and Go; what /proc does not
+// tell (another OS) stays at its zero value.
 func machine() Machine {
 	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH}
-	m.MemoryBytes = procField("/proc/meminfo", "MemTotal", func(v string) uint64 {
-		kib, _ := strconv.ParseUint(strings.TrimSuffix(v, " kB"), 10, 64)
-		return kib * 1024
-	})
-	m.CPUModel = procField("/proc/cpuinfo", "model name", func(v string) string { return v })
-	return m
-}
-
-// procField reads the first "key: value" line of a /proc file with the given key; the zero value
-// when there is none.
-func procField[T any](path, key string, parse func(string) T) T {
-	var zero T
-	f, err := os.Open(path)
+	fs, err := procfs.NewDefaultFS()
 	if err != nil {
-		return zero
+		return m
 	}
-	defer f.Close()
-	scanner := bufio.NewScanner(f)
-	for scanner.Scan() {
-		k, v, ok := strings.Cut(scanner.Text(), ":")
-		if ok && strings.TrimSpace(k) == key {
-			return parse(strings.TrimSpace(v))
-		}
+	if info, err := fs.Meminfo(); err == nil && info.MemTotalBytes != nil {
+		m.MemoryBytes = *info.MemTotalBytes
 	}
-	return zero
+	if cpus, err := fs.CPUInfo(); err == nil && len(cpus) > 0 {
+		m.CPUModel = cpus[0].ModelName
+	}
+	return m
 }

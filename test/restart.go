@@ -1,14 +1,15 @@
 package test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // StopAPIServer kills the kube-apiserver (SIGKILL: a crash, and no graceful shutdown that waits for
@@ -60,20 +61,16 @@ const controlPlaneStartTimeout = 90 * time.Second
 // killByCertDir kills the kube-apiserver process whose command line names certDir, and waits until
 // it is gone. envtest does not expose the process.
 func killByCertDir(certDir string) error {
-	cmdlines, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	procs, err := procfs.AllProcs()
 	if err != nil {
 		return err
 	}
-	for _, path := range cmdlines {
-		data, err := os.ReadFile(path)
-		if err != nil || !bytes.Contains(data, []byte("kube-apiserver")) || !bytes.Contains(data, []byte("--cert-dir="+certDir+"\x00")) {
+	for _, p := range procs {
+		args, err := p.CmdLine()
+		if err != nil || len(args) == 0 || filepath.Base(args[0]) != "kube-apiserver" || !slices.Contains(args, "--cert-dir="+certDir) {
 			continue
 		}
-		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(path)))
-		if err != nil {
-			return err
-		}
-		return syscall.Kill(pid, syscall.SIGKILL)
+		return syscall.Kill(p.PID, syscall.SIGKILL)
 	}
 	return fmt.Errorf("no kube-apiserver process with --cert-dir=%s", certDir)
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -69,18 +70,18 @@ func TestScrapeAndSum(t *testing.T) {
 	assert.Nil(t, Scrape(context.Background(), free), "nothing listens")
 }
 
-func TestStatusBytes(t *testing.T) {
-	status := "Name:\tdwd\nVmPeak:\t  900000 kB\nVmHWM:\t  300000 kB\nVmRSS:\t  123456 kB\nThreads:\t12\n"
-	got, err := statusBytes(strings.NewReader(status), "VmRSS")
+func TestStatusField(t *testing.T) {
+	status := procfs.ProcStatus{VmPeak: 900000 * 1024, VmHWM: 300000 * 1024, VmRSS: 123456 * 1024}
+	got, err := statusField(status, "VmRSS")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(123456*1024), got)
-	got, err = statusBytes(strings.NewReader(status), "VmHWM")
+	got, err = statusField(status, "VmHWM")
 	require.NoError(t, err)
 	assert.Equal(t, uint64(300000*1024), got)
-	_, err = statusBytes(strings.NewReader("Name:\tdwd\n"), "VmRSS")
-	assert.Error(t, err)
-	_, err = statusBytes(strings.NewReader("VmRSS:\tlots kB\n"), "VmRSS")
-	assert.Error(t, err)
+	_, err = statusField(procfs.ProcStatus{}, "VmRSS")
+	assert.ErrorContains(t, err, "no VmRSS")
+	_, err = statusField(status, "Threads")
+	assert.ErrorContains(t, err, "not a memory field")
 
 	p, err := Start("/bin/sh", []string{"-c", "exec sleep 60"}, filepath.Join(t.TempDir(), "log"))
 	require.NoError(t, err)

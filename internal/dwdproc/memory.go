@@ -1,41 +1,36 @@
 package dwdproc
 
 import (
-	"bufio"
 	"fmt"
-	"io"
-	"os"
-	"strconv"
-	"strings"
+
+	"github.com/prometheus/procfs"
 )
 
-// Memory reads a memory field of the process's /proc/<pid>/status, such as "VmRSS" (resident now)
-// or "VmHWM" (peak resident), in bytes.
+// Memory reads a memory field of the process's /proc/<pid>/status, in bytes: "VmRSS" (resident now),
+// "VmHWM" (peak resident), "VmSize" or "VmPeak". It reads through prometheus/procfs, the parser
+// client_golang's process collector uses for the same file.
 func (p *Process) Memory(field string) (uint64, error) {
-	f, err := os.Open("/proc/" + strconv.Itoa(p.Pid()) + "/status")
+	proc, err := procfs.NewProc(p.Pid())
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	return statusBytes(f, field)
-}
-
-// statusBytes finds the "<field>: <n> kB" line of a /proc/<pid>/status and returns n in bytes.
-func statusBytes(status io.Reader, field string) (uint64, error) {
-	lines := bufio.NewScanner(status)
-	for lines.Scan() {
-		value, ok := strings.CutPrefix(lines.Text(), field+":")
-		if !ok {
-			continue
-		}
-		kib, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(value), "kB")), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s %q: %w", field, value, err)
-		}
-		return kib * 1024, nil
-	}
-	if err := lines.Err(); err != nil {
+	status, err := proc.NewStatus()
+	if err != nil {
 		return 0, err
 	}
-	return 0, fmt.Errorf("no %s in the process status", field)
+	return statusField(status, field)
+}
+
+// statusField returns field of a parsed /proc/<pid>/status in bytes; a field the status lacks (0: the
+// kernel reports these for every process with memory) or does not hold is an error.
+func statusField(status procfs.ProcStatus, field string) (uint64, error) {
+	values := map[string]uint64{"VmRSS": status.VmRSS, "VmHWM": status.VmHWM, "VmSize": status.VmSize, "VmPeak": status.VmPeak}
+	v, ok := values[field]
+	switch {
+	case !ok:
+		return 0, fmt.Errorf("%s: not a memory field of the process status (VmRSS, VmHWM, VmSize, VmPeak)", field)
+	case v == 0:
+		return 0, fmt.Errorf("no %s in the process status", field)
+	}
+	return v, nil
 }
