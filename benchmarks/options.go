@@ -80,11 +80,12 @@ const (
 	scenarioOutage       = "outage"
 	scenarioBlip         = "blip"
 	scenarioDetection    = "detection"
+	scenarioRoles        = "roles"
 )
 
 // Scenarios are the scenarios a run can play.
 var Scenarios = []string{scenarioSteady, scenarioHandover, scenarioMeltdown, scenarioMassMeltdown, scenarioMassOriginal,
-	scenarioMassRecover, scenarioMassAll, scenarioLies, scenarioRolling, scenarioOutage, scenarioBlip, scenarioDetection}
+	scenarioMassRecover, scenarioMassAll, scenarioLies, scenarioRolling, scenarioOutage, scenarioBlip, scenarioDetection, scenarioRoles}
 
 // DefaultScenarios are the scenarios a run plays unless told otherwise.
 func DefaultScenarios() []string { return []string{scenarioSteady, scenarioHandover, scenarioMeltdown} }

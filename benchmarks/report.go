@@ -36,6 +36,8 @@ type Result struct {
 	// each carries.
 	Blips     []Blip      `json:"blips,omitempty"`
 	Detection []Detection `json:"detection,omitempty"`
+	// Roles are the roles measured alone (the roles scenario).
+	Roles []RoleRun `json:"roles,omitempty"`
 	Goals     []Goal      `json:"goals,omitempty"`
 }
 
@@ -216,6 +218,7 @@ func (r *Result) WriteMarkdown(w io.Writer, baseline *Result) error {
 	}
 	r.writeFaults(&b)
 	r.writeRestarts(&b)
+	r.writeRoles(&b)
 	r.writeVerdicts(&b)
 	_, err := io.WriteString(w, b.String())
 	return err

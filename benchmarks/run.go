@@ -179,6 +179,9 @@ func (b *bench) stages() []stage {
 	}
 	stages = append(append(stages, b.massStages(shoots, replicas)...), b.liesStages()...)
 	stages = append(stages, b.restartStages(shoots, replicas)...)
+	if o.runs(scenarioRoles) {
+		stages = append(stages, b.rolesStage(shoots))
+	}
 	return append(append(stages, b.blipStages()...), b.detectionStages()...)
 }
 

@@ -37,6 +37,11 @@ and the restart scenarios, which run only when named, at the largest --shoots an
   outage   every replica reaches the seed's API server through its own loopback proxy, and all are
            cut at once for --outage-duration
 
+and the sizing scenario, which runs only when named, at the largest --shoots:
+
+  roles    one replica of each role alone (dwd run with only that role's config) over every shoot,
+           measured as a steady run once ready: RSS, heap and CPU per role
+
 and the verdict scenarios, which run only when named, at each prober profile of --profile (default:
 the bench's, at --probe-interval; gardener: probeInterval 30s, grace 40s, probeTimeout 30s, qps 20,
 burst 100):
