@@ -38,7 +38,7 @@ type Result struct {
 	Detection []Detection `json:"detection,omitempty"`
 	// Roles are the roles measured alone (the roles scenario).
 	Roles []RoleRun `json:"roles,omitempty"`
-	Goals     []Goal      `json:"goals,omitempty"`
+	Goals []Goal    `json:"goals,omitempty"`
 }
 
 // Machine is what the run ran on.
