@@ -213,9 +213,9 @@ func configFiles(t *testing.T, objs []*unstructured.Unstructured, w workload, c 
 }
 
 // runUntilStarted runs l until dwd logs its start line, then stops it with SIGTERM as the kubelet
-// does and waits for it to exit within grace. A command line or config dwd rejects makes it exit
-// first, with the problem in its output, which the failure shows.
-func runUntilStarted(t *testing.T, l launch, grace time.Duration) {
+// does, waits for it to exit within grace and returns what it logged. A command line or config dwd
+// rejects makes it exit first, with the problem in its output, which the failure shows.
+func runUntilStarted(t *testing.T, l launch, grace time.Duration) string {
 	t.Helper()
 	cmd := exec.Command(l.argv[0], l.argv[1:]...)
 	cmd.Env = l.env
@@ -253,6 +253,7 @@ func runUntilStarted(t *testing.T, l launch, grace time.Duration) {
 		<-exited
 		t.Fatalf("dwd did not stop within the grace period (%s) after SIGTERM:\n%s", grace, out)
 	}
+	return out.String()
 }
 
 func TestEveryContainerStartsWithItsCommandLine(t *testing.T) {
