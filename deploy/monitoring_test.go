@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
@@ -191,4 +192,41 @@ func bindsMetricsReader(t *testing.T, objs []*unstructured.Unstructured, namespa
 		}
 	}
 	return false
+}
+
+func TestRunbooksComponentReplacesTheBaseOfEveryRunbookURL(t *testing.T) {
+	const base = "https://wiki.example.internal/dwd/monitoring.html"
+	mem, err := inMemory()
+	require.NoError(t, err)
+	require.NoError(t, mem.WriteFile("/test/kustomization.yaml", []byte(
+		"resources: [../prometheus, runbooks.yaml]\ncomponents: [../components/runbooks]\n")))
+	require.NoError(t, mem.WriteFile("/test/runbooks.yaml", []byte(`apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: dwd-runbooks
+  annotations:
+    config.kubernetes.io/local-config: "true"
+data:
+  url: `+base+"\n")))
+	objs, err := build(mem, "test")
+	require.NoError(t, err)
+	var rule *monitoringv1.PrometheusRule
+	for _, o := range objs {
+		require.NotEqual(t, "ConfigMap", o.GetKind(), "the local-config ConfigMap is not applied")
+		if o.GetKind() == "PrometheusRule" {
+			rule = strictly[monitoringv1.PrometheusRule](t, o)
+		}
+	}
+	require.NotNil(t, rule)
+	alerts := alertRules(t)
+	var got []string
+	for _, g := range rule.Spec.Groups {
+		for _, r := range g.Rules {
+			got = append(got, r.Annotations["runbook_url"])
+		}
+	}
+	require.Len(t, got, len(alerts))
+	for i, r := range alerts {
+		assert.Equal(t, base+"#"+strings.ToLower(r.Alert), got[i], r.Alert)
+	}
 }
