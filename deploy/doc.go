@@ -28,6 +28,8 @@
 //     to dwd-metrics-reader, its token Secret in the PodMonitor's namespace).
 //   - components/monitoring: deploy/prometheus's PodMonitor and PrometheusRule in the namespace of the
 //     StatefulSet dwd, for the sharded and single overlays.
+//   - components/runbooks: every alert's runbook_url at a base the user gives in a local-config
+//     ConfigMap dwd-runbooks, for a seed that cannot reach GitHub.
 //   - prometheus: a kustomization of the PodMonitor and the PrometheusRule (in garden, labelled
 //     prometheus: seed), the alert rules as a plain rule file (rules.yaml, the same rules), their
 //     promtool unit tests (rules_test.yaml, `make test-rules`); docs/monitoring.md has a runbook per
@@ -46,6 +48,11 @@
 //
 // The base's images entry is a placeholder: no image of dwd is published, so a user builds one with
 // `make image`, pushes it, and sets the entry to it.
+//
+// ManagedResource renders a build as a Gardener seed ManagedResource and the Secret that holds its
+// objects, so that the seed's gardener-resource-manager applies dwd and reports its health;
+// managedresource is the command that prints one (make managedresource), BuildDir builds the
+// kustomization on disk it renders.
 //
 // Build builds any of them with the kustomize API from the copy embedded in the binary, so that Go
 // tests can apply exactly what `kubectl apply -k` applies. The tests of this package build every
