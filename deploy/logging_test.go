@@ -157,6 +157,13 @@ func TestGardenerLoggingFollowsGardenersConventions(t *testing.T) {
 	assert.NotEqual(t, "dependency-watchdog-parser", p.Metadata.Name, "Gardener's name for the original's parser")
 	assert.Equal(t, "log", f.Spec.Filters[0].Parser.KeyName, "the container runtime's key of the line")
 	assert.True(t, f.Spec.Filters[0].Parser.ReserveData, "the record keeps its other keys (the pod's)")
+
+	// The part applies alone, for dwd run as the original through Gardener's image override.
+	var alone []string
+	for _, o := range mustBuild(t, "overlays/gardener/logging") {
+		alone = append(alone, o.GetKind()+"/"+o.GetName())
+	}
+	assert.ElementsMatch(t, []string{"ClusterFilter/" + f.Metadata.Name, "ClusterParser/" + p.Metadata.Name}, alone)
 }
 
 func TestGardenerLogFilterSelectsDwdsContainersOnly(t *testing.T) {
