@@ -218,6 +218,13 @@ bench-micro: ## Micro-benchmarks of the hot paths: ring, lease decision, candida
 demo: tools build ## Run the watchdog against a local seed with simulated shoots.
 	$(BIN)/dwd-sim demo
 
+# The kustomization make managedresource renders: overlays/gardener, or one of yours that holds it.
+KUSTOMIZATION ?= deploy/overlays/gardener
+
+.PHONY: managedresource
+managedresource: ## Print KUSTOMIZATION (default deploy/overlays/gardener) as a Gardener seed ManagedResource and its Secret, for kubectl apply -f - (docs/gardener.md).
+	@$(GO) run ./deploy/managedresource -k $(KUSTOMIZATION)
+
 .PHONY: clean
 clean: ## Remove bin/ (including the control plane).
 	rm -rf $(BIN)

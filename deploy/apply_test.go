@@ -15,6 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/sharded-dwd/dependency-watchdog/test"
 )
 
 // fieldOwner applies the test's dry runs.
@@ -58,8 +61,26 @@ func dryRunApply(ctx context.Context, c client.Client, obj *unstructured.Unstruc
 	return c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()), client.DryRunAll, fieldOwner, client.ForceOwnership)
 }
 
-func TestEveryObjectAppliesToTheAPIServer(t *testing.T) {
+// deployCRDs installs the test copies of the CRDs of what deploy/ ships beside dwd once per test
+// binary (test.DeployCRDs): the package's API server starts with dwd's CRDs only.
+var deployCRDs = sync.OnceValue(func() error {
+	crds, err := test.DeployCRDs()
+	if err != nil {
+		return err
+	}
+	_, err = envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{CRDs: crds})
+	return err
+})
+
+// requireDeployCRDs makes the test API server serve the custom resources deploy/ ships.
+func requireDeployCRDs(t *testing.T) {
+	t.Helper()
 	env.Require(t)
+	require.NoError(t, deployCRDs())
+}
+
+func TestEveryObjectAppliesToTheAPIServer(t *testing.T) {
+	requireDeployCRDs(t)
 	ctx := context.Background()
 	c, warned := warningClient(t)
 	for name, objs := range testBuilds(t) {

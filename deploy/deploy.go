@@ -15,7 +15,7 @@ import (
 
 // tree holds the kustomizations this package builds.
 //
-//go:embed base overlays components grafana
+//go:embed base overlays components grafana prometheus
 var tree embed.FS
 
 // overlaysDir holds one directory per deployable overlay.

@@ -31,29 +31,61 @@ const startLine = "Starting replica"
 // startTimeout bounds how long dwd may take to log its start line.
 const startTimeout = 30 * time.Second
 
-// metricsAuth is the component every overlay is also tested with.
+// metricsAuth is the component every overlay is also tested with, together with its monitoring.
 const metricsAuth = "components/metrics-auth"
 
-// testBuilds are what the integration tests apply and run: every overlay, alone and with the
-// metrics-auth component ("overlays/sharded+components/metrics-auth").
+// monitoring returns what adds dwd's PodMonitor and PrometheusRule to an overlay, as a resource or a
+// component of a kustomization of the user's: deploy/prometheus for overlays/gardener, which is in
+// garden as they are; components/monitoring, which moves them to the namespace of the StatefulSet
+// dwd, for the others.
+func monitoring(overlay string) (resources, components []string) {
+	if overlay == "overlays/gardener" {
+		return []string{"prometheus"}, nil
+	}
+	return nil, []string{"components/monitoring"}
+}
+
+// withMetricsAuth builds an overlay with its monitoring and components/metrics-auth, as a user adds
+// them; the name of the build is "overlays/sharded+components/monitoring+components/metrics-auth".
+func withMetricsAuth(t *testing.T, overlay string) (string, []*unstructured.Unstructured) {
+	t.Helper()
+	resources, components := monitoring(overlay)
+	components = append(components, metricsAuth)
+	name := strings.Join(append(append([]string{overlay}, resources...), components...), "+")
+	return name, buildComposed(t, append([]string{overlay}, resources...), components)
+}
+
+// testBuilds are what the integration tests apply and run: every overlay, alone and with its
+// monitoring and the metrics-auth component.
 func testBuilds(t *testing.T) map[string][]*unstructured.Unstructured {
 	builds := map[string][]*unstructured.Unstructured{}
 	for _, overlay := range Overlays() {
 		builds[overlay] = mustBuild(t, overlay)
-		builds[overlay+"+"+metricsAuth] = buildWithComponent(t, overlay, metricsAuth)
+		name, objs := withMetricsAuth(t, overlay)
+		builds[name] = objs
 	}
 	return builds
 }
 
-// buildWithComponent builds an overlay of the tree with a component of the tree added, as a user
-// adds it: a kustomization of their own that holds the overlay and lists the component. It lives in
-// the test's in-memory copy of the tree only.
-func buildWithComponent(t *testing.T, overlay, component string) []*unstructured.Unstructured {
+// buildComposed builds a kustomization of the user's that lists kustomizations of the tree under
+// resources and components of the tree under components. It lives in the test's in-memory copy of
+// the tree only.
+func buildComposed(t *testing.T, resources, components []string) []*unstructured.Unstructured {
 	t.Helper()
 	mem, err := inMemory()
 	require.NoError(t, err)
-	require.NoError(t, mem.WriteFile("/test/kustomization.yaml", []byte(
-		"resources: [../"+overlay+"]\ncomponents: [../"+component+"]\n")))
+	list := func(paths []string) string {
+		var quoted []string
+		for _, p := range paths {
+			quoted = append(quoted, "../"+p)
+		}
+		return "[" + strings.Join(quoted, ", ") + "]"
+	}
+	kustomization := "resources: " + list(resources) + "\n"
+	if len(components) > 0 {
+		kustomization += "components: " + list(components) + "\n"
+	}
+	require.NoError(t, mem.WriteFile("/test/kustomization.yaml", []byte(kustomization)))
 	objs, err := build(mem, "test")
 	require.NoError(t, err)
 	return objs
@@ -213,9 +245,9 @@ func configFiles(t *testing.T, objs []*unstructured.Unstructured, w workload, c 
 }
 
 // runUntilStarted runs l until dwd logs its start line, then stops it with SIGTERM as the kubelet
-// does and waits for it to exit within grace. A command line or config dwd rejects makes it exit
-// first, with the problem in its output, which the failure shows.
-func runUntilStarted(t *testing.T, l launch, grace time.Duration) {
+// does, waits for it to exit within grace and returns what it logged. A command line or config dwd
+// rejects makes it exit first, with the problem in its output, which the failure shows.
+func runUntilStarted(t *testing.T, l launch, grace time.Duration) string {
 	t.Helper()
 	cmd := exec.Command(l.argv[0], l.argv[1:]...)
 	cmd.Env = l.env
@@ -253,6 +285,7 @@ func runUntilStarted(t *testing.T, l launch, grace time.Duration) {
 		<-exited
 		t.Fatalf("dwd did not stop within the grace period (%s) after SIGTERM:\n%s", grace, out)
 	}
+	return out.String()
 }
 
 func TestEveryContainerStartsWithItsCommandLine(t *testing.T) {
@@ -323,7 +356,7 @@ func TestMetricsAuthComponentWorksWithEveryOverlay(t *testing.T) {
 		{"create", "authorization.k8s.io", "subjectaccessreviews", "", ""}}
 	for _, overlay := range Overlays() {
 		t.Run(overlay, func(t *testing.T) {
-			objs := buildWithComponent(t, overlay, metricsAuth)
+			_, objs := withMetricsAuth(t, overlay)
 			ws := workloads(t, objs)
 			require.Len(t, ws, len(workloads(t, mustBuild(t, overlay))), "the component adds no workload")
 			for _, w := range ws {

@@ -42,7 +42,7 @@ func buildNamespace(name string) string {
 
 // clusterScoped are the kinds of the tree that have no namespace.
 var clusterScoped = map[string]bool{"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true,
-	"FlowSchema": true, "PriorityLevelConfiguration": true}
+	"FlowSchema": true, "PriorityLevelConfiguration": true, "ClusterFilter": true, "ClusterParser": true}
 
 // mustBuild builds a kustomization of the tree for a test.
 func mustBuild(t *testing.T, path string) []*unstructured.Unstructured {

@@ -215,32 +215,13 @@ func TestPrometheusRuleTestsCoverEveryAlert(t *testing.T) {
 }
 
 func TestPrometheusPodMonitorScrapesTheStatefulSetsMetricsPort(t *testing.T) {
-	var pm struct {
-		Kind     string                             `json:"kind"`
-		Metadata struct{ Labels map[string]string } `json:"metadata"`
-		Spec     struct {
-			Selector struct {
-				MatchLabels map[string]string `json:"matchLabels"`
-			} `json:"selector"`
-			PodMetricsEndpoints []struct {
-				Port        string `json:"port"`
-				HonorLabels bool   `json:"honorLabels"`
-				Relabelings []struct {
-					SourceLabels []string `json:"sourceLabels"`
-					TargetLabel  string   `json:"targetLabel"`
-					Replacement  *string  `json:"replacement"`
-				} `json:"relabelings"`
-			} `json:"podMetricsEndpoints"`
-		} `json:"spec"`
-	}
-	data, err := os.ReadFile(podMonitorFile)
-	require.NoError(t, err)
-	require.NoError(t, yaml.Unmarshal(data, &pm))
-	assert.Equal(t, "PodMonitor", pm.Kind)
-	assert.Equal(t, "seed", pm.Metadata.Labels["prometheus"])
+	pms := podMonitors(t, mustBuild(t, "prometheus"))
+	require.Len(t, pms, 1)
+	pm := pms[0]
+	assert.Equal(t, "seed", pm.Labels["prometheus"])
 
 	var sts appsv1.StatefulSet
-	data, err = tree.ReadFile("base/statefulset.yaml")
+	data, err := tree.ReadFile("base/statefulset.yaml")
 	require.NoError(t, err)
 	require.NoError(t, yaml.Unmarshal(data, &sts))
 	for k, v := range pm.Spec.Selector.MatchLabels {
@@ -254,18 +235,19 @@ func TestPrometheusPodMonitorScrapesTheStatefulSetsMetricsPort(t *testing.T) {
 		}
 	}
 	ep := pm.Spec.PodMetricsEndpoints[0]
-	assert.Contains(t, ports, ep.Port)
+	require.NotNil(t, ep.Port)
+	assert.Contains(t, ports, *ep.Port)
 
 	// The label convention the rules and dashboards rely on: every series of a target names its
 	// member (the pod's name) and job dwd; the per-shoot series keep their namespace.
 	assert.True(t, ep.HonorLabels, "honorLabels: the per-shoot series keep the shoot's namespace")
 	relabeled := map[string]string{}
-	for _, r := range ep.Relabelings {
+	for _, r := range ep.RelabelConfigs {
 		switch {
 		case r.Replacement != nil && len(r.SourceLabels) == 0:
 			relabeled[r.TargetLabel] = *r.Replacement
 		case len(r.SourceLabels) == 1 && r.Replacement == nil:
-			relabeled[r.TargetLabel] = "from " + r.SourceLabels[0]
+			relabeled[r.TargetLabel] = "from " + string(r.SourceLabels[0])
 		}
 	}
 	assert.Equal(t, "from __meta_kubernetes_pod_name", relabeled["member"])

@@ -223,13 +223,17 @@ func TestBindingsNameTheOverlaysAccounts(t *testing.T) {
 				require.True(t, accounts[w.template.Spec.ServiceAccountName], "%s runs as an account of the overlay", w.meta.Name)
 				used[w.template.Spec.ServiceAccountName] = true
 			}
+			// The scraper of components/metrics-auth runs no workload: the PodMonitor sends its token.
+			for sa := range scraperAccounts(t, objs) {
+				used[sa] = true
+			}
 			roles := rules(t, objs)
 			for _, b := range bindings(t, objs) {
 				assert.Contains(t, roles, refKey(b.RoleRef, b.Namespace), "%s binds a role of the overlay", b.Name)
 				require.NotEmpty(t, b.Subjects, b.Name)
 				for _, s := range b.Subjects {
 					assert.Equal(t, rbacv1.ServiceAccountKind, s.Kind, b.Name)
-					assert.True(t, used[s.Name], "%s binds %s, the account of a workload", b.Name, s.Name)
+					assert.True(t, used[s.Name], "%s binds %s, the account of a workload or the scraper's", b.Name, s.Name)
 					assert.Equal(t, buildNamespace(name), s.Namespace, "%s binds the account in the overlay's namespace", b.Name)
 				}
 			}
