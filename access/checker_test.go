@@ -196,3 +196,16 @@ func TestRequiredSaysWhatEachModeNeeds(t *testing.T) {
 func keyOf(namespace, name string) client.ObjectKey {
 	return client.ObjectKey{Namespace: namespace, Name: name}
 }
+
+// A shadow (--dry-run) writes nothing to a shoot's control plane: it needs reads and its own Leases,
+// no scale patch, no pod delete, no Event, so that it can run on read-only permissions beside the original.
+func TestADryRunNeedsNoWriteToAShoot(t *testing.T) {
+	for _, p := range Required(Needs{Prober: true, Weeder: true, ShardNamespace: "dwd-shards", DryRun: true}) {
+		if p.Namespace == "dwd-shards" {
+			continue
+		}
+		assert.Contains(t, []string{"get", "list", "watch"}, p.Verb, "%s", p)
+	}
+	reads := Required(Needs{Prober: true, Weeder: true, DryRun: true})
+	assert.Contains(t, reads, Permission{Verb: "list", Resource: "pods", For: "the weeder's windows (weeder/window.go)"})
+}

@@ -54,6 +54,10 @@ type Needs struct {
 	WatchedLeaders         []string
 	// MetricsAuth: the metrics endpoint authenticates and authorizes its callers.
 	MetricsAuth bool
+	// DryRun: the shadow mode (--dry-run) writes nothing to a shoot's control plane, so it needs no
+	// scale patch, no pod delete and no Event: a shadow runs on read-only permissions (and its own
+	// Leases).
+	DryRun bool
 }
 
 // required is the Without of a required permission: none, the replica does not work without it.
@@ -78,17 +82,24 @@ func Required(n Needs) []Permission {
 		for _, kind := range kinds {
 			resource := strings.ToLower(kind) + "s"
 			add("apps", resource, "", "", "the prober's dependent-resource caches (prober.NewDependentCache)", required, "list", "watch")
-			add("apps", resource, "", "", "the scaler's read after a conflict (scaler/request.go)", required, "get")
-			add("apps", resource, "", "", "the scaler's scale writes (scaler.Scaler)", required, "patch")
+			if !n.DryRun {
+				add("apps", resource, "", "", "the scaler's read after a conflict (scaler/request.go)", required, "get")
+				add("apps", resource, "", "", "the scaler's scale writes (scaler.Scaler)", required, "patch")
+			}
 		}
 		add("machine.sapcloud.io", "machines", "", "", "the prober's candidate-node rules (prober/candidates.go)", required, "list", "watch")
 	}
 	if n.Weeder {
 		add("discovery.k8s.io", "endpointslices", "", "", "the weeder's readiness of services (weeder.Setup)", required, "list", "watch")
-		add("", "pods", "", "", "the weeder's windows (weeder/window.go)", required, "list", "watch", "delete")
+		add("", "pods", "", "", "the weeder's windows (weeder/window.go)", required, "list", "watch")
+		if !n.DryRun {
+			add("", "pods", "", "", "the weeder's deletes (weeder/window.go)", required, "delete")
+		}
 	}
-	add("events.k8s.io", "events", "", "", "events.k8s.io/v1 Events on scaled Deployments, weeded Pods, broken Secrets and Clusters, and the replica's Pod (access.Recorder)",
-		"no Event is recorded (the original records none)", "create", "patch")
+	if !n.DryRun {
+		add("events.k8s.io", "events", "", "", "events.k8s.io/v1 Events on scaled Deployments, weeded Pods, broken Secrets and Clusters, and the replica's Pod (access.Recorder)",
+			"no Event is recorded (the original records none)", "create", "patch")
+	}
 	if n.ShardNamespace != "" {
 		add("coordination.k8s.io", "leases", n.ShardNamespace, "", "the sharding group's member and partition Leases (sharding.Runner, leases.Store)", required,
 			"get", "list", "watch", "create", "update", "delete")

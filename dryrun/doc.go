@@ -5,12 +5,14 @@
 // while and compare before switching (docs/operations.md, "Shadow mode").
 //
 // A scale flow decides each step from the state of the resources it reads, so a write that was not
-// sent would be decided again at every probe. Writes therefore keeps what each not-sent patch would have
-// made of its resource (an overlay) and hands it to the reads of that resource for as long as the
-// resource itself has not changed (same resourceVersion): a shoot is "scaled down" once in dry run, as it
-// would be once for real, and "scaled up" once its leases recover. When something else changes the
-// resource (the original scaling it, a rollout), the overlay is dropped and the resource is read as it
-// is. The overlay lives in the process: a shoot handed to another replica is decided afresh there.
+// sent would be decided again at every probe. Writes therefore keeps what the not-sent patches would
+// have made of their resource (an overlay) and hands it to the reads of that resource for as long as the
+// fields they touch (the replicas, dwd's annotations) keep the values they had before them, whatever
+// else changes (the status, a rollout of the pod template): a shoot is "scaled down" once in dry run, as
+// it would be once for real, and "scaled up" once its leases recover. When someone else changes a
+// touched field (the original scaling the resource), the patches would have conflicted: the overlay is
+// dropped and the resource is read as it is. The overlay lives in the process: a shoot handed to another
+// replica is decided afresh there.
 //
 // The replica's own coordination (its member, partition and leader Leases) is written as usual:
 // without it there would be no shard to run in.

@@ -32,11 +32,15 @@ type Writes struct {
 // objectKey names a resource: its Go type, namespace and name.
 type objectKey struct{ kind, namespace, name string }
 
-// overlay is a resource as a not-sent patch would have made it (JSON), while the resource is still at
-// resourceVersion.
+// overlay is what the not-sent patches of one resource would have made of it: their composition
+// (without the resourceVersion precondition), and, for every field they touch (a path of the JSON
+// object), the value the resource itself had there before the first of them ("" when it had none). It
+// holds while the resource still has those values: whatever else changes (its status, a rollout), the
+// patches would still have been applied; once someone else changed a touched field, they would have
+// conflicted, and the resource is read as it is.
 type overlay struct {
-	resourceVersion string
-	data            []byte
+	patch map[string]any
+	base  map[string]string
 }
 
 // New returns a Writes that logs to log, and registers dwd_dry_run_writes_total.
@@ -49,11 +53,11 @@ func keyOf(obj client.Object) objectKey {
 	return objectKey{fmt.Sprintf("%T", obj), obj.GetNamespace(), obj.GetName()}
 }
 
-// Patch records the JSON merge patch that would have been sent for obj (as read, at its
-// resourceVersion) in a flow of direction (DirectionDown or DirectionUp), and sends nothing. obj becomes
-// what the API server would have answered, and later reads of the resource see it (Overlay) until the
-// resource changes. A patch that changes the replicas counts as KindScale in direction, one that changes
-// only annotations as KindAnnotation.
+// Patch records the JSON merge patch that would have been sent for obj (as read, through Overlay) in a
+// flow of direction (DirectionDown or DirectionUp), and sends nothing. obj becomes what the API server
+// would have answered, and later reads of the resource see it (Overlay) while the fields the patches
+// touched keep the values they had. A patch that changes the replicas counts as KindScale in direction,
+// one that changes only annotations as KindAnnotation.
 func (w *Writes) Patch(obj client.Object, patch client.Patch, direction string) error {
 	if patch.Type() != types.MergePatchType {
 		return fmt.Errorf("dry run: a %s patch cannot be recorded, only a JSON merge patch", patch.Type())
@@ -62,70 +66,100 @@ func (w *Writes) Patch(obj client.Object, patch client.Patch, direction string) 
 	if err != nil {
 		return fmt.Errorf("dry run: the patch: %w", err)
 	}
-	before, err := json.Marshal(obj)
+	p, err := patchOf(data)
+	if err != nil {
+		return fmt.Errorf("dry run: the patch: %w", err)
+	}
+	before, err := documentOf(obj)
 	if err != nil {
 		return fmt.Errorf("dry run: the object: %w", err)
 	}
-	after, err := mergePatch(before, data)
-	if err != nil {
-		return fmt.Errorf("dry run: applying the patch: %w", err)
+	from := replicas(before)
+	after := merge(documentCopy(before), p).(map[string]any)
+	to := replicas(after)
+	w.record(keyOf(obj), before, after, p)
+	if err := replace(obj, after); err != nil {
+		return fmt.Errorf("dry run: the patched object: %w", err)
 	}
-	from, to := replicas(before), replicas(after)
 	kind, dir := KindScale, direction
 	if from == to {
 		kind, dir = KindAnnotation, DirectionNone
 	}
-	rv := obj.GetResourceVersion()
-	if err := replace(obj, after); err != nil {
-		return fmt.Errorf("dry run: the patched object: %w", err)
-	}
-	w.mu.Lock()
-	if len(w.overlays) >= maxEntries {
-		clear(w.overlays)
-	}
-	w.overlays[keyOf(obj)] = overlay{resourceVersion: rv, data: after}
-	w.mu.Unlock()
 	w.count(kind, dir, klog.KObj(obj), "object", fmt.Sprintf("%T", obj), "replicas", to, "from", from, "patch", string(data))
 	return nil
 }
 
-// Overlay makes obj, as just read, what the not-sent patches would have made of it, while the resource
-// is still at the resourceVersion they were decided on; an overlay of a resource that changed since is
-// dropped. obj is replaced, not changed in place: a cache may share its maps with it.
+// record adds patch p, decided on before (the resource as read through its overlay), to the resource's
+// overlay. Fields p touches for the first time have their values in before, which the overlay does not
+// change. An overlay that, composed, changes nothing of the resource is dropped.
+func (w *Writes) record(key objectKey, before, after, p map[string]any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	o, ok := w.overlays[key]
+	if !ok {
+		if len(w.overlays) >= maxEntries {
+			clear(w.overlays)
+		}
+		o = overlay{patch: map[string]any{}, base: map[string]string{}}
+	}
+	for _, path := range leaves(p, nil) {
+		if _, seen := o.base[path]; !seen {
+			o.base[path] = valueAt(before, path)
+		}
+	}
+	o.patch = compose(o.patch, p)
+	if holds(o.base, after) {
+		delete(w.overlays, key) // the patches, together, leave the resource as it is
+		return
+	}
+	w.overlays[key] = o
+}
+
+// Overlay makes obj, as just read, what the not-sent patches would have made of it, while the fields
+// they touch still have the values they had before them; an overlay of a resource whose touched fields
+// someone else changed is dropped. obj is replaced, not changed in place: a cache may share its maps
+// with it.
 func (w *Writes) Overlay(obj client.Object) error {
 	key := keyOf(obj)
 	w.mu.Lock()
 	o, ok := w.overlays[key]
-	if ok && o.resourceVersion != obj.GetResourceVersion() {
-		delete(w.overlays, key)
-		ok = false
-	}
 	w.mu.Unlock()
 	if !ok {
 		return nil
 	}
-	return replace(obj, o.data)
+	doc, err := documentOf(obj)
+	if err != nil {
+		return fmt.Errorf("dry run: the object: %w", err)
+	}
+	if !holds(o.base, doc) {
+		w.mu.Lock()
+		delete(w.overlays, key)
+		w.mu.Unlock()
+		return nil
+	}
+	return replace(obj, merge(doc, o.patch).(map[string]any))
 }
 
-// replace sets obj to the object data encodes, from the zero value: nothing of what obj held is
-// written to, nor kept.
-func replace(obj client.Object, data []byte) error {
+// replace sets obj to the object doc holds, from the zero value: nothing of what obj held is written
+// to, nor kept.
+func replace(obj client.Object, doc map[string]any) error {
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
 	v := reflect.ValueOf(obj).Elem()
 	v.Set(reflect.Zero(v.Type()))
 	return json.Unmarshal(data, obj)
 }
 
-// replicas returns spec.replicas of the object data encodes, or -1.
-func replicas(data []byte) int64 {
-	var o struct {
-		Spec struct {
-			Replicas *int64 `json:"replicas"`
-		} `json:"spec"`
-	}
-	if json.Unmarshal(data, &o) != nil || o.Spec.Replicas == nil {
+// replicas returns spec.replicas of doc, or -1.
+func replicas(doc map[string]any) int64 {
+	spec, _ := doc["spec"].(map[string]any)
+	n, ok := spec["replicas"].(float64)
+	if !ok {
 		return -1
 	}
-	return *o.Spec.Replicas
+	return int64(n)
 }
 
 // Once records a write of kind and direction on obj that was not sent, unless one was recorded under key

@@ -32,9 +32,9 @@ func scaleDown(rv string) client.Patch {
 }
 
 // A not-sent scale-down makes the object what the API server would have answered, counts and logs it,
-// and every later read of the unchanged resource sees it; once the resource changed, the read is the
-// resource as it is.
-func TestAPatchNotSentIsWhatLaterReadsSeeUntilTheResourceChanges(t *testing.T) {
+// and every later read of the resource sees it, whatever else changes of it (its status, its
+// resourceVersion), until someone else changes a field the patch touched.
+func TestAPatchNotSentIsWhatLaterReadsSeeUntilATouchedFieldChanges(t *testing.T) {
 	lines := &logtest.Lines{}
 	w := New(lines.Logger(0))
 	down := written(t, KindScale, DirectionDown)
@@ -54,17 +54,40 @@ func TestAPatchNotSentIsWhatLaterReadsSeeUntilTheResourceChanges(t *testing.T) {
 	assert.Equal(t, "2", read.Annotations["dwd/replicas"])
 	assert.Equal(t, map[string]string{"dwd/meltdown": "x", "other": "kept"}, shared, "the cache's map is untouched")
 
-	changed := deployment("6", 2, nil)
-	require.NoError(t, w.Overlay(changed))
-	assert.Equal(t, int32(2), *changed.Spec.Replicas, "the resource changed: read as it is")
-	again := deployment("5", 2, nil)
+	statusChanged := deployment("6", 2, map[string]string{"dwd/meltdown": "x", "other": "changed"})
+	statusChanged.Status.ReadyReplicas = 1
+	require.NoError(t, w.Overlay(statusChanged))
+	assert.Equal(t, int32(0), *statusChanged.Spec.Replicas, "another version, the touched fields unchanged: still what the patch made")
+	assert.Equal(t, "changed", statusChanged.Annotations["other"], "what the patch did not touch is read as it is")
+	assert.Equal(t, int32(1), statusChanged.Status.ReadyReplicas)
+
+	scaledByOthers := deployment("7", 0, map[string]string{"dwd/meltdown": "x", "other": "kept"})
+	require.NoError(t, w.Overlay(scaledByOthers))
+	assert.Empty(t, scaledByOthers.Annotations["dwd/replicas"], "a touched field changed by someone else: read as it is")
+	again := deployment("5", 2, map[string]string{"dwd/meltdown": "x", "other": "kept"})
 	require.NoError(t, w.Overlay(again))
-	assert.Equal(t, int32(2), *again.Spec.Replicas, "the overlay of a changed resource is dropped")
+	assert.Equal(t, int32(2), *again.Spec.Replicas, "and the overlay is dropped")
 
 	other := deployment("5", 2, nil)
 	other.Name = "machine-controller-manager"
 	require.NoError(t, w.Overlay(other))
 	assert.Equal(t, int32(2), *other.Spec.Replicas, "another resource has no overlay")
+}
+
+// A scale-up that undoes a scale-down leaves nothing to overlay: the resource is read as it is.
+func TestPatchesThatUndoEachOtherLeaveNoOverlay(t *testing.T) {
+	w := New(logr.Discard())
+	obj := deployment("5", 2, nil)
+	require.NoError(t, w.Patch(obj, scaleDown("5"), DirectionDown))
+	up := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"resourceVersion":"5","annotations":{"dwd/replicas":null}},"spec":{"replicas":2}}`))
+	require.NoError(t, w.Patch(obj, up, DirectionUp))
+	assert.Equal(t, int32(2), *obj.Spec.Replicas)
+	assert.Empty(t, obj.Annotations)
+	assert.Empty(t, w.overlays, "the two patches together change nothing")
+
+	scaledByOthers := deployment("6", 3, nil)
+	require.NoError(t, w.Overlay(scaledByOthers))
+	assert.Equal(t, int32(3), *scaledByOthers.Spec.Replicas)
 }
 
 func TestAPatchOfAnnotationsOnlyCountsAsAnnotation(t *testing.T) {

@@ -31,7 +31,7 @@ import (
 
 // Needs says what a replica of opts runs, for the permissions it checks.
 func (o Options) Needs() access.Needs {
-	n := access.Needs{Prober: o.ProberConfig != nil, Weeder: o.WeederConfig != nil, MetricsAuth: o.Servers.MetricsSecure}
+	n := access.Needs{Prober: o.ProberConfig != nil, Weeder: o.WeederConfig != nil, MetricsAuth: o.Servers.MetricsSecure, DryRun: o.DryRun}
 	if o.ProberConfig != nil {
 		for _, info := range o.ProberConfig.DependentResourceInfos {
 			if !slices.Contains(n.ScaledKinds, info.Ref.Kind) {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,18 +45,42 @@ func renewLeaderLease(t *testing.T, ns string) (release func()) {
 	return func() { close(stop); <-done }
 }
 
-// A shadow group (--dry-run) runs beside anything: it takes its share while the original's leader
-// lease is held, and a group that acts never defers to it, though the shadow was there first.
+// readOnlyUser grants user reads of what the prober caches, seed-wide, and every verb on Leases in ns
+// only: no write to a shoot's control plane. It returns a kubeconfig that impersonates user.
+func readOnlyUser(t *testing.T, ns, user string) string {
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"extensions.gardener.cloud"}, Resources: []string{"clusters"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"list", "watch"}},
+		{APIGroups: []string{"machine.sapcloud.io"}, Resources: []string{"machines"}, Verbs: []string{"list", "watch"}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: user},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}}}
+	for _, obj := range []client.Object{role, binding} {
+		require.NoError(t, env.Client.Create(ctx, obj))
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), obj) })
+	}
+	env.UserWithRole(t, ns, user, []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
+		Verbs: []string{"get", "list", "watch", "create", "update", "delete"}}})
+	return kubeconfigAs(t, user)
+}
+
+// A shadow group (--dry-run) runs on read-only permissions, beside anything: it takes its share and is
+// ready while the original's leader lease is held, and a group that acts never defers to it, though the
+// shadow was there first.
 func TestADryRunGroupRunsBesideTheOriginalAndNoGroupDefersToIt(t *testing.T) {
 	env.Require(t)
 	ns := env.Namespace(t)
 	release := renewLeaderLease(t, ns)
 	shadow := startReplica(t, "run", "--prober-config=testdata/prober.yaml", "--member-name=shadow-0", "--dry-run",
-		"--shard-namespace="+ns, "--leader-election-namespace="+ns)
-	require.Eventually(t, func() bool {
-		return heldPartitions(t, ns, "dwd-prober"+config.DryRunGroupSuffix, "shadow-0") == config.DefaultPartitionCount
-	},
+		"--shard-namespace="+ns, "--leader-election-namespace="+ns, "--kubeconfig="+readOnlyUser(t, ns, "shadow-"+ns))
+	shadowGroup := "dwd-prober" + config.DryRunGroupSuffix
+	require.Eventually(t, func() bool { return heldPartitions(t, ns, shadowGroup, "shadow-0") == config.DefaultPartitionCount },
 		30*time.Second, 100*time.Millisecond, "the shadow takes its share beside the original's leader")
+	require.Eventually(t, func() bool { return httpOK("http://" + shadow.healthAddr + "/readyz") }, 30*time.Second, 100*time.Millisecond,
+		"ready on read-only permissions")
 	release()
 
 	r := startReplica(t, "run", "--prober-config=testdata/prober.yaml", "--member-name=dwd-0",
