@@ -66,35 +66,17 @@ const required = ""
 // Required returns every permission a replica with needs uses on the seed, each once.
 func Required(n Needs) []Permission {
 	var out []Permission
-	add := func(group, resource, namespace, name, why string, without string, verbs ...string) {
+	var add adder = func(group, resource, namespace, name, why string, without string, verbs ...string) {
 		for _, v := range verbs {
 			out = append(out, Permission{Verb: v, Group: group, Resource: resource, Namespace: namespace, Name: name, For: why,
 				Optional: without != "", Without: without})
 		}
 	}
 	if n.Prober {
-		add("extensions.gardener.cloud", "clusters", "", "", "the prober's Cluster cache (prober.Setup)", required, "list", "watch")
-		add("", "secrets", "", "", "the prober's cache of shoot kubeconfig Secrets (prober.CacheOptions)", required, "list", "watch")
-		kinds := n.ScaledKinds
-		if len(kinds) == 0 {
-			kinds = []string{"Deployment"}
-		}
-		for _, kind := range kinds {
-			resource := strings.ToLower(kind) + "s"
-			add("apps", resource, "", "", "the prober's dependent-resource caches (prober.NewDependentCache)", required, "list", "watch")
-			if !n.DryRun {
-				add("apps", resource, "", "", "the scaler's read after a conflict (scaler/request.go)", required, "get")
-				add("apps", resource, "", "", "the scaler's scale writes (scaler.Scaler)", required, "patch")
-			}
-		}
-		add("machine.sapcloud.io", "machines", "", "", "the prober's candidate-node rules (prober/candidates.go)", required, "list", "watch")
+		proberNeeds(n, add)
 	}
 	if n.Weeder {
-		add("discovery.k8s.io", "endpointslices", "", "", "the weeder's readiness of services (weeder.Setup)", required, "list", "watch")
-		add("", "pods", "", "", "the weeder's windows (weeder/window.go)", required, "list", "watch")
-		if !n.DryRun {
-			add("", "pods", "", "", "the weeder's deletes (weeder/window.go)", required, "delete")
-		}
+		weederNeeds(n, add)
 	}
 	if !n.DryRun {
 		add("events.k8s.io", "events", "", "", "events.k8s.io/v1 Events on scaled Deployments, weeded Pods, broken Secrets and Clusters, and the replica's Pod (access.Recorder)",
@@ -128,6 +110,37 @@ func Required(n Needs) []Permission {
 		add("authorization.k8s.io", "subjectaccessreviews", "", "", "--metrics-secure: authorizing a metrics scrape", required, "create")
 	}
 	return unique(out)
+}
+
+// adder adds a permission for each of verbs.
+type adder func(group, resource, namespace, name, why string, without string, verbs ...string)
+
+// proberNeeds adds what the prober uses: its caches, and its scale writes unless in dry run.
+func proberNeeds(n Needs, add adder) {
+	add("extensions.gardener.cloud", "clusters", "", "", "the prober's Cluster cache (prober.Setup)", required, "list", "watch")
+	add("", "secrets", "", "", "the prober's cache of shoot kubeconfig Secrets (prober.CacheOptions)", required, "list", "watch")
+	kinds := n.ScaledKinds
+	if len(kinds) == 0 {
+		kinds = []string{"Deployment"}
+	}
+	for _, kind := range kinds {
+		resource := strings.ToLower(kind) + "s"
+		add("apps", resource, "", "", "the prober's dependent-resource caches (prober.NewDependentCache)", required, "list", "watch")
+		if !n.DryRun {
+			add("apps", resource, "", "", "the scaler's read after a conflict (scaler/request.go)", required, "get")
+			add("apps", resource, "", "", "the scaler's scale writes (scaler.Scaler)", required, "patch")
+		}
+	}
+	add("machine.sapcloud.io", "machines", "", "", "the prober's candidate-node rules (prober/candidates.go)", required, "list", "watch")
+}
+
+// weederNeeds adds what the weeder uses: its caches and watches, and its pod deletes unless in dry run.
+func weederNeeds(n Needs, add adder) {
+	add("discovery.k8s.io", "endpointslices", "", "", "the weeder's readiness of services (weeder.Setup)", required, "list", "watch")
+	add("", "pods", "", "", "the weeder's windows (weeder/window.go)", required, "list", "watch")
+	if !n.DryRun {
+		add("", "pods", "", "", "the weeder's deletes (weeder/window.go)", required, "delete")
+	}
 }
 
 // unique drops the repeats of a permission that two needs share (creating Leases, for sharding
