@@ -175,7 +175,9 @@ func (w *Writes) Once(key, kind, direction string, obj klog.KMetadata, keysAndVa
 		w.once[key] = struct{}{}
 	}
 	w.mu.Unlock()
-	if !seen {
+	if seen {
+		w.log.V(1).Info("Dry run: counted before", "key", key, "target", klog.KObj(obj))
+	} else {
 		w.count(kind, direction, klog.KObj(obj), keysAndValues...)
 	}
 	return !seen

@@ -35,8 +35,10 @@ type Explanation struct {
 	Shoot string    `json:"shoot"`
 	Time  time.Time `json:"time"`
 	// Probed is whether the shoot's probe runs: a Cluster that no rule stops, a kubeconfig Secret, and
-	// a live owner in the prober's group. NotProbed says why not, in words.
+	// a live owner in the prober's group. NotProbed says why not, in words. Unknown is set when a part it
+	// rests on could not be read: Probed is false then, and NotProbed names the part.
 	Probed    bool   `json:"probed"`
+	Unknown   bool   `json:"unknown,omitempty"`
 	NotProbed string `json:"notProbed,omitempty"`
 	Cluster   Part   `json:"cluster"`
 	// Lifecycle is the rule that stops the probe, as dwd_shoots_not_probed's reason label; "" for none.
@@ -101,31 +103,32 @@ func Explain(ctx context.Context, c client.Reader, opts Options) (*Explanation, 
 	}
 	e.readDependents(ctx, c, opts.Prober.DependentResourceInfos)
 	e.readEvents(ctx, c, opts.Events)
-	e.NotProbed = e.whyNotProbed()
+	e.NotProbed, e.Unknown = e.whyNotProbed()
 	e.Probed = e.NotProbed == ""
 	return e, nil
 }
 
-// whyNotProbed says why the shoot's probe does not run, from the parts read; "" when it runs.
-func (e *Explanation) whyNotProbed() string {
+// whyNotProbed says why the shoot's probe does not run, from the parts read, "" when it runs, and
+// whether that is unknown: a part could not be read.
+func (e *Explanation) whyNotProbed() (reason string, unknown bool) {
 	switch {
 	case e.Cluster.Error != "":
-		return "the Cluster could not be read: " + e.Cluster.Error
+		return "unknown: the Cluster could not be read: " + e.Cluster.Error, true
 	case e.Cluster.Detail != "":
-		return e.Cluster.Detail
+		return e.Cluster.Detail, false
 	case e.KubeconfigSecret.Error != "":
-		return "the kubeconfig Secret could not be read: " + e.KubeconfigSecret.Error
+		return "unknown: the kubeconfig Secret could not be read: " + e.KubeconfigSecret.Error, true
 	case !e.KubeconfigSecret.Exists:
-		return fmt.Sprintf("the kubeconfig Secret %s is missing: the shoot is unprotected", e.KubeconfigSecret.Name)
+		return fmt.Sprintf("the kubeconfig Secret %s is missing: the shoot is unprotected", e.KubeconfigSecret.Name), false
 	}
 	prober := e.Owners[0]
 	switch {
 	case prober.Error != "":
-		return fmt.Sprintf("the owner in group %s could not be told: %s", prober.Group, prober.Error)
+		return fmt.Sprintf("unknown: the owner in group %s could not be told: %s", prober.Group, prober.Error), true
 	case !prober.Owned && prober.Leader != "":
-		return fmt.Sprintf("no live leader holds the leader lease %s", prober.Leader)
+		return fmt.Sprintf("no live leader holds the leader lease %s", prober.Leader), false
 	case !prober.Owned:
-		return fmt.Sprintf("no live member of group %s holds partition %d", prober.Group, prober.Partition)
+		return fmt.Sprintf("no live member of group %s holds partition %d", prober.Group, prober.Partition), false
 	}
-	return ""
+	return "", false
 }

@@ -84,10 +84,13 @@ func readOwner(ctx context.Context, c client.Reader, opts Options, group string,
 		return Owner{ShootOwnership: sharding.ShootOwnership{Shoot: opts.Shoot, Group: group, Partition: -1},
 			Error: readError("list on leases.coordination.k8s.io in "+opts.ShardNamespace, err)}
 	}
-	if len(list.Items) > 0 {
-		return Owner{ShootOwnership: sharding.BuildReport(group, list.Items, clusters, opts.Now).Ownership(opts.Shoot, clusters)}
+	// A live leader of the original's mode acts on every shoot, and the group's members defer to it
+	// (during a cut-over, or after a rollback that left the group's Leases): it is the owner then.
+	leader := leaderOwner(ctx, c, opts, group, cluster)
+	if len(list.Items) == 0 || leader.HolderState == sharding.MemberLive {
+		return leader
 	}
-	return leaderOwner(ctx, c, opts, group, cluster)
+	return Owner{ShootOwnership: sharding.BuildReport(group, list.Items, clusters, opts.Now).Ownership(opts.Shoot, clusters)}
 }
 
 // leaderOwner tells who acts on the shoot for group in the original's mode: the holder of its leader
@@ -176,7 +179,7 @@ func (e *Explanation) readEvents(ctx context.Context, c client.Reader, limit int
 		e.Events = append(e.Events, out)
 	}
 	slices.SortStableFunc(e.Events, func(a, b Event) int { return b.Time.Compare(a.Time) })
-	if len(e.Events) > limit {
+	if limit = max(limit, 0); len(e.Events) > limit {
 		e.Events = e.Events[:limit]
 	}
 }

@@ -16,7 +16,7 @@ import (
 func (e *Explanation) WriteTable(out io.Writer) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(w, "Shoot\t%s\n", e.Shoot)
-	fmt.Fprintf(w, "Probed\t%s\n", yesNo(e.Probed, "yes", "no: "+e.NotProbed))
+	fmt.Fprintf(w, "Probed\t%s\n", probed(e))
 	fmt.Fprintf(w, "Cluster\t%s\n", part(e.Cluster, "present", "missing"))
 	fmt.Fprintf(w, "Kubeconfig\tSecret %s: %s\n", e.KubeconfigSecret.Name, part(e.KubeconfigSecret, "present", "missing"))
 	for _, o := range e.Owners {
@@ -59,6 +59,17 @@ func (e *Explanation) writeEvents(out io.Writer) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", age(e.Time.Sub(ev.Time)), ev.Type, ev.Reason, ev.Regarding, note)
 	}
 	return w.Flush()
+}
+
+// probed words whether the shoot is probed: yes, no with why, or unknown with what could not be read.
+func probed(e *Explanation) string {
+	switch {
+	case e.Probed:
+		return "yes"
+	case e.Unknown:
+		return e.NotProbed
+	}
+	return "no: " + e.NotProbed
 }
 
 func yesNo(b bool, yes, no string) string {

@@ -55,6 +55,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (*Replica, error) 
 	if opts.LeaderOnly && !opts.LeaderElection.Enabled {
 		return nil, errors.New("the original's mode (LeaderOnly) needs leader election")
 	}
+	if opts.DryRun && opts.LeaderElection.Enabled {
+		return nil, errors.New("a replica in dry run must not take the original's leader lease (LeaderElection)")
+	}
 	if opts.Log.GetSink() == nil {
 		opts.Log = ctrl.Log
 	}

@@ -67,3 +67,19 @@ func TestAMemberRecordsItsEventsOnItsPodAndNoneOutsideOne(t *testing.T) {
 		"the message is the note, never a format")
 	assert.Equal(t, []string{"dependency-watchdog-sharding"}, mgr.names)
 }
+
+// A replica in dry run never takes the original's leader lease: with it, it would stop the original.
+func TestADryRunReplicaRefusesLeaderElection(t *testing.T) {
+	_, err := New(t.Context(), &rest.Config{Host: "https://127.0.0.1:1"}, Options{ProberConfig: &config.ProberConfig{},
+		DryRun: true, LeaderElection: LeaderElection{Enabled: true}})
+	assert.ErrorContains(t, err, "must not take the original's leader lease")
+}
+
+// A shadow's members advertise dry run and join a group of their own.
+func TestADryRunReplicasGroupIsItsOwn(t *testing.T) {
+	s := Options{DryRun: true}.ShardingFor(RoleWeeder)
+	assert.Equal(t, "dwd-weeder-dry-run", s.GroupName)
+	assert.True(t, s.DryRun)
+	assert.Equal(t, Options{DryRun: true, Sharding: config.Sharding{GroupName: "g"}}.ShardingFor(RoleProber).GroupName, "g-dry-run")
+	assert.True(t, Options{DryRun: true}.Needs().DryRun)
+}

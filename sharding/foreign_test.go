@@ -15,6 +15,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
 )
@@ -238,4 +239,15 @@ func TestAMemberDefersToALeaderOfTheOriginalsMode(t *testing.T) {
 	leaders.set(leaderLease("", clk.Now(), "4"))
 	reconcile(t, c)
 	assert.Len(t, c.Held(), 7, "released by the leader: gone at once")
+}
+
+// A shadow advertises its roles so that no member, of this version or of one that knows no dry run,
+// finds a role of its own there: an older acting group does not defer to a senior shadow either.
+func TestAShadowsRolesOverlapNoActingMembers(t *testing.T) {
+	ring := RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}
+	shadow := memberSettings(ring, config.Sharding{Roles: []string{"prober", "weeder"}, DryRun: true})
+	assert.Equal(t, []string{"dry-run.prober", "dry-run.weeder"}, rolesOf(shadow))
+	assert.False(t, overlap([]string{"prober"}, rolesOf(shadow)), "the role check of a dwd without the dry-run field")
+	assert.True(t, dryRun(shadow))
+	assert.False(t, dryRun(memberSettings(ring, config.Sharding{Roles: []string{"prober"}})))
 }

@@ -121,12 +121,18 @@ func (o RunnerOptions) defaulted() RunnerOptions {
 	return o
 }
 
-// memberSettings are the settings a member of s advertises.
+// memberSettings are the settings a member of s advertises. A member in dry run advertises its roles
+// as dry-run.<role>: a dwd from before the dry run, which knows no dry-run field, then finds no role of
+// its own there, and does not defer to the shadow either.
 func memberSettings(ring RingConfig, s config.Sharding) string {
-	if s.DryRun {
-		return WithDryRun(Settings(ring, s.Roles))
+	if !s.DryRun {
+		return Settings(ring, s.Roles)
 	}
-	return Settings(ring, s.Roles)
+	roles := make([]string, 0, len(s.Roles))
+	for _, r := range s.Roles {
+		roles = append(roles, DryRunRolePrefix+r)
+	}
+	return WithDryRun(Settings(ring, roles))
 }
 
 // NewRunner prepares the sharding of one replica.

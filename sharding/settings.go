@@ -22,6 +22,9 @@ func Settings(ring RingConfig, roles []string) string {
 // group defers to it (see incumbents). Settings without it run as ever.
 const DryRunSetting = "dry-run=true"
 
+// DryRunRolePrefix starts each role a member in dry run advertises (memberSettings).
+const DryRunRolePrefix = "dry-run."
+
 // WithDryRun returns settings as a member in dry run advertises them.
 func WithDryRun(settings string) string { return settings + "," + DryRunSetting }
 

@@ -58,8 +58,8 @@ func (e *Environment) StartAPIServer() error {
 // cores.
 const controlPlaneStartTimeout = 90 * time.Second
 
-// killByCertDir kills the kube-apiserver process whose command line names certDir, and waits until
-// it is gone. envtest does not expose the process.
+// killByCertDir sends SIGKILL to the kube-apiserver process whose command line names certDir (its
+// process is reaped by envtest's Stop, which StopAPIServer calls next). envtest does not expose it.
 func killByCertDir(certDir string) error {
 	procs, err := procfs.AllProcs()
 	if err != nil {

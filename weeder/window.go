@@ -169,7 +169,9 @@ func (m *Manager) tryDelete(ctx context.Context, key ServiceKey, pod *corev1.Pod
 	}
 	defer cancel()
 	if m.DryRun != nil {
-		m.DryRun.Once("pod/"+string(pod.UID), dryrun.KindPodDelete, dryrun.DirectionNone, pod, "service", key.Service)
+		if m.DryRun.Once("pod/"+string(pod.UID), dryrun.KindPodDelete, dryrun.DirectionNone, pod, "service", key.Service) {
+			m.deletedEvent(pod, key) // the Recorder of a dry run records none, and counts it
+		}
 		return false
 	}
 	err = m.delete(guarded, pod)
@@ -221,16 +223,21 @@ func observed(pod *corev1.Pod) *metav1.Preconditions {
 	return preconditions
 }
 
+// deletedEvent records the Event of pod's delete, when there is a Recorder.
+func (m *Manager) deletedEvent(pod *corev1.Pod, key ServiceKey) {
+	if m.Recorder != nil {
+		m.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, "CrashLoopingPodDeleted", EventAction,
+			"Deleted: stuck in CrashLoopBackOff while its dependency, service %s, is ready again", key.Service)
+	}
+}
+
 // deleted reports the outcome of pod's delete, sent under guarded (derived from ctx).
 func (m *Manager) deleted(ctx, guarded context.Context, key ServiceKey, pod *corev1.Pod, err error) {
 	switch {
 	case err == nil:
 		podsDeleted.WithLabelValues(key.Service).Inc()
 		m.Log.Info("Deleted pod stuck in CrashLoopBackOff", "pod", klog.KObj(pod), "service", key.Service)
-		if m.Recorder != nil {
-			m.Recorder.Eventf(pod, nil, corev1.EventTypeNormal, "CrashLoopingPodDeleted", EventAction,
-				"Deleted: stuck in CrashLoopBackOff while its dependency, service %s, is ready again", key.Service)
-		}
+		m.deletedEvent(pod, key)
 	case apierrors.IsConflict(err):
 		// Replaced (another UID) or changed since observed; its next change comes through the watch.
 		deleteConflicts.WithLabelValues(key.Service).Inc()

@@ -114,3 +114,11 @@ func TestADryRunGroupIsAGroupOfItsOwn(t *testing.T) {
 	o.sharding.GroupName = "shadow-dry-run"
 	assert.Equal(t, "shadow-dry-run", o.shardingFor("prober").GroupName)
 }
+
+// A group named as a shadow's is a shadow's: a replica that acts may not join it.
+func TestAnActingReplicaRefusesAShadowsGroup(t *testing.T) {
+	code, _, stderr := run(context.Background(), "run", "--prober-config=testdata/prober.yaml", "--member-name=dwd-0",
+		"--shard-namespace=garden", "--shard-group=x-dry-run")
+	assert.Equal(t, 1, code)
+	assert.Contains(t, stderr, "a replica that acts must not join it")
+}

@@ -59,7 +59,8 @@ It reads the Cluster, the kubeconfig Secret's metadata (never its data), the gro
 --shard-namespace, the leader leases in --leader-election-namespace, the dependents and the namespace's
 events.k8s.io Events. A part it may not read is shown as such; the rest is still shown.
 
--o json prints the same report as one object: shoot, time, probed, notProbed, cluster, lifecycle,
+-o json prints the same report as one object: shoot, time, probed, unknown (a part it rests on could
+not be read), notProbed, cluster, lifecycle,
 kubeconfigSecret, owners[] (the fields of dwd shards --shoot -o json, plus leaderLease and error),
 dependents[] (kind, name, exists, optional, replicas, readyReplicas, annotations, error), scaledDown,
 events[] (time, type, reason, regarding, note, count), eventsError.
@@ -91,6 +92,9 @@ The binary answers as kubectl-dwd too: put it on the PATH under that name and ru
 func (o *options) runExplain(ctx context.Context, out io.Writer, f explainFlags, shoot string) error {
 	if f.output != "table" && f.output != "json" {
 		return fmt.Errorf("-o %q: must be table or json", f.output)
+	}
+	if f.events < 0 {
+		return fmt.Errorf("--events %d: must be 0 or more", f.events)
 	}
 	cfg, err := explainProberConfig(f.proberConfig)
 	if err != nil {

@@ -342,6 +342,10 @@ func (o *options) validate(roles []replica.Role) field.ErrorList {
 		errs = append(errs, field.Invalid(field.NewPath("--concurrent-reconciles"), o.concurrentReconciles, "must be at least 1"))
 	}
 	errs = append(errs, validateLeaderElection(o.leaderElection)...)
+	if !o.dryRun && strings.HasSuffix(o.sharding.GroupName, config.DryRunGroupSuffix) {
+		errs = append(errs, field.Invalid(field.NewPath("--shard-group"), o.sharding.GroupName,
+			"a group whose name ends in "+config.DryRunGroupSuffix+" is a shadow's (--dry-run): a replica that acts must not join it"))
+	}
 	if o.dryRun && o.leaderElection.Enabled {
 		errs = append(errs, field.Invalid(field.NewPath("--enable-leader-election"), true,
 			"--dry-run runs as a sharded group of its own beside the original: it must not take the original's leader lease, which would stop the original while the shadow acts on nothing; leave --enable-leader-election out"))

@@ -100,10 +100,10 @@ func (o *options) runShards(ctx context.Context, out io.Writer, output, shoot st
 	}
 	report := sharding.BuildReport(group, list, clusters, time.Now())
 	report.Namespace = ns
-	report.Warnings = replicaWarnings(ctx, cfg, ns)
 	if shoot != "" {
 		return printOwnership(out, output, report.Ownership(shoot, clusters))
 	}
+	report.Warnings = replicaWarnings(ctx, cfg, ns)
 	if output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -161,7 +161,9 @@ func replicaWarnings(ctx context.Context, cfg *rest.Config, ns string) []string 
 	var warnings []string
 	for _, s := range list.Items {
 		want, ok := s.Annotations[HAReplicasAnnotation]
-		if !ok || s.Spec.Replicas == nil || want == fmt.Sprint(*s.Spec.Replicas) {
+		// The webhook leaves a StatefulSet scaled to 0 alone (the way to stop a group, or to change its
+		// ring settings).
+		if !ok || s.Spec.Replicas == nil || *s.Spec.Replicas == 0 || want == fmt.Sprint(*s.Spec.Replicas) {
 			continue
 		}
 		warnings = append(warnings, fmt.Sprintf("StatefulSet %s has spec.replicas %d but %s=%q: Gardener's resource manager sets spec.replicas from the annotation at the next update of the StatefulSet, so a kubectl scale is undone; change the annotation (docs/operations.md, \"Scaling out and in\")",
