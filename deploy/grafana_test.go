@@ -491,7 +491,8 @@ var dashboardTopics = map[string][]string{
 		"process_cpu_seconds_total", "process_resident_memory_bytes", "dwd_shoot_expired_lease_ratio",
 		"dwd_shoot_last_successful_probe_timestamp_seconds", "go_gc_gomemlimit_bytes", "process_start_time_seconds"},
 	shootFile: {"dwd_shoot_scaled_down", "dwd_shoot_last_successful_probe_timestamp_seconds", "dwd_shoot_expired_lease_ratio",
-		"dwd_shoot_clock_offset_seconds", "dwd_prober_probe_interval_seconds", "dwd_probe_lag_seconds_bucket", "dwd_probes_total"},
+		"dwd_shoot_clock_offset_seconds", "dwd_prober_probe_interval_seconds", "dwd_probe_lag_seconds_bucket", "dwd_probes_total",
+		alertsMetric},
 }
 
 // missingTopics returns the metrics of topics that no query of queries selects.
