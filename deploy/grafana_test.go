@@ -630,7 +630,7 @@ func TestGrafanaDashboardQueriesOfTheTree(t *testing.T) {
 var rareCounters = []string{"dwd_sharding_rebalances_total", "dwd_scale_operations_total", "dwd_weeder_pods_deleted_total",
 	"dwd_weeder_pod_delete_failures_total", "dwd_weeder_pod_delete_conflicts_total", "dwd_weeder_windows_opened_total",
 	"dwd_sharding_self_fencing_total", "dwd_sharding_fence_overruns_total", "dwd_sharding_step_downs_total",
-	"dwd_sharding_foreign_writes_total", "dwd_sharding_lease_renew_failures_total"}
+	"dwd_sharding_foreign_writes_total", "dwd_sharding_lease_renew_failures_total", "dwd_sharding_write_refusals_total"}
 
 var (
 	// rebalancesCounted is how a change of the live member set is counted once, every member seeing it:
