@@ -26,6 +26,14 @@ export KUBEBUILDER_ASSETS := $(BIN)
 PROMTOOL ?= $(or $(shell command -v promtool 2>/dev/null),$(BIN)/promtool)
 PROMETHEUS ?= $(or $(shell command -v prometheus 2>/dev/null),$(BIN)/prometheus)
 
+# make test-dashboards draws the dashboards in Debian's Chromium (installed with apt-get when missing),
+# driven by npm's playwright-core at a pinned version in bin/dashview (installed with its scripts off:
+# no tool downloads a browser of its own). Not part of make test.
+CHROMIUM ?= $(or $(shell command -v chromium 2>/dev/null),/usr/bin/chromium)
+PLAYWRIGHT_CORE_VERSION := 1.64.1
+DASHVIEW_MODULES := $(BIN)/dashview/node_modules
+PLAYWRIGHT_CORE_STAMP := $(BIN)/dashview/.playwright-core-$(PLAYWRIGHT_CORE_VERSION)
+
 # Every fuzz target, as package:Target; make fuzz runs each for FUZZTIME. make test runs their seed
 # corpora as tests (go test does) and checks that the list is complete, but does not fuzz: fuzzing
 # compiles the whole dependency graph once more, with coverage instrumentation (about 6 minutes of a
@@ -148,8 +156,24 @@ test-rules: $(PROMTOOL) ## Check the alert rules and run their promtool unit tes
 	$(PROMTOOL) test rules deploy/prometheus/rules_test.yaml
 
 .PHONY: test-dashboards
-test-dashboards: tools $(PROMETHEUS) ## Prometheus on loopback scrapes three dwd replicas: every dashboard and alert expression returns data, a kill fires an alert.
-	DWD_PROMETHEUS=$(PROMETHEUS) $(GO) test -race -vet=off -count=1 -run='^TestDashboards$$' -v ./test/e2e
+test-dashboards: tools $(PROMETHEUS) $(CHROMIUM) $(PLAYWRIGHT_CORE_STAMP) ## Prometheus on loopback scrapes three dwd replicas: every dashboard and alert expression returns data, a kill fires an alert, Chromium draws each dashboard into bin/dashboards/*.png.
+	DWD_PROMETHEUS=$(PROMETHEUS) DWD_CHROMIUM=$(CHROMIUM) DWD_DASHVIEW_NODE_MODULES=$(DASHVIEW_MODULES) \
+		DWD_DASHBOARD_PNGS=$(BIN)/dashboards $(GO) test -race -vet=off -count=1 -p 1 \
+		-run='^(TestDashboards|TestRenderReportsWhatThePanelsShow)$$' -v ./test/dashview ./test/e2e
+
+$(CHROMIUM):
+	@if ! command -v apt-get >/dev/null; then \
+		echo "$@ is missing: no apt-get here; install Chromium or set CHROMIUM" >&2; exit 1; fi
+	@if [ "$$(id -u)" != 0 ]; then \
+		echo "$@ is missing: run as root to install Debian's chromium package, or set CHROMIUM" >&2; exit 1; fi
+	apt-get install -y -qq --no-install-recommends chromium || { apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium; }
+
+$(PLAYWRIGHT_CORE_STAMP):
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js and npm" >&2; exit 1; }
+	rm -rf $(BIN)/dashview && mkdir -p $(BIN)/dashview
+	PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --prefix $(BIN)/dashview --no-audit --no-fund --ignore-scripts \
+		playwright-core@$(PLAYWRIGHT_CORE_VERSION)
+	touch $@
 
 DURATION ?= 30m
 

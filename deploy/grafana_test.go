@@ -21,17 +21,30 @@ const (
 	dashboardsDir = "grafana"
 	overviewFile  = "dwd-overview.json"
 	shardFile     = "dwd-shard.json"
+	shootFile     = "dwd-shoot.json"
 	// dashboardDatasource is the datasource of every panel and target: the datasource variable, in the
 	// string form Grafana 7.5 (Plutono) reads and current Grafana migrates.
 	dashboardDatasource = "${datasource}"
 	// shardFilter is how an expression selects the shards of the shard variable.
 	shardFilter = `member=~"$shard"`
+	// shootFilter is how an expression of the per-shoot dashboard selects its shoot.
+	shootFilter = `namespace="$shoot"`
+	// seedDatasource is the data source Gardener's seed Plutono names the Prometheus that scrapes dwd
+	// (gardener/gardener pkg/component/observability/plutono); its default data source is another.
+	seedDatasource = "prometheus-seed"
+	// alertsMetric is Prometheus' own series of the pending and firing alerts.
+	alertsMetric = "ALERTS"
 )
+
+// dashboardFilter is the selector every expression of a dashboard carries: the shards of the shard
+// variable, or on the per-shoot dashboard the shoot.
+var dashboardFilter = map[string]string{overviewFile: shardFilter, shardFile: shardFilter, shootFile: shootFilter}
 
 // dashboardIdentity is the title and uid each dashboard file must have.
 var dashboardIdentity = map[string]struct{ title, uid string }{
 	overviewFile: {"dwd / overview", "dwd-overview"},
 	shardFile:    {"dwd / shard", "dwd-shard"},
+	shootFile:    {"dwd / shoot", "dwd-shoot"},
 }
 
 // dashboardPanelTypes are the panel types both Plutono (Grafana 7.5) and current Grafana render.
@@ -49,6 +62,20 @@ type testDashboard struct {
 	Templating    struct {
 		List []testVariable `json:"list"`
 	} `json:"templating"`
+	Annotations struct {
+		List []testAnnotation `json:"list"`
+	} `json:"annotations"`
+}
+
+// testAnnotation is an annotation of a dashboard: Grafana's built-in one, or a Prometheus query.
+type testAnnotation struct {
+	BuiltIn     int    `json:"builtIn"`
+	Name        string `json:"name"`
+	Datasource  any    `json:"datasource"`
+	Expr        string `json:"expr"`
+	Step        string `json:"step"`
+	TitleFormat string `json:"titleFormat"`
+	Enable      bool   `json:"enable"`
 }
 
 type testPanel struct {
@@ -78,6 +105,9 @@ type testVariable struct {
 	Datasource any    `json:"datasource"`
 	Query      any    `json:"query"`
 	Multi      bool   `json:"multi"`
+	Current    struct {
+		Value any `json:"value"`
+	} `json:"current"`
 	IncludeAll bool   `json:"includeAll"`
 	AllValue   string `json:"allValue"`
 }
@@ -136,7 +166,32 @@ func dashboardProblems(name string, data []byte, exported []string) []string {
 		}
 		problems = append(problems, panelProblems(name, where, p, vars, exported)...)
 	}
+	for _, a := range d.Annotations.List {
+		problems = append(problems, annotationProblems(name, a, vars, exported)...)
+	}
 	return problems
+}
+
+// annotationProblems lists what is wrong with one annotation: a query annotation reads the datasource
+// variable at a step, titles its marks, and keeps to the expression conventions of the panels.
+func annotationProblems(name string, a testAnnotation, vars map[string]bool, exported []string) []string {
+	if a.BuiltIn == 1 {
+		return nil
+	}
+	var problems []string
+	add := func(format string, args ...any) {
+		problems = append(problems, fmt.Sprintf("%s: annotation %q: ", name, a.Name)+fmt.Sprintf(format, args...))
+	}
+	if a.Datasource != dashboardDatasource {
+		add("datasource %v, want %q", a.Datasource, dashboardDatasource)
+	}
+	if strings.TrimSpace(a.Expr) == "" || a.Step == "" || a.TitleFormat == "" || !a.Enable {
+		add("needs an expr, a step and a titleFormat, and to be enabled")
+	}
+	for _, problem := range exprProblems(a.Expr, exported, dashboardFilter[name]) {
+		add("%s", problem)
+	}
+	return append(problems, unknownVariables(name, "annotation "+a.Name, a.Expr, vars)...)
 }
 
 // panelProblems lists what is wrong with one panel.
@@ -179,7 +234,7 @@ func panelProblems(name, where string, p testPanel, vars map[string]bool, export
 			add("target %s: empty expr", t.RefID)
 			continue
 		}
-		for _, problem := range exprProblems(t.Expr, exported) {
+		for _, problem := range exprProblems(t.Expr, exported, dashboardFilter[name]) {
 			add("target %s: %s", t.RefID, problem)
 		}
 		problems = append(problems, unknownVariables(name, where+" target "+t.RefID, t.Expr, vars)...)
@@ -195,22 +250,33 @@ var (
 )
 
 // exprProblems lists what is wrong with an expression: metrics dwd does not define, shards told apart
-// by another label than member or not selected at all, constant rate windows.
-func exprProblems(expr string, exported []string) []string {
+// by another label than member, the dashboard's filter (the shards, or the shoot) missing or written
+// otherwise, constant rate windows. An expression of Prometheus' ALERTS alone selects dwd's alerts by
+// name instead: some of them have no member label.
+func exprProblems(expr string, exported []string, filter string) []string {
 	var problems []string
-	for _, m := range deploytest.MetricNames(expr) {
-		if !slices.Contains(exported, m) && m != "up" && !strings.HasPrefix(m, "process_") && !strings.HasPrefix(m, "go_") {
+	metrics := deploytest.MetricNames(expr)
+	for _, m := range metrics {
+		if !slices.Contains(exported, m) && m != "up" && m != alertsMetric && !strings.HasPrefix(m, "process_") && !strings.HasPrefix(m, "go_") {
 			problems = append(problems, fmt.Sprintf("metric %s is none dwd defines", m))
 		}
 	}
 	if l := forbiddenLabel.FindString(expr); l != "" {
 		problems = append(problems, fmt.Sprintf("uses the label %s: the shard is the member label", l))
 	}
-	if !strings.Contains(expr, shardFilter) {
-		problems = append(problems, fmt.Sprintf("does not select the shards with %s", shardFilter))
+	switch {
+	case slices.Equal(metrics, []string{alertsMetric}):
+		if !strings.Contains(expr, `alertname=~"Dwd.*"`) {
+			problems = append(problems, `selects ALERTS without alertname=~"Dwd.*"`)
+		}
+	case !strings.Contains(expr, filter):
+		problems = append(problems, fmt.Sprintf("does not select with %s", filter))
 	}
-	if strings.Contains(strings.ReplaceAll(expr, shardFilter, ""), "$shard") {
-		problems = append(problems, fmt.Sprintf("filters by shard otherwise than with %s", shardFilter))
+	for _, v := range []string{shardFilter, shootFilter} {
+		name := v[strings.Index(v, "$"):strings.LastIndex(v, `"`)]
+		if strings.Contains(strings.ReplaceAll(expr, v, ""), name) {
+			problems = append(problems, fmt.Sprintf("filters by %s otherwise than with %s", name, v))
+		}
 	}
 	if w := literalWindow.FindString(expr); w != "" {
 		problems = append(problems, fmt.Sprintf("constant window %s: use $__rate_interval or $__range", w))
@@ -276,10 +342,22 @@ func TestGrafanaStructureChecksFail(t *testing.T) {
 		{"unknown metric", func(d map[string]any) { targetOf(d, "graph")["expr"] = `dwd_nope{member=~"$shard"}` }, "metric dwd_nope"},
 		{"pod label", func(d map[string]any) { targetOf(d, "graph")["expr"] = `sum by (pod) (up{member=~"$shard"})` }, "label pod"},
 		{"instance label", func(d map[string]any) { targetOf(d, "graph")["expr"] = `up{instance=~".+", member=~"$shard"}` }, "label instance"},
-		{"no shard filter", func(d map[string]any) { targetOf(d, "graph")["expr"] = `up{job="dwd"}` }, "does not select the shards"},
+		{"no shard filter", func(d map[string]any) { targetOf(d, "graph")["expr"] = `up{job="dwd"}` }, `does not select with member=~"$shard"`},
 		{"shard by another label", func(d map[string]any) {
 			targetOf(d, "graph")["expr"] = `up{member=~"$shard"} or up{kubernetes_pod_name=~"$shard"}`
-		}, "filters by shard otherwise"},
+		}, "filters by $shard otherwise"},
+		{"shoot filter written otherwise", func(d map[string]any) {
+			targetOf(d, "graph")["expr"] = `up{member=~"$shard"} or dwd_shoot_scaled_down{namespace=~"$shoot"}`
+		}, "filters by $shoot otherwise"},
+		{"alerts of every job", func(d map[string]any) {
+			panelTitled(d, "table", "Firing alerts")["targets"].([]any)[0].(map[string]any)["expr"] = `ALERTS{alertstate="firing"}`
+		}, `selects ALERTS without alertname=~"Dwd.*"`},
+		{"annotation datasource", func(d map[string]any) { queryAnnotation(d)["datasource"] = "Prometheus" }, "datasource Prometheus"},
+		{"annotation without step", func(d map[string]any) { delete(queryAnnotation(d), "step") }, "needs an expr, a step"},
+		{"annotation metric", func(d map[string]any) { queryAnnotation(d)["expr"] = `dwd_nope{member=~"$shard"} > 0` }, "metric dwd_nope"},
+		{"annotation without the shard filter", func(d map[string]any) {
+			queryAnnotation(d)["expr"] = `increase(dwd_sharding_self_fencing_total[$__interval]) > 0`
+		}, `annotation "Scale actions": does not select with member`},
 		{"constant window", func(d map[string]any) {
 			targetOf(d, "graph")["expr"] = `rate(dwd_probes_total{member=~"$shard"}[5m])`
 		}, "constant window [5m]"},
@@ -316,6 +394,26 @@ func panelOf(d map[string]any, typ string) map[string]any {
 	panic("the overview has no " + typ + " panel")
 }
 
+// panelTitled returns the panel of d of type typ with the title.
+func panelTitled(d map[string]any, typ, title string) map[string]any {
+	for _, p := range d["panels"].([]any) {
+		if p := p.(map[string]any); p["type"] == typ && p["title"] == title {
+			return p
+		}
+	}
+	panic("the overview has no " + typ + " " + title)
+}
+
+// queryAnnotation returns the first annotation of d that has a query.
+func queryAnnotation(d map[string]any) map[string]any {
+	for _, a := range d["annotations"].(map[string]any)["list"].([]any) {
+		if a := a.(map[string]any); a["expr"] != nil {
+			return a
+		}
+	}
+	panic("the overview has no query annotation")
+}
+
 // targetOf returns the first target of the first panel of type typ in d.
 func targetOf(d map[string]any, typ string) map[string]any {
 	return panelOf(d, typ)["targets"].([]any)[0].(map[string]any)
@@ -345,6 +443,16 @@ func TestGrafanaVariables(t *testing.T) {
 			ds := vars["datasource"]
 			assert.Equal(t, "datasource", ds.Type)
 			assert.Equal(t, "prometheus", ds.Query)
+			assert.Equal(t, seedDatasource, ds.Current.Value, "the seed Plutono's data source of the Prometheus that scrapes dwd")
+			if name == shootFile {
+				shoot := vars["shoot"]
+				assert.Equal(t, "query", shoot.Type)
+				assert.Equal(t, dashboardDatasource, shoot.Datasource)
+				assert.Equal(t, "label_values(dwd_shoot_scaled_down, namespace)", shoot.Query, "every shoot with a dependent, probed or not")
+				assert.False(t, shoot.Multi || shoot.IncludeAll, "one shoot")
+				assert.Len(t, vars, 2)
+				return
+			}
 			shard := vars["shard"]
 			assert.Equal(t, "query", shard.Type)
 			assert.Equal(t, dashboardDatasource, shard.Datasource)
@@ -371,7 +479,9 @@ var dashboardTopics = map[string][]string{
 		"dwd_weeder_windows_open", "dwd_weeder_windows_opened_total", "dwd_weeder_pods_deleted_total",
 		"dwd_weeder_pod_delete_failures_total", "dwd_api_requests_total", "dwd_api_throttled_requests_total",
 		"process_cpu_seconds_total", "process_resident_memory_bytes", "go_memstats_heap_inuse_bytes",
-		"dwd_sharding_settings_mismatch", "dwd_build_info"},
+		"dwd_sharding_settings_mismatch", "dwd_build_info", alertsMetric, "dwd_shoot_scaled_down",
+		"dwd_shoot_last_successful_probe_timestamp_seconds", "dwd_shoots_unprotected", "dwd_shoot_config_errors_total",
+		"dwd_shoot_expired_lease_ratio", "go_gc_gomemlimit_bytes", "process_start_time_seconds"},
 	shardFile: {"dwd_sharding_partitions_held", "dwd_sharding_shoots_owned", "dwd_sharding_live_members",
 		"dwd_sharding_member_lease_last_renew_timestamp_seconds", "dwd_sharding_lease_renew_failures_total",
 		"dwd_sharding_self_fencing_total", "dwd_sharding_write_refusals_total", "dwd_probes_total",
@@ -379,7 +489,10 @@ var dashboardTopics = map[string][]string{
 		"dwd_api_requests_total", "dwd_api_throttled_requests_total", "dwd_shoots_scaled_down",
 		"dwd_shoot_scaled_down", "dwd_weeder_windows_open", "dwd_weeder_pods_deleted_total",
 		"process_cpu_seconds_total", "process_resident_memory_bytes", "dwd_shoot_expired_lease_ratio",
-		"dwd_shoot_last_successful_probe_timestamp_seconds"},
+		"dwd_shoot_last_successful_probe_timestamp_seconds", "go_gc_gomemlimit_bytes", "process_start_time_seconds"},
+	shootFile: {"dwd_shoot_scaled_down", "dwd_shoot_last_successful_probe_timestamp_seconds", "dwd_shoot_expired_lease_ratio",
+		"dwd_shoot_clock_offset_seconds", "dwd_prober_probe_interval_seconds", "dwd_probe_lag_seconds_bucket", "dwd_probes_total",
+		alertsMetric},
 }
 
 // missingTopics returns the metrics of topics that no query of queries selects.
@@ -437,8 +550,10 @@ func TestGrafanaShardDashboardHasTheShootTables(t *testing.T) {
 		}
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`^topk\(\d+, max by \(namespace\) \(dwd_shoot_expired_lease_ratio\{`),
-		regexp.MustCompile(`^topk\(\d+, time\(\) - max by \(namespace\) \(dwd_shoot_last_successful_probe_timestamp_seconds\{`),
+		// Only shoots in trouble: some lease expired, no success for three probe intervals.
+		regexp.MustCompile(`^topk\(\d+, max by \(namespace\) \(dwd_shoot_expired_lease_ratio\{[^}]*\}\) > 0\) or on\(\) `),
+		regexp.MustCompile(`^topk\(\d+, \(time\(\) - max by \(namespace\) \(dwd_shoot_last_successful_probe_timestamp_seconds\{[^}]*\}\)\) ` +
+			`> 3 \* scalar\(max\(dwd_prober_probe_interval_seconds\{[^}]*\}\)\)\) or on\(\) `),
 		regexp.MustCompile(`dwd_shoot_scaled_down\{[^}]*\} == 1\) or on\(\) `),
 	} {
 		found := false
@@ -489,7 +604,7 @@ func TestGrafanaDashboardQueriesOfTheTree(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, queries)
 	assert.Equal(t, overviewFile, queries[0].Dashboard, "files in name order")
-	assert.Equal(t, shardFile, queries[len(queries)-1].Dashboard)
+	assert.Equal(t, shootFile, queries[len(queries)-1].Dashboard)
 	perFile := map[string]int{}
 	for _, q := range queries {
 		perFile[q.Dashboard]++
@@ -501,6 +616,98 @@ func TestGrafanaDashboardQueriesOfTheTree(t *testing.T) {
 		for _, p := range flatPanels(d.Panels) {
 			n += len(p.Targets)
 		}
-		assert.Equal(t, n, perFile[name], "every target of %s", name)
+		for _, a := range d.Annotations.List {
+			if a.Expr != "" {
+				n++
+			}
+		}
+		assert.Equal(t, n, perFile[name], "every target and annotation query of %s", name)
+	}
+}
+
+// rareCounters are the counters of rare events: a dashboard counts them (increase over $__interval or
+// $__range), as an operator reads them, rather than draw rates like 0.003/s.
+var rareCounters = []string{"dwd_sharding_rebalances_total", "dwd_scale_operations_total", "dwd_weeder_pods_deleted_total",
+	"dwd_weeder_pod_delete_failures_total", "dwd_weeder_pod_delete_conflicts_total", "dwd_weeder_windows_opened_total",
+	"dwd_sharding_self_fencing_total", "dwd_sharding_fence_overruns_total", "dwd_sharding_step_downs_total",
+	"dwd_sharding_foreign_writes_total", "dwd_sharding_lease_renew_failures_total", "dwd_sharding_write_refusals_total"}
+
+var (
+	// rebalancesCounted is how a change of the live member set is counted once, every member seeing it:
+	// the most any member counted, over the range or per interval.
+	rebalancesCounted = regexp.MustCompile(`^max by \(group\) \((?:increase|clamp_min)\(dwd_sharding_rebalances_total\{`)
+	// renewalRead is the member's last renewal, read without a standby's 0.
+	renewalRead = regexp.MustCompile(`dwd_sharding_member_lease_last_renew_timestamp_seconds\{[^}]*\} > 0\b`)
+	// perInterval is an increase over [$__interval]: it misses the events between the last sample of one
+	// interval and the first of the next, which with a sample or two per interval is most of them, and
+	// shows nothing with one. A count per interval is the counter's growth since an interval earlier.
+	perInterval = regexp.MustCompile(`increase\([a-z_]+(?:\{[^}]*\})?\[\$__interval\]`)
+)
+
+// conventionProblems lists how expr breaks the reading rules of the review (its Q1, Q3 and Q4): rare
+// events drawn as rates, rebalances summed over the members that each saw them, a standby's zero
+// renewal read as a timestamp.
+func conventionProblems(expr string) []string {
+	var problems []string
+	for _, c := range rareCounters {
+		if regexp.MustCompile(`\b(?:i?rate)\(\s*` + c + `\b`).MatchString(expr) {
+			problems = append(problems, "a rate of the rare events of "+c+": count them with increase")
+		}
+	}
+	if strings.Contains(expr, "dwd_sharding_rebalances_total") && (!rebalancesCounted.MatchString(expr) || strings.Contains(expr, "sum")) {
+		problems = append(problems, "dwd_sharding_rebalances_total not counted as the most any member counted (max by (group)): each member counts every change")
+	}
+	if perInterval.MatchString(expr) {
+		problems = append(problems, "an increase over [$__interval]: it misses the events between two intervals; take the growth since an interval earlier")
+	}
+	if n := strings.Count(expr, "dwd_sharding_member_lease_last_renew_timestamp_seconds"); n != len(renewalRead.FindAllString(expr, -1)) {
+		problems = append(problems, "the last renewal read without > 0: a standby exports 0")
+	}
+	return problems
+}
+
+func TestGrafanaQueryConventions(t *testing.T) {
+	queries, err := deploytest.DashboardQueries()
+	require.NoError(t, err)
+	for _, q := range queries {
+		assert.Empty(t, conventionProblems(q.Expr), "%s %q %s: %s", q.Dashboard, q.Panel, q.RefID, q.Expr)
+	}
+	// Each rule fails on the expression it forbids, made from one of the dashboards' own.
+	for _, tc := range []struct{ contains, old, new string }{
+		{"dwd_scale_operations_total", "clamp_min(dwd_scale_operations_total", "rate(dwd_scale_operations_total"},
+		{"dwd_weeder_pods_deleted_total", "clamp_min(dwd_weeder_pods_deleted_total", "irate(dwd_weeder_pods_deleted_total"},
+		{"dwd_sharding_rebalances_total", "max by (group) (increase(", "sum(increase("},
+		{"dwd_sharding_rebalances_total", "max by (group) (clamp_min(", "sum by (group) (clamp_min("},
+		{"dwd_weeder_windows_opened_total", "clamp_min(dwd_weeder_windows_opened_total{member=~\"$shard\"} - " +
+			"(dwd_weeder_windows_opened_total{member=~\"$shard\"} offset $__interval or dwd_weeder_windows_opened_total{member=~\"$shard\"} * 0), 0)",
+			"increase(dwd_weeder_windows_opened_total{member=~\"$shard\"}[$__interval])"},
+		{"dwd_sharding_member_lease_last_renew_timestamp_seconds", "} > 0)", "})"},
+	} {
+		t.Run(tc.new, func(t *testing.T) {
+			i := slices.IndexFunc(queries, func(q deploytest.DashboardQuery) bool {
+				return strings.Contains(q.Expr, tc.contains) && strings.Contains(q.Expr, tc.old)
+			})
+			require.GreaterOrEqual(t, i, 0, "a query of %s with %s", tc.contains, tc.old)
+			assert.NotEmpty(t, conventionProblems(strings.Replace(queries[i].Expr, tc.old, tc.new, 1)))
+		})
+	}
+}
+
+func TestGrafanaOverviewHasTheIncidentTables(t *testing.T) {
+	var d testDashboard
+	require.NoError(t, json.Unmarshal(dashboardFiles(t)[overviewFile], &d))
+	tables := map[string]string{}
+	for _, p := range flatPanels(d.Panels) {
+		if p.Type == "table" {
+			tables[p.Title] = p.Targets[0].Expr
+		}
+	}
+	for title, want := range map[string]*regexp.Regexp{
+		"Firing alerts":                        regexp.MustCompile(`ALERTS\{alertname=~"Dwd\.\*", alertstate="firing"\}`),
+		"Scaled down now":                      regexp.MustCompile(`^max by \(namespace, member\) \(dwd_shoot_scaled_down\{[^}]*\} == 1\) or on\(\) `),
+		"Failing to probe":                     regexp.MustCompile(`\) > 3 \* scalar\(max\(dwd_prober_probe_interval_seconds\{`),
+		"Unprotected shoots and config errors": regexp.MustCompile(`dwd_shoots_unprotected\{.*dwd_shoot_config_errors_total\{`),
+	} {
+		assert.Regexp(t, want, tables[title], "the overview's table %q, across the selected shards", title)
 	}
 }

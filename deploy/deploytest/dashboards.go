@@ -20,14 +20,17 @@ func deployDir() (string, error) {
 	return filepath.Dir(filepath.Dir(file)), nil
 }
 
-// DashboardQuery is one target of one panel.
+// DashboardQuery is one target of one panel, or the query of one annotation.
 type DashboardQuery struct {
 	Dashboard string // the file name, e.g. "dwd-overview.json"
-	PanelID   int
-	Panel     string // the panel title
-	RefID     string
+	PanelID   int    // 0 for an annotation
+	Panel     string // the panel title, or the annotation's name
+	RefID     string // empty for an annotation
 	Expr      string // as written, with $variables
 	Instant   bool
+	// Annotation marks the query of an annotation: Grafana evaluates it over the time range at its
+	// step and marks each time it returns a series, so it returns nothing while nothing happens.
+	Annotation bool
 }
 
 // Dashboards returns the dashboard files of deploy/grafana (name -> raw JSON).
@@ -56,7 +59,7 @@ func Dashboards() (map[string][]byte, error) {
 }
 
 // DashboardQueries returns every target of every panel (rows' nested panels included), in file and
-// panel order.
+// panel order, each file's annotation queries after its panels'.
 func DashboardQueries() ([]DashboardQuery, error) {
 	files, err := Dashboards()
 	if err != nil {
@@ -88,12 +91,23 @@ func dashboardQueries(files map[string][]byte) ([]DashboardQuery, error) {
 	var queries []DashboardQuery
 	for _, name := range names {
 		var d struct {
-			Panels []dashboardPanel `json:"panels"`
+			Panels      []dashboardPanel `json:"panels"`
+			Annotations struct {
+				List []struct {
+					Name string `json:"name"`
+					Expr string `json:"expr"`
+				} `json:"list"`
+			} `json:"annotations"`
 		}
 		if err := json.Unmarshal(files[name], &d); err != nil {
 			return nil, fmt.Errorf("dashboard %s: not a dashboard's JSON: %w", name, err)
 		}
 		queries = appendQueries(queries, name, d.Panels)
+		for _, a := range d.Annotations.List {
+			if a.Expr != "" { // Grafana's built-in annotations have no query
+				queries = append(queries, DashboardQuery{Dashboard: name, Panel: a.Name, Expr: a.Expr, Annotation: true})
+			}
+		}
 	}
 	return queries, nil
 }

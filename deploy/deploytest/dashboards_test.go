@@ -30,7 +30,8 @@ func TestDashboardQueries(t *testing.T) {
 		"b.json": []byte(`{"panels": [
 			{"id": 1, "type": "row", "title": "R", "collapsed": true, "panels": [
 				{"id": 2, "title": "nested", "targets": [{"refId": "A", "expr": "x", "instant": true}]}]},
-			{"id": 3, "title": "P", "targets": [{"refId": "A", "expr": "y"}, {"refId": "B", "expr": "z"}]}]}`),
+			{"id": 3, "title": "P", "targets": [{"refId": "A", "expr": "y"}, {"refId": "B", "expr": "z"}]}],
+			"annotations": {"list": [{"builtIn": 1, "name": "Annotations & Alerts"}, {"name": "Scale", "expr": "s > 0"}]}}`),
 		"a.json": []byte(`{"panels": [{"id": 7, "title": "first", "targets": [{"refId": "A", "expr": "w"}]}]}`),
 	}
 	queries, err := dashboardQueries(files)
@@ -40,9 +41,11 @@ func TestDashboardQueries(t *testing.T) {
 		{Dashboard: "b.json", PanelID: 2, Panel: "nested", RefID: "A", Expr: "x", Instant: true},
 		{Dashboard: "b.json", PanelID: 3, Panel: "P", RefID: "A", Expr: "y"},
 		{Dashboard: "b.json", PanelID: 3, Panel: "P", RefID: "B", Expr: "z"},
+		{Dashboard: "b.json", Panel: "Scale", Expr: "s > 0", Annotation: true},
 	}, queries)
 
-	for _, bad := range []string{`{"panels": [`, `{"panels": {"id": 1}}`, `{"panels": [{"targets": "x"}]}`, `[]`} {
+	for _, bad := range []string{`{"panels": [`, `{"panels": {"id": 1}}`, `{"panels": [{"targets": "x"}]}`, `[]`,
+		`{"panels": [], "annotations": {"list": {"expr": "x"}}}`} {
 		t.Run(bad, func(t *testing.T) {
 			_, err := dashboardQueries(map[string][]byte{"a.json": []byte("{}"), "bad.json": []byte(bad)})
 			require.Error(t, err)

@@ -16,11 +16,12 @@ var (
 )
 
 // MetricNames returns the metric names a PromQL expression selects, in order: what remains of its
-// identifiers once strings, label matchers, ranges and label lists are removed, less the functions and
+// identifiers once strings, dashboard variables, label matchers, ranges and label lists are removed, less the functions and
 // aggregations (followed by a parenthesis) and the keywords. The tests of the rules and dashboards use
 // it to check the names against the metrics dwd defines, and to query each one on a real Prometheus.
 func MetricNames(expr string) []string {
 	expr = quoted.ReplaceAllString(expr, `""`)
+	expr = dashboardVariable.ReplaceAllString(expr, " ") // a dashboard's offset $__interval
 	expr = braces.ReplaceAllString(expr, " ")
 	expr = labelLists.ReplaceAllString(expr, " ")
 	var names []string

@@ -19,6 +19,7 @@ func TestMetricNames(t *testing.T) {
 		{"(sum by (pod) (rate(x[5m])) or 0 * max by (pod) (y)) == 0\nand on (pod) max without (le) (z) > 0 unless ignoring(a) bool_x",
 			[]string{"x", "y", "z", "bool_x"}},
 		{`time() - up offset 5m > 120`, []string{"up"}},
+		{`x unless y offset $__interval or z offset ${__interval}`, []string{"x", "y", "z"}},
 		{"x - y\n<= on (member) group_left\n12 * (z or 0 * max by (member) (w) + 10) > on (a) group_right (b) v",
 			[]string{"x", "y", "z", "w", "v"}},
 	} {

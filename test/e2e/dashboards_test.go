@@ -21,6 +21,7 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/demo"
 	"github.com/sharded-dwd/dependency-watchdog/benchmarks/sim"
 	"github.com/sharded-dwd/dependency-watchdog/deploy/deploytest"
+	"github.com/sharded-dwd/dependency-watchdog/test/dashview"
 )
 
 // rulesPath is deploy/prometheus's rule file, from this package's folder.
@@ -28,11 +29,13 @@ const rulesPath = "../../deploy/prometheus/rules.yaml"
 
 // TestDashboards is the real check of the dashboards and alerts (make test-dashboards): a Prometheus on
 // loopback scrapes three `dwd run` replicas against the simulated seed, as the PodMonitor would, while
-// three shoots melt down (and stay scaled down) and three crash-looping pods are weeded. Every
-// expression of every panel of deploy/grafana and every alert of deploy/prometheus must parse, and
-// return data; every metric an alert reads must have series; no alert may fire. Then one replica is
-// killed: DwdMemberDown fires for it, `dwd shards` shows it expired and its partitions held by the
-// others, and when it comes back the alert resolves.
+// three shoots melt down (and stay scaled down), three crash-looping pods are weeded and one shoot's
+// API server goes down. Every expression of every panel of deploy/grafana and every alert of
+// deploy/prometheus must parse, and return data; every metric an alert reads must have series; no
+// alert may fire. Then one replica is killed: DwdMemberDown fires for it, `dwd shards` shows it
+// expired and its partitions held by the others, and when it comes back the alert resolves. During the
+// meltdown and after the kill, headless Chromium draws the three dashboards (package dashview): no
+// panel may err or show nothing where the story has data.
 func TestDashboards(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a seed, three dwd processes and Prometheus")
@@ -42,6 +45,9 @@ func TestDashboards(t *testing.T) {
 		t.Skip("make test-dashboards runs it with Debian's prometheus binary: set DWD_PROMETHEUS to a prometheus binary")
 	}
 	quietLogs()
+	// The replicas keep a Go memory limit, as in a pod, where dwd sets it from the cgroup's: the
+	// dashboards draw memory against it.
+	t.Setenv("GOMEMLIMIT", "1GiB")
 	dir := t.TempDir()
 	dwd := test.BuildDwd(t)
 	rules, short, err := readRules(rulesPath, 2*scrapeInterval)
@@ -56,13 +62,15 @@ func TestDashboards(t *testing.T) {
 	ctx := context.Background()
 	_, err = d.StartReplicas(ctx)
 	require.NoError(t, err, buf.String())
+	started := time.Now()
 	prom := startPrometheus(t, bin, dir, d.Replicas, rulesFile)
 
 	// The seed's story before the check: a meltdown whose shoots stay scaled down, and a weeding.
 	melted := []string{sim.ShootName(1), sim.ShootName(2), sim.ShootName(3)}
 	_, err = d.Meltdown(ctx, melted)
 	require.NoError(t, err)
-	_, err = d.Weed(ctx, []string{sim.ShootName(4), sim.ShootName(5), sim.ShootName(6)})
+	weeded := []string{sim.ShootName(4), sim.ShootName(5), sim.ShootName(6)}
+	_, err = d.Weed(ctx, weeded)
 	require.NoError(t, err)
 	waitForQuery(t, prom, `sum(dwd_shoot_scaled_down) >= 3 and sum(dwd_weeder_pods_deleted_total) >= 3 and sum(up{job="dwd"}) == 3`,
 		"Prometheus has scraped the scale-downs and the deletions of all three replicas")
@@ -80,18 +88,41 @@ func TestDashboards(t *testing.T) {
 	}
 	assert.ElementsMatch(t, melted, downShoots, "dwd_shoot_scaled_down names the melted shoots")
 
-	shard := d.Replicas[0].Name
+	// One shoot of the shard dashboard's shard fails to probe: its API server goes down. The per-shoot
+	// dashboard shows a melted shoot of another replica, the one the story kills, so that it is handed
+	// over (when the shard holds every melted shoot, the last replica dies and no shoot is handed over).
+	shard, victim, shoot := d.Replicas[0].Name, d.Replicas[len(d.Replicas)-1], melted[0]
+	for _, r := range d.Replicas[1:] {
+		if ns := heldShoot(t, prom, r.Name, true, nil); ns != "" {
+			victim, shoot = r, ns
+			break
+		}
+	}
+	failing := heldShoot(t, prom, shard, false, append(melted, weeded...))
+	require.NotEmpty(t, failing, "%s holds a shoot that is neither melted nor weeded", shard)
+	require.NoError(t, d.Seed.Shoots.SetScenario(failing, sim.Scenario{Kind: sim.Down}))
+	waitForQuery(t, prom, fmt.Sprintf(`time() - dwd_shoot_last_successful_probe_timestamp_seconds{namespace=%q} > %g`,
+		failing, 3*demo.ProbeInterval.Seconds()), "the shoot whose API server is down has not been probed for three intervals")
+	t.Logf("shard dashboard: %s, whose %s fails to probe; shoot dashboard: %s; the kill -9 stops %s", shard, failing, shoot, victim.Name)
+
 	t.Run("every panel's expression returns data", func(t *testing.T) {
 		for _, q := range queries {
-			vars := map[string]string{"shard": ".*", "group": ".*", "datasource": "prometheus",
+			if q.Annotation {
+				continue // it marks events over the time range: the pictures check it
+			}
+			vars := map[string]string{"shard": ".*", "group": ".*", "datasource": "prometheus", "shoot": shoot,
 				"__rate_interval": "1m", "__interval": "15s", "__range": "5m"}
 			if strings.Contains(q.Dashboard, "shard") {
 				vars["shard"] = shard
 			}
 			expr := deploytest.ExpandQuery(q.Expr, vars)
 			name := fmt.Sprintf("%s panel %d %q %s", q.Dashboard, q.PanelID, q.Panel, q.RefID)
+			exprs := []string{expr, withoutFallback(expr)}
+			if showsNothingAllowed("meltdown")(q.Dashboard, q.Panel) {
+				exprs = exprs[:1]
+			}
 			// A fallback (or on() vector(0)) returns data whatever the rest does: the rest must too.
-			for _, e := range []string{expr, withoutFallback(expr)} {
+			for _, e := range exprs {
 				series, err := queryWithData(ctx, prom, e)
 				if assert.NoError(t, err, "%s: %s", name, e) {
 					assert.NotEmpty(t, series, "%s returns no data: %s", name, e)
@@ -138,7 +169,12 @@ func TestDashboards(t *testing.T) {
 		t.Logf("other alerts pending or firing after the meltdown and the weeding: %v", others)
 	})
 
-	victim := d.Replicas[len(d.Replicas)-1]
+	t.Run("the dashboards drawn during the meltdown show data", func(t *testing.T) {
+		drawDashboards(t, prom, "meltdown", func(dir string) []dashview.Page {
+			return dashboardPages(dir, "meltdown", started, shard, shoot)
+		})
+	})
+
 	t.Run("a killed replica fires DwdMemberDown; dwd shards shows it", func(t *testing.T) {
 		killed := time.Now()
 		victim.Kill()
@@ -179,10 +215,18 @@ func TestDashboards(t *testing.T) {
 
 		out = dwdShards(t, dwd, d)
 		t.Logf("dwd shards after the kill -9 of %s and the takeover:\n%s", victim.Name, out)
-		for _, r := range d.Replicas[:len(d.Replicas)-1] {
-			assert.Regexp(t, `(?m)^`+r.Name+`\s+live\s`, out, "%s is live", r.Name)
+		for _, r := range d.Replicas {
+			if r != victim {
+				assert.Regexp(t, `(?m)^`+r.Name+`\s+live\s`, out, "%s is live", r.Name)
+			}
 		}
 		assert.Contains(t, out, "Partitions without a live holder: none")
+	})
+
+	t.Run("the dashboards drawn after the kill -9 show data", func(t *testing.T) {
+		drawDashboards(t, prom, "kill", func(dir string) []dashview.Page {
+			return dashboardPages(dir, "kill", started, shard, shoot)
+		})
 	})
 
 	t.Run("the replica returns: DwdMemberDown resolves", func(t *testing.T) {
@@ -192,6 +236,24 @@ func TestDashboards(t *testing.T) {
 			return err == nil && !slices.ContainsFunc(alerts, func(a alert) bool { return a.Labels["alertname"] == "DwdMemberDown" })
 		}, 60*time.Second, 250*time.Millisecond, "DwdMemberDown resolves once %s is scraped again", victim.Name)
 	})
+}
+
+// heldShoot returns a shoot member holds (it exports the shoot's dwd_shoot_scaled_down), scaled down or
+// not as down says and not in others, or "" when it holds none.
+func heldShoot(t *testing.T, prom *prometheusServer, member string, down bool, others []string) string {
+	t.Helper()
+	value := 0
+	if down {
+		value = 1
+	}
+	series, err := prom.query(context.Background(), fmt.Sprintf(`dwd_shoot_scaled_down{member=%q} == %d`, member, value))
+	require.NoError(t, err)
+	for _, s := range series {
+		if ns := s.Metric["namespace"]; !slices.Contains(others, ns) {
+			return ns
+		}
+	}
+	return ""
 }
 
 // waitForQuery waits until expr returns data.

@@ -6,7 +6,8 @@
 //     failing the story (TestRBACRuleRemovedFailsTheStory), and the forbidden and permission lines
 //     the processes log.
 //   - The dashboards and alerts on a real Prometheus scraping three replicas (TestDashboards, run by
-//     make test-dashboards too).
+//     make test-dashboards too, which also draws the dashboards in Debian's Chromium with package
+//     test/dashview: dashview_test.go lists the panels the story has no data for).
 //   - The secret scan: no process logs secret material (TestSecretScannerFindsPlantedSecrets proves
 //     the scanner).
 //   - The demo's story (TestDemo).
