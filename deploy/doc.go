@@ -38,7 +38,7 @@
 //     monitoring_test.go decodes the PodMonitor and the PrometheusRule strictly into
 //     prometheus-operator's Go types. The PodMonitor sets the label member (the pod's name) on every
 //     series and names the job dwd: the one shard label the rules and dashboards use.
-//   - grafana: the dashboards dwd / overview and dwd / shard as JSON for Plutono and Grafana, and a
+//   - grafana: the dashboards dwd / overview, dwd / shard and dwd / shoot as JSON for Plutono and Grafana, and a
 //     kustomization that makes them a ConfigMap in garden labelled for Gardener's seed Plutono;
 //     docs/dashboards.md describes them. grafana_test.go checks their structure (ids, datasources,
 //     targets, variables, panel types Plutono has, the metrics named) and builds and applies the
