@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -20,6 +21,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/dryrun"
+	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
 
@@ -368,4 +371,25 @@ func keysOf(windows []Window) []ServiceKey {
 		keys = append(keys, w.Key)
 	}
 	return keys
+}
+
+// In dry run a delete that passes the Guard is counted once per pod and not sent, and its Event is
+// counted, not recorded: the mutation check's quick proof of the rule (dryrun_test.go runs it for real).
+func TestDryRunTryDeleteSendsNothing(t *testing.T) {
+	f := newManagerFixture(t, 1)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shoot--a", Name: "kube-apiserver-0", UID: "u1"}}
+	client := f.m.Client.(*fake.Clientset)
+	_, err := client.CoreV1().Pods("shoot--a").Create(context.Background(), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	recorded := events.NewFakeRecorder(10)
+	f.m.Recorder, f.m.DryRun = recorded, dryrun.New(logr.Discard())
+	deletes := metricstest.Sum(t, "dwd_dry_run_writes_total", map[string]string{"kind": dryrun.KindPodDelete})
+
+	for range 2 {
+		assert.False(t, f.m.tryDelete(context.Background(), svcKey("shoot--a", "etcd-main-client"), pod, false))
+	}
+	_, err = client.CoreV1().Pods("shoot--a").Get(context.Background(), pod.Name, metav1.GetOptions{})
+	assert.NoError(t, err, "the pod is not deleted")
+	assert.Equal(t, deletes+1, metricstest.Sum(t, "dwd_dry_run_writes_total", map[string]string{"kind": dryrun.KindPodDelete}), "counted once")
+	assert.Len(t, recorded.Events, 1, "the Event of the one delete goes to the Recorder (a dry run's records none)")
 }
