@@ -28,6 +28,8 @@
 //     to dwd-metrics-reader, its token Secret in the PodMonitor's namespace).
 //   - components/monitoring: deploy/prometheus's PodMonitor and PrometheusRule in the namespace of the
 //     StatefulSet dwd, for the sharded and single overlays.
+//   - components/audit-log: the ownership audit (--audit-log) of every dwd container, on an emptyDir
+//     at /var/log/dwd of its own (the root file system is read-only).
 //   - components/runbooks: every alert's runbook_url at a base the user gives in a local-config
 //     ConfigMap dwd-runbooks, for a seed that cannot reach GitHub.
 //   - prometheus: a kustomization of the PodMonitor and the PrometheusRule (in garden, labelled

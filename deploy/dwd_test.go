@@ -193,14 +193,17 @@ func writeMounts(t *testing.T, objs []*unstructured.Unstructured, w workload, c 
 	for _, m := range c.VolumeMounts {
 		v, ok := volumes[m.Name]
 		require.True(t, ok, "volume %s", m.Name)
-		require.NotNil(t, v.ConfigMap, "volume %s: the test knows only ConfigMap volumes; add the others", m.Name)
-		cm := configMapNamed(t, objs, v.ConfigMap.Name)
 		dir := filepath.Join(t.TempDir(), m.Name)
 		require.NoError(t, os.Mkdir(dir, 0o700))
+		dirs[strings.TrimSuffix(m.MountPath, "/")] = dir
+		if v.EmptyDir != nil {
+			continue // an empty folder, as the kubelet makes it
+		}
+		require.NotNil(t, v.ConfigMap, "volume %s: the test knows only ConfigMap and emptyDir volumes; add the others", m.Name)
+		cm := configMapNamed(t, objs, v.ConfigMap.Name)
 		for key, path := range projected(cm, v.ConfigMap.Items) {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, path), []byte(cm.Data[key]), 0o600))
 		}
-		dirs[strings.TrimSuffix(m.MountPath, "/")] = dir
 	}
 	return dirs
 }
@@ -227,7 +230,7 @@ func configFiles(t *testing.T, objs []*unstructured.Unstructured, w workload, c 
 	volumeOf := map[string]string{} // mount directory → ConfigMap
 	for _, m := range c.VolumeMounts {
 		for _, v := range w.template.Spec.Volumes {
-			if v.Name == m.Name {
+			if v.Name == m.Name && v.ConfigMap != nil {
 				volumeOf[mounts[strings.TrimSuffix(m.MountPath, "/")]] = v.ConfigMap.Name
 			}
 		}
@@ -374,5 +377,40 @@ func TestMetricsAuthComponentWorksWithEveryOverlay(t *testing.T) {
 			assert.Equal(t, []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}, reader,
 				"a role for the scraper")
 		})
+	}
+}
+
+// components/audit-log gives every dwd container of every overlay an ownership audit on a writable
+// volume of its own (the root file system is read-only): the real dwd, started with the container's
+// command line and that volume, writes its start record there.
+func TestAuditLogComponentWritesTheAuditWithEveryOverlay(t *testing.T) {
+	requireDeployCRDs(t)
+	bin := test.BuildDwd(t)
+	for _, overlay := range Overlays() {
+		objs := buildComposed(t, []string{overlay}, []string{"components/audit-log"})
+		createNamespaces(t, objs)
+		createPriorityClasses(t, objs)
+		c, warned := warningClient(t)
+		for _, o := range objs {
+			assert.NoError(t, dryRunApply(context.Background(), c, o), "%s %s applies", o.GetKind(), o.GetName())
+			assert.Empty(t, warned.take(), "%s %s: the API server warns", o.GetKind(), o.GetName())
+		}
+		for _, w := range workloads(t, objs) {
+			c := w.template.Spec.Containers[0]
+			t.Run(overlay+"/"+w.meta.Name, func(t *testing.T) {
+				t.Parallel()
+				assert.Contains(t, commandLine(c), "--audit-log=/var/log/dwd/audit.jsonl")
+				assert.Contains(t, c.VolumeMounts, corev1.VolumeMount{Name: "audit-log", MountPath: "/var/log/dwd"})
+				l := prepare(t, objs, w, c, env.Namespace(t), env.Namespace(t), bin)
+				i := slices.IndexFunc(l.argv, func(a string) bool { return strings.HasPrefix(a, "--audit-log=") })
+				require.GreaterOrEqual(t, i, 0)
+				path := strings.TrimPrefix(l.argv[i], "--audit-log=")
+				require.NotEqual(t, "/var/log/dwd/audit.jsonl", path, "the volume is the test's folder")
+				runUntilStarted(t, l, time.Duration(*w.template.Spec.TerminationGracePeriodSeconds)*time.Second)
+				data, err := os.ReadFile(path)
+				require.NoError(t, err)
+				assert.Contains(t, string(data), `"event":"start"`, "the audit's start record")
+			})
+		}
 	}
 }
