@@ -78,16 +78,11 @@ func (b *bench) roleAlone(ctx context.Context, shoots int, role string) (RoleRun
 		return run, fmt.Errorf("the %s alone did not become ready: %w", role, err)
 	}
 	run.ReadySeconds = time.Since(start).Seconds()
-	warmUp := steadyWarmUp * b.opts.Interval
-	fmt.Fprintf(b.out, "%s alone, %d shoots: ready after %.1fs; warming up %s, measuring %s\n", role, shoots, run.ReadySeconds, warmUp, b.opts.Duration)
-	if err := pause(ctx, warmUp); err != nil {
+	fmt.Fprintf(b.out, "%s alone, %d shoots: ready after %.1fs; warming up %s, measuring %s\n", role, shoots, run.ReadySeconds, b.warmUp(), b.opts.Duration)
+	s0, s1, err := b.window(ctx)
+	if err != nil {
 		return run, err
 	}
-	s0 := b.snapshot(ctx)
-	if err := pause(ctx, b.opts.Duration); err != nil {
-		return run, err
-	}
-	s1 := b.snapshot(ctx)
 	if len(s0.metrics) != 1 || len(s1.metrics) != 1 {
 		return run, fmt.Errorf("the %s alone did not answer", role)
 	}

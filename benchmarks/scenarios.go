@@ -23,6 +23,22 @@ import (
 // spreads them out.
 const steadyWarmUp = 3
 
+// warmUp is how long a steady measurement waits before its window.
+func (b *bench) warmUp() time.Duration { return steadyWarmUp * b.opts.Interval }
+
+// window waits warmUp, then snapshots the running replicas at the start and the end of the steady
+// duration.
+func (b *bench) window(ctx context.Context) (s0, s1 snapshot, err error) {
+	if err := pause(ctx, b.warmUp()); err != nil {
+		return s0, s1, err
+	}
+	s0 = b.snapshot(ctx)
+	if err := pause(ctx, b.opts.Duration); err != nil {
+		return s0, s1, err
+	}
+	return s0, b.snapshot(ctx), nil
+}
+
 // steady measures one load: shoots healthy, probed by replicas, for the configured duration.
 func (b *bench) steady(ctx context.Context, shoots, replicas int) (SteadyRun, error) {
 	run := SteadyRun{Shoots: shoots, Replicas: replicas}
@@ -30,16 +46,11 @@ func (b *bench) steady(ctx context.Context, shoots, replicas int) (SteadyRun, er
 		return run, err
 	}
 	defer b.stopAll()
-	warmUp := steadyWarmUp * b.opts.Interval
-	fmt.Fprintf(b.out, "steady %d shoots × %d replicas: warming up %s, measuring %s\n", shoots, replicas, warmUp, b.opts.Duration)
-	if err := pause(ctx, warmUp); err != nil {
+	fmt.Fprintf(b.out, "steady %d shoots × %d replicas: warming up %s, measuring %s\n", shoots, replicas, b.warmUp(), b.opts.Duration)
+	s0, s1, err := b.window(ctx)
+	if err != nil {
 		return run, err
 	}
-	s0 := b.snapshot(ctx)
-	if err := pause(ctx, b.opts.Duration); err != nil {
-		return run, err
-	}
-	s1 := b.snapshot(ctx)
 	if len(s1.metrics) != replicas || len(s0.metrics) != replicas {
 		return run, fmt.Errorf("only %d of %d replicas answered", min(len(s0.metrics), len(s1.metrics)), replicas)
 	}
