@@ -3,6 +3,7 @@ package dryrun
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"reflect"
 	"sync"
 
@@ -91,16 +92,18 @@ func (w *Writes) Patch(obj client.Object, patch client.Patch, direction string) 
 
 // record adds patch p, decided on before (the resource as read through its overlay), to the resource's
 // overlay. Fields p touches for the first time have their values in before, which the overlay does not
-// change. An overlay that, composed, changes nothing of the resource is dropped.
+// change. An overlay that, composed, changes nothing of the resource is dropped. The maps of an overlay
+// are never changed once stored (Overlay reads them outside the lock): record stores new ones.
 func (w *Writes) record(key objectKey, before, after, p map[string]any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	o, ok := w.overlays[key]
-	if !ok {
-		if len(w.overlays) >= maxEntries {
-			clear(w.overlays)
-		}
-		o = overlay{patch: map[string]any{}, base: map[string]string{}}
+	if !ok && len(w.overlays) >= maxEntries {
+		clear(w.overlays)
+	}
+	o.base = maps.Clone(o.base)
+	if o.base == nil {
+		o.base = map[string]string{}
 	}
 	for _, path := range leaves(p, nil) {
 		if _, seen := o.base[path]; !seen {

@@ -1,6 +1,7 @@
 package dryrun
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/go-logr/logr"
@@ -145,4 +146,26 @@ func TestMergePatch(t *testing.T) {
 
 func TestMetricsLint(t *testing.T) {
 	metricstest.Lint(t, nil, writesTotal)
+}
+
+// Reads and not-sent patches of one resource may come at once (a probe's read beside a flow's write):
+// the race detector finds no shared map written.
+func TestReadsAndPatchesOfOneResourceMayRunAtOnce(t *testing.T) {
+	w := New(logr.Discard())
+	require.NoError(t, w.Patch(deployment("5", 2, nil), client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`)), DirectionDown))
+	start, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		<-start
+		for range 300 {
+			_ = w.Overlay(deployment("5", 2, nil))
+		}
+	}()
+	close(start)
+	for i := range 300 {
+		obj := deployment("5", 2, nil)
+		patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"metadata":{"annotations":{"k%d":"v"}}}`, i)))
+		require.NoError(t, w.Patch(obj, patch, DirectionDown))
+	}
+	<-done
 }
