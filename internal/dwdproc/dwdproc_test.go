@@ -2,10 +2,12 @@ package dwdproc
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -89,4 +91,23 @@ func TestStatusField(t *testing.T) {
 	rss, err := p.Memory("VmRSS")
 	require.NoError(t, err)
 	assert.Positive(t, rss)
+}
+
+// The ports FreePort gives are below the kernel's ephemeral range, which outgoing connections draw
+// their source ports from, so that a replica's port is not some connection's when it starts again.
+func TestFreePortsAreBelowTheEphemeralRange(t *testing.T) {
+	low := ephemeralLow()
+	if low <= minPort {
+		t.Skipf("the kernel's ephemeral range starts at %d: FreePort takes any free port", low)
+	}
+	for range 20 {
+		addr, err := FreePort()
+		require.NoError(t, err)
+		_, port, err := net.SplitHostPort(addr)
+		require.NoError(t, err)
+		n, err := strconv.Atoi(port)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, n, minPort)
+		assert.Less(t, n, low, "below the ephemeral range")
+	}
 }

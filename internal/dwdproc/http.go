@@ -2,8 +2,11 @@ package dwdproc
 
 import (
 	"context"
+	"math/rand/v2"
 	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,14 +15,48 @@ import (
 	"github.com/prometheus/common/model"
 )
 
-// FreePort returns a loopback address whose port was free a moment ago.
+// FreePort returns a loopback address whose port was free a moment ago. The port is below the
+// kernel's range of ephemeral ports, from which the source port of every outgoing connection is drawn:
+// a replica keeps its addresses across restarts, and a port of that range could be some connection's
+// by the time it starts again (a restart in the chaos suite failed so, binding its metrics port, while
+// the other test packages ran). Where the range cannot be read or no port below it is free, any free
+// port.
 func FreePort() (string, error) {
+	if low := ephemeralLow(); low > minPort {
+		for range 50 {
+			addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(minPort+rand.IntN(low-minPort)))
+			if l, err := net.Listen("tcp", addr); err == nil {
+				l.Close()
+				return addr, nil
+			}
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err
 	}
 	defer l.Close()
 	return l.Addr().String(), nil
+}
+
+// minPort is the lowest port FreePort picks: above the well-known and most registered services'.
+const minPort = 10000
+
+// ephemeralLow returns the first port of the kernel's ephemeral range, 0 when it cannot be read.
+func ephemeralLow() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(data))
+	if len(fields) != 2 {
+		return 0
+	}
+	low, err := strconv.Atoi(fields[0])
+	if err != nil {
+		return 0
+	}
+	return low
 }
 
 // OK reports whether a GET of url answers 200 within a second (a /readyz).
