@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/internal/dwdproc"
 	"github.com/sharded-dwd/dependency-watchdog/internal/logtest"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/test"
@@ -319,13 +319,13 @@ func heldPartitions(t *testing.T, ns, group, member string) int {
 	return held
 }
 
-// freeLoopbackAddr returns a loopback address with a port that was free a moment ago.
+// freeLoopbackAddr returns a loopback address with a port that was free a moment ago, outside the
+// range outgoing connections draw from (dwdproc.FreePort).
 func freeLoopbackAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := dwdproc.FreePort()
 	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // metricValue reads the sample whose line starts with prefix from a metrics endpoint.
