@@ -231,8 +231,8 @@ func TestRollingRestartMovesNoPartition(t *testing.T) {
 	assert.Equal(t, before, g.work.heldBy())
 }
 
-func TestAllMembersCutOffForAMinuteResumeWithoutSteals(t *testing.T) {
-	const outage = time.Minute
+func TestAllMembersCutOffForFourLeasesResumeWithoutSteals(t *testing.T) {
+	const outage = 4 * itLeaseDuration // long past every lease: 32 s (a minute showed nothing more)
 	g := newGroup(t)
 	g.settings.GroupName = "outage"
 	moves := newMoveLog()
