@@ -131,3 +131,17 @@ func TestTheBinaryAnswersAsKubectlDwd(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "dwd explain", cmd.CommandPath())
 }
+
+// Without --prober-config, explain looks for what Gardener's prober config names.
+func TestExplainDefaultsToGardenersProberConfig(t *testing.T) {
+	cfg, err := explainProberConfig("")
+	require.NoError(t, err)
+	assert.Equal(t, "shoot-access-dependency-watchdog-probe", cfg.KubeConfigSecretName)
+	var names []string
+	for _, info := range cfg.DependentResourceInfos {
+		names = append(names, info.Ref.Name)
+	}
+	assert.Equal(t, []string{"kube-controller-manager", "machine-controller-manager", "cluster-autoscaler"}, names)
+	_, err = explainProberConfig("testdata/no-such-file.yaml")
+	assert.ErrorContains(t, err, "--prober-config testdata/no-such-file.yaml")
+}
