@@ -94,7 +94,11 @@ func (o *options) runShards(ctx context.Context, out io.Writer, output, shoot st
 		return fmt.Errorf("--kubeconfig: %w", err)
 	}
 	group, ns := o.sharding.GroupName, o.sharding.Namespace
-	list, clusters, err := readShards(ctx, cfg, group, ns)
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	list, clusters, err := readShards(ctx, cfg, cs, group, ns)
 	if err != nil {
 		return err
 	}
@@ -103,7 +107,7 @@ func (o *options) runShards(ctx context.Context, out io.Writer, output, shoot st
 	if shoot != "" {
 		return printOwnership(out, output, report.Ownership(shoot, clusters))
 	}
-	report.Warnings = replicaWarnings(ctx, cfg, ns)
+	report.Warnings = replicaWarnings(ctx, cs, ns)
 	if output == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
@@ -114,11 +118,7 @@ func (o *options) runShards(ctx context.Context, out io.Writer, output, shoot st
 
 // readShards lists the group's Leases and the names of the seed's Clusters. Both lists only; an empty
 // group is an error that says whether the namespace exists.
-func readShards(ctx context.Context, cfg *rest.Config, group, ns string) ([]coordinationv1.Lease, []string, error) {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
+func readShards(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, group, ns string) ([]coordinationv1.Lease, []string, error) {
 	sel := labels.SelectorFromSet(labels.Set{leases.GroupLabel: group}).String()
 	list, err := cs.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
@@ -149,11 +149,7 @@ const HAReplicasAnnotation = "high-availability-config.resources.gardener.cloud/
 // replicaWarnings warns about each of dwd's StatefulSets in ns (label app.kubernetes.io/name=dwd)
 // whose spec.replicas differs from its HAReplicasAnnotation: a `kubectl scale` that Gardener will undo
 // at the next update. A list that fails is a warning too; the report does not depend on it.
-func replicaWarnings(ctx context.Context, cfg *rest.Config, ns string) []string {
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return []string{fmt.Sprintf("the StatefulSets in %s were not checked: %v", ns, err)}
-	}
+func replicaWarnings(ctx context.Context, cs kubernetes.Interface, ns string) []string {
 	list, err := cs.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=dwd"})
 	if err != nil {
 		return []string{fmt.Sprintf("the StatefulSets in %s were not checked for %s: %v", ns, HAReplicasAnnotation, err)}
