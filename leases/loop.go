@@ -21,13 +21,30 @@ type Hooks struct {
 	// Healthy, when set, is asked before every renewal: a replica whose work loop is wedged stops
 	// renewing, so that it fences and the others take over.
 	Healthy func() bool
-	// MayStepDown, when set, is asked before the member steps down for fencing too often: only when
-	// another member that does not fence could take over. A member alone, or one of a group whose
-	// members all fence together (the API server's brownouts), stays. Without it the member never
+	// MayStepDown, when set, is asked whether a member that fenced too often should step down, with
+	// the time of the fence that made it too often: StepDown once another member that could take over
+	// has been seen renewing after that fence without having fenced itself, Stay when every such member
+	// has been seen renewing after it and each of them fenced too (the API server's brownouts) or when
+	// there is none, and NotYetKnown until then. What the member saw when it fenced comes from before
+	// its outage and cannot tell its own cut from a brownout of the whole group. The member asks every
+	// round until the answer is known, acting again meanwhile once a renewal succeeds, and forgets the
+	// question once its fences fall below FlapFences within the window. Without it the member never
 	// steps down. Each renewal advertises the member's recent fences (RecentFencesAnnotation) for the
 	// others to judge by.
-	MayStepDown func() bool
+	MayStepDown func(fencedAt time.Time) StepDownAnswer
 }
+
+// StepDownAnswer is the group's answer to a member that fenced too often (Hooks.MayStepDown).
+type StepDownAnswer int
+
+const (
+	// NotYetKnown: the member has not seen every other member renew since the fence.
+	NotYetKnown StepDownAnswer = iota
+	// Stay: no other member could take over without fencing as well.
+	Stay
+	// StepDown: another member renewed since the fence without fencing.
+	StepDown
+)
 
 // Flapping: a member that fences this often within flapWindow steps down for flapWindow, so that the
 // others take its partitions instead of watching it drop and re-take them over and over.
@@ -43,6 +60,9 @@ type loopState struct {
 	fences    []time.Time // recent fences, oldest first
 	downUntil time.Time   // while stepped down
 	releasing bool        // stepped down, and the lease not released yet
+	// asking is the fence that made the member fence too often, while the group's answer to whether it
+	// should step down is not known (zero otherwise).
+	asking time.Time
 }
 
 // Run renews the member lease every RetryPeriod until ctx ends (see Step).
@@ -60,8 +80,9 @@ func (m *Member) Run(ctx context.Context, hooks Hooks) {
 // Step runs one round of the member loop and returns how long to wait before the next: it fences
 // (hooks.OnFence) as soon as the renew deadline has passed, renews with an attempt cut off at that
 // deadline, and fences again if the attempt failed past it. After a fence renewals go on, and the
-// replica may act again once one succeeds, unless it fenced FlapFences times within the flap
-// window: then it releases its lease and sits out the window.
+// replica may act again once one succeeds. When it fenced FlapFences times within the flap window it
+// asks the group (Hooks.MayStepDown); when the answer is to step down, it releases its lease and sits
+// out the window.
 func (m *Member) Step(ctx context.Context, hooks Hooks) time.Duration {
 	start := m.Clock.Now()
 	if !m.loop.started {
@@ -70,7 +91,8 @@ func (m *Member) Step(ctx context.Context, hooks Hooks) time.Duration {
 	if start.Before(m.loop.downUntil) {
 		return m.sitOut(ctx, start)
 	}
-	m.fenceIfDue(ctx, hooks, start)
+	m.fenceIfDue(hooks, start)
+	m.ask(hooks, start)
 	if start.Before(m.loop.downUntil) {
 		return m.sitOut(ctx, start)
 	}
@@ -83,7 +105,8 @@ func (m *Member) Step(ctx context.Context, hooks Hooks) time.Duration {
 		}
 	}
 	now := m.Clock.Now()
-	m.fenceIfDue(ctx, hooks, now)
+	m.fenceIfDue(hooks, now)
+	m.ask(hooks, now)
 	m.loop.fenced = m.Fenced(now)
 	next := start.Add(m.RetryPeriod)
 	if at := m.FenceAt(); !m.loop.fenced && at.Before(next) {
@@ -92,9 +115,9 @@ func (m *Member) Step(ctx context.Context, hooks Hooks) time.Duration {
 	return max(next.Sub(now), 0)
 }
 
-// fenceIfDue fences when the renew deadline has passed since the last round, and steps down when
-// that happened too often.
-func (m *Member) fenceIfDue(ctx context.Context, hooks Hooks, now time.Time) {
+// fenceIfDue fences when the renew deadline has passed since the last round; when that happened too
+// often, the member asks the group whether to step down (see ask).
+func (m *Member) fenceIfDue(hooks Hooks, now time.Time) {
 	if m.loop.fenced || !m.Fenced(now) {
 		return
 	}
@@ -108,10 +131,41 @@ func (m *Member) fenceIfDue(ctx context.Context, hooks Hooks, now time.Time) {
 		}
 	}
 	m.loop.fences = append(recent, now)
-	if len(m.loop.fences) < FlapFences || hooks.MayStepDown == nil || !hooks.MayStepDown() {
+	if len(m.loop.fences) >= FlapFences && hooks.MayStepDown != nil && m.loop.asking.IsZero() {
+		m.loop.asking = now
+	}
+}
+
+// ask asks the group whether the member, which fenced too often, steps down, until the answer is
+// known or the fences fall below FlapFences within the window, and steps down when the answer is to.
+func (m *Member) ask(hooks Hooks, now time.Time) {
+	if m.loop.asking.IsZero() {
 		return
 	}
-	m.loop.fences, m.loop.downUntil, m.loop.releasing = nil, now.Add(window), true
+	if m.recentFences(now) < FlapFences {
+		m.loop.asking = time.Time{}
+		return
+	}
+	switch hooks.MayStepDown(m.loop.asking) {
+	case Stay:
+		m.loop.asking = time.Time{}
+	case StepDown:
+		m.stepDown(hooks, now)
+	}
+}
+
+// stepDown gives the work up for the flap window: the member is fenced at once (the answer may have
+// come after a renewal let it act again), and sitOut releases its lease.
+func (m *Member) stepDown(hooks Hooks, now time.Time) {
+	m.mu.Lock()
+	m.renewedAt = time.Time{}
+	m.mu.Unlock()
+	if !m.loop.fenced {
+		m.loop.fenced = true
+		hooks.OnFence()
+	}
+	m.loop.fences, m.loop.asking = nil, time.Time{}
+	m.loop.downUntil, m.loop.releasing = now.Add(FlapWindowDurations*m.LeaseDuration), true
 	if hooks.OnStepDown != nil {
 		hooks.OnStepDown(m.loop.downUntil)
 	}

@@ -454,7 +454,8 @@ func TestMemberStepsDownWhenItFencesTooOften(t *testing.T) {
 	var fences int
 	var downUntil time.Time
 	hooks := leases.Hooks{OnFence: func() { fences++ }, OnRenewFailure: func(error) {},
-		OnStepDown: func(until time.Time) { downUntil = until }, MayStepDown: func() bool { return true }}
+		OnStepDown:  func(until time.Time) { downUntil = until },
+		MayStepDown: func(time.Time) leases.StepDownAnswer { return leases.StepDown }}
 	step := func() { clk.Step(m.Step(ctx, hooks)) }
 	step()
 	require.False(t, m.Fenced(clk.Now()))
@@ -475,7 +476,10 @@ func TestMemberStepsDownWhenItFencesTooOften(t *testing.T) {
 // A member that no other member could replace (it is alone, or they all fence with it in a brownout
 // of the API server) does not step down, however often it fences (docs/sharding.md, "Gray failures").
 func TestMemberStaysWhenNoOtherCouldTakeOver(t *testing.T) {
-	for name, hook := range map[string]func() bool{"no other member renews well": func() bool { return false }, "no hook": nil} {
+	for name, hook := range map[string]func(time.Time) leases.StepDownAnswer{
+		"every other member fences too": func(time.Time) leases.StepDownAnswer { return leases.Stay },
+		"no hook":                       nil,
+	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			store := &flakyStore{Store: leasestest.NewStore()}
@@ -494,6 +498,62 @@ func TestMemberStaysWhenNoOtherCouldTakeOver(t *testing.T) {
 			require.NoError(t, err)
 			assert.GreaterOrEqual(t, leases.AdvertOf("dwd-0", l).RecentFences, leases.FlapFences, "the others see it fence")
 		})
+	}
+}
+
+// A member that fenced too often asks the group, with the time of that fence, every round until the
+// answer is known, and acts again meanwhile; an answer to step down that comes after it acts again
+// fences it at once, before its lease is released. An answer that never comes is forgotten once the
+// fences fall out of the window (docs/sharding.md, "Gray failures").
+func TestMemberAsksWhetherToStepDownUntilTheAnswerIsKnown(t *testing.T) {
+	for _, answer := range []leases.StepDownAnswer{leases.StepDown, leases.NotYetKnown} {
+		ctx := context.Background()
+		mem := leasestest.NewStore()
+		store := &flakyStore{Store: mem}
+		clk := clocktesting.NewFakeClock(t0)
+		m := newMember(store, clk)
+		fences, steppedDown, known, actingAtAFence := 0, false, false, false
+		var asked []time.Time
+		onFence := func() {
+			fences++
+			actingAtAFence = actingAtAFence || !m.Fenced(clk.Now())
+		}
+		hooks := leases.Hooks{OnFence: onFence, OnRenewFailure: func(error) {},
+			OnStepDown: func(time.Time) { steppedDown = true },
+			MayStepDown: func(at time.Time) leases.StepDownAnswer {
+				asked = append(asked, at)
+				if known {
+					return answer
+				}
+				return leases.NotYetKnown
+			}}
+		clk.Step(m.Step(ctx, hooks))
+		flap(ctx, m, store, clk, hooks, &fences)
+		require.NotEmpty(t, asked)
+		assert.False(t, steppedDown)
+		assert.False(t, m.Fenced(clk.Now()), "it acts again while the answer is not known")
+		for _, at := range asked {
+			assert.Equal(t, asked[0], at, "asked with the time of the third fence")
+		}
+		known = true
+		clk.Step(m.Step(ctx, hooks))
+		if answer == leases.NotYetKnown {
+			for clk.Now().Before(asked[0].Add(leases.FlapWindowDurations * 15 * time.Second)) {
+				clk.Step(m.Step(ctx, hooks))
+			}
+			n := len(asked)
+			clk.Step(m.Step(ctx, hooks))
+			assert.False(t, steppedDown)
+			assert.False(t, m.Fenced(clk.Now()))
+			assert.Equal(t, n, len(asked), "the question is forgotten once the fences have left the window")
+			continue
+		}
+		assert.True(t, steppedDown)
+		assert.True(t, m.Fenced(clk.Now()), "fenced at once, not at the renew deadline")
+		assert.Equal(t, leases.FlapFences+1, fences, "the work it resumed is stopped before the release")
+		assert.False(t, actingAtAFence, "the member says it is fenced before its work is stopped, so that none starts again")
+		clk.Step(m.Step(ctx, hooks))
+		assert.Equal(t, "", mem.Holder("dwd-member-dwd-0"), "the lease is released")
 	}
 }
 

@@ -159,7 +159,9 @@ func (s slow) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer timer.Stop()
 	select {
 	case <-r.Context().Done():
-		return
+		// No answer at all: returning would send an empty 200, which a client that gave up a moment
+		// later could still read as the answer.
+		panic(http.ErrAbortHandler)
 	case <-timer.C:
 	}
 	s.h.ServeHTTP(w, r)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -171,9 +172,9 @@ type Coordinator struct {
 	broken breakage
 	// predecessorLogged is set once the wait for a predecessor under this name was logged.
 	predecessorLogged atomic.Bool
-	// othersRenew is set when the last reconcile saw another member that could take this one's share
-	// over (anotherSteady).
-	othersRenew atomic.Bool
+	// peers is what the last reconcile saw of the other members that could take this one's share
+	// over (see seenPeers), in Unix nanoseconds, for MayStepDown.
+	peers struct{ steadyAt, allSeenAt atomic.Int64 }
 	// lastHolders is, by partition, the holder the cache last showed (zero after a release); reconcile
 	// steps own it.
 	lastHolders []holderID
@@ -336,7 +337,9 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	snap := c.snapshot()
 	c.stopForeignWrites(snap)
 	c.observe(snap, now)
-	c.othersRenew.Store(c.anotherSteady(snap, now))
+	steadyAt, allSeenAt := c.seenPeers(snap, now)
+	c.peers.steadyAt.Store(steadyAt)
+	c.peers.allSeenAt.Store(allSeenAt)
 	c.updateUnheld(snap, now)
 	if c.liveness.Fenced(now) {
 		if len(c.Held()) > 0 {
@@ -454,27 +457,51 @@ func (c *Coordinator) warmOnly(owners []string, acquire []int, now time.Time) (r
 	return ready, len(waiting) > 0
 }
 
-// anotherSteady reports whether another live member holds its lease with this member's settings, has
-// not left, and advertised no fence within the flap window when it last renewed.
-func (c *Coordinator) anotherSteady(snap snapshot, now time.Time) bool {
-	for m := range snap.members {
+// seenPeers looks at the other live members that hold their lease with this member's settings and
+// have not left, each as of its last renewal that this process has seen: when it happened (the earlier
+// of the lease's renewTime and the moment this process saw it, so that neither a clock ahead nor a
+// watch event delivered late dates it later) and whether it advertised no fence within the flap
+// window. It returns the latest such renewal without a fence (0: none), and the earliest of the
+// members' last renewals (math.MaxInt64 when there is no such member), in Unix nanoseconds.
+func (c *Coordinator) seenPeers(snap snapshot, now time.Time) (steadyAt, allSeenAt int64) {
+	allSeenAt = math.MaxInt64
+	for m, l := range snap.members {
 		if m == c.cfg.Member || !c.observer.Live(m, now) {
 			continue
 		}
-		_, advert, ok := c.observer.Seen(m)
-		if ok && advert.Held && !advert.Left && advert.Settings == c.cfg.Settings && advert.RecentFences == 0 {
-			return true
+		since, advert, ok := c.observer.Seen(m)
+		if !ok || !advert.Held || advert.Left || advert.Settings != c.cfg.Settings {
+			continue
+		}
+		if l.Spec.RenewTime == nil {
+			allSeenAt = math.MinInt64 // a renewal this process cannot date
+			continue
+		}
+		at := since
+		if rt := l.Spec.RenewTime.Time; rt.Before(at) {
+			at = rt
+		}
+		allSeenAt = min(allSeenAt, at.UnixNano())
+		if advert.RecentFences == 0 {
+			steadyAt = max(steadyAt, at.UnixNano())
 		}
 	}
-	return false
+	return steadyAt, allSeenAt
 }
 
-// MayStepDown tells the member loop whether stepping down after fencing too often would hand this
-// member's share to a member that does not fence (the last reconcile saw one): never when it is
-// alone, or when the others fence as well, as in brownouts of the API server (docs/sharding.md,
-// "Gray failures").
-func (c *Coordinator) MayStepDown() bool {
-	return c.othersRenew.Load()
+// MayStepDown tells the member loop whether this member, which fenced too often, steps down (see
+// leases.Hooks): only once it has seen another member that could take its share over renew after
+// fencedAt without having fenced, so that stepping down hands the share to a member that does not
+// fence. It stays when it is alone, or when every other member renewed after fencedAt with fences
+// of its own (brownouts of the API server; docs/sharding.md, "Gray failures").
+func (c *Coordinator) MayStepDown(fencedAt time.Time) leases.StepDownAnswer {
+	switch at := fencedAt.UnixNano(); {
+	case c.peers.steadyAt.Load() > at:
+		return leases.StepDown
+	case c.peers.allSeenAt.Load() > at:
+		return leases.Stay
+	}
+	return leases.NotYetKnown
 }
 
 // Ready reports whether the last reconcile left this replica holding every partition the plan gives

@@ -400,6 +400,34 @@ func (s *simulation) brownouts() {
 	s.checkLiveness("5 s after the third brownout")
 }
 
+// A member cut off twice on its own, and then once more with the whole group in a brownout, does not
+// step down at that third fence: when it fenced, its view still showed the others renewing without
+// fences, but that was before the brownout; the renewals it sees after the brownout show them fencing
+// with it (the chaos suite found this: a cut and a pause of one replica, then brownouts), even when
+// its watch lags behind its renewals.
+func TestSimulatedABrownoutAfterAMembersOwnCutsStepsNoOneDown(t *testing.T) {
+	forSeeds(t, 4, func(s *simulation) {
+		procs := s.settledGroup(3)
+		began := s.now
+		for range 2 {
+			s.cut(procs[0], 12*time.Second)
+			s.advance(30*time.Second, false)
+		}
+		// Its watch lags: its first renewal after the brownout comes before its view shows the
+		// others' renewals after it.
+		procs[0].lag = 1500 * time.Millisecond
+		for _, p := range procs {
+			s.cut(p, 12*time.Second)
+		}
+		s.advance(17*time.Second, false)
+		if s.steppedDownSince(began) {
+			s.failLiveness("a member stepped down at a fence in a brownout of the whole group")
+			return
+		}
+		s.checkLiveness("5 s after the brownout")
+	})
+}
+
 func TestSimulatedFirstRenewalAfterFailuresRevivesNoExpiredMember(t *testing.T) {
 	forSeeds(t, 8, (*simulation).firstRenewalAfterFailures)
 }
