@@ -17,7 +17,14 @@ func goals(r *Result) []Goal {
 		gs = append(gs, Goal{
 			Goal: "graceful handover", Target: "p99 ≤ 2 s",
 			Measured: fmt.Sprintf("p99 %.2f s", h.HandoverGracefulP99Seconds), Met: h.HandoverGracefulP99Seconds <= 2,
-		}, Goal{
+		})
+		if len(h.GracefulLateSeconds) > 0 {
+			gs = append(gs, Goal{
+				Goal: "graceful handover: a moved shoot's probe later than an interval after the one before", Target: "p99 ≤ 2 s",
+				Measured: fmt.Sprintf("p99 %.2f s", h.HandoverGracefulLateP99), Met: h.HandoverGracefulLateP99 <= 2,
+			})
+		}
+		gs = append(gs, Goal{
 			Goal: "kill -9 handover", Target: fmt.Sprintf("p99 ≤ member lease + 2 s = %g s", lease+2),
 			Measured: fmt.Sprintf("p99 %.2f s", h.HandoverKillP99Seconds), Met: h.HandoverKillP99Seconds <= lease+2,
 		})

@@ -127,8 +127,14 @@ type Handover struct {
 	HandoverJoinP99Seconds     float64   `json:"handover_join_p99_seconds"`
 	HandoverKillP99Seconds     float64   `json:"handover_kill_p99_seconds"`
 	GracefulSeconds            []float64 `json:"graceful_seconds"`
-	JoinSeconds                []float64 `json:"join_seconds"`
-	KillSeconds                []float64 `json:"kill_seconds"`
+	// GracefulLateSeconds are, per graceful leave, how much later than a probe interval after its
+	// previous probe the most delayed moved shoot was probed (its longest gap between two probes in a
+	// row, by any replica, less the interval; 0 when none came late): what the leave cost the shoots,
+	// where the times above include the lead in which the leaving replica still probes them.
+	GracefulLateSeconds     []float64 `json:"graceful_late_seconds,omitempty"`
+	HandoverGracefulLateP99 float64   `json:"handover_graceful_late_p99_seconds,omitempty"`
+	JoinSeconds             []float64 `json:"join_seconds"`
+	KillSeconds             []float64 `json:"kill_seconds"`
 	// MovedFractionOverIdeal is the mean over all events of the fraction of shoots that changed
 	// replica, over the ideal (1/replicas); MovedFractionOverIdealMax is the worst event.
 	MovedFractionOverIdeal    float64 `json:"moved_fraction_over_ideal"`
@@ -207,6 +213,9 @@ func (r *Result) WriteMarkdown(w io.Writer, baseline *Result) error {
 		fmt.Fprintf(&b, "\n## Handover\n\n%d shoots, %d replicas, each event %d times; the prober group's member lease writes %.2f/s when settled.\n\n| event | p99 s | partition lease writes (mean) | all s |\n|---|---|---|---|\n",
 			h.Shoots, h.Replicas, h.Repeats, h.MemberWritesPerSecond)
 		fmt.Fprintf(&b, "| graceful leave | %.2f | %.0f | %s |\n", h.HandoverGracefulP99Seconds, h.GracefulWrites, list(h.GracefulSeconds, "%.2f", 1))
+		if len(h.GracefulLateSeconds) > 0 {
+			fmt.Fprintf(&b, "| graceful leave: a moved shoot's probe later than an interval after the one before | %.2f | | %s |\n", h.HandoverGracefulLateP99, list(h.GracefulLateSeconds, "%.2f", 1))
+		}
 		fmt.Fprintf(&b, "| join | %.2f | %.0f | %s |\n", h.HandoverJoinP99Seconds, h.JoinWrites, list(h.JoinSeconds, "%.2f", 1))
 		fmt.Fprintf(&b, "| kill -9 | %.2f | %.0f | %s |\n", h.HandoverKillP99Seconds, h.KillWrites, list(h.KillSeconds, "%.2f", 1))
 		fmt.Fprintf(&b, "\nMoved fraction over ideal: %.3f mean, %.3f worst. Balance (max/mean shoots per replica): %.3f worst.\n",

@@ -167,6 +167,8 @@ func (b *bench) handover(ctx context.Context, shoots, replicas int) (*Handover, 
 			}
 		}
 	}
+	h.GracefulLateSeconds = ev.late
+	h.HandoverGracefulLateP99 = sampleQuantile(0.99, h.GracefulLateSeconds)
 	h.HandoverGracefulP99Seconds = sampleQuantile(0.99, h.GracefulSeconds)
 	h.HandoverJoinP99Seconds = sampleQuantile(0.99, h.JoinSeconds)
 	h.HandoverKillP99Seconds = sampleQuantile(0.99, h.KillSeconds)
@@ -183,6 +185,8 @@ type handoverEvents struct {
 	ideal   float64
 	moved   []float64
 	writes  map[string][]float64
+	// late is, per leave, how late the most delayed moved shoot was probed (Handover.GracefulLateSeconds).
+	late []float64
 }
 
 // play does the event to victim and returns the seconds until every moved shoot was probed by its
@@ -190,6 +194,7 @@ type handoverEvents struct {
 func (e *handoverEvents) play(ctx context.Context, name string, do func(victim *sim.Replica) error, victim *sim.Replica) (float64, error) {
 	before := e.b.seed.Shoots.Callers()
 	e.tracker.mark()
+	e.b.seed.Shoots.MarkProbes()
 	start := time.Now()
 	if err := do(victim); err != nil {
 		return 0, err
@@ -199,11 +204,28 @@ func (e *handoverEvents) play(ctx context.Context, name string, do func(victim *
 		return 0, fmt.Errorf("%s of %s: %w", name, victim.Name, err)
 	}
 	took := settled.Sub(start).Seconds()
+	if name == "leave" {
+		e.late = append(e.late, e.lateness(before))
+	}
 	e.moved = append(e.moved, float64(n)/e.ideal)
 	w := e.tracker.writes()
 	e.writes[name] = append(e.writes[name], float64(w.Total))
 	fmt.Fprintf(e.b.out, "  %-8s %s: %d shoots moved, all probed by their new owner after %.2fs; partition lease writes %s\n", name, victim.Name, n, took, w)
 	return took, nil
+}
+
+// lateness returns how much later than a probe interval after the probe before it the most delayed
+// shoot that changed replica since before was probed, in seconds (0 when none came late).
+func (e *handoverEvents) lateness(before map[string]sim.Caller) float64 {
+	stats, after := e.b.seed.Shoots.ProbeStats(), e.b.seed.Shoots.Callers()
+	late := 0.0
+	for shoot, c := range after {
+		if memberOf(before[shoot].Agent) == memberOf(c.Agent) {
+			continue
+		}
+		late = max(late, (stats[shoot].MaxGap - e.b.opts.Interval).Seconds())
+	}
+	return late
 }
 
 // meltdown expires the node leases of some shoots at once and measures until the first scale-down

@@ -25,12 +25,16 @@ type Advert struct {
 	// RecentFences is how often the holder fenced within the flap window when it last renewed
 	// (RecentFencesAnnotation); 0 when it advertises none.
 	RecentFences int
+	// Leaving is true when the incarnation that wrote the lease last announced that it is about to
+	// hand its share over (LeavingAnnotation).
+	Leaving bool
 }
 
 // AdvertOf reads the member lease l of member.
 func AdvertOf(member string, l *coordinationv1.Lease) Advert {
 	a := Advert{Held: Holder(l) == member, Settings: l.Annotations[SettingsAnnotation]}
 	a.RecentFences, _ = strconv.Atoi(l.Annotations[RecentFencesAnnotation])
+	a.Leaving = l.Annotations[LeavingAnnotation] != "" && l.Annotations[LeavingAnnotation] == Incarnation(l)
 	if l.Spec.LeaseDurationSeconds != nil {
 		a.Duration = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}

@@ -65,14 +65,17 @@ type loopState struct {
 	asking time.Time
 }
 
-// Run renews the member lease every RetryPeriod until ctx ends (see Step).
+// Run renews the member lease every RetryPeriod until ctx ends (see Step), and at once when
+// AnnounceLeave asks.
 func (m *Member) Run(ctx context.Context, hooks Hooks) {
+	poke := m.pokeChan()
 	for {
 		wait := m.Step(ctx, hooks)
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.Clock.After(wait):
+		case <-poke:
 		}
 	}
 }
@@ -154,16 +157,15 @@ func (m *Member) ask(hooks Hooks, now time.Time) {
 	}
 }
 
-// stepDown gives the work up for the flap window: the member is fenced at once (the answer may have
-// come after a renewal let it act again), and sitOut releases its lease.
+// stepDown gives the work up for the flap window: the member is fenced at once and its work stopped
+// again (the answer may have come after a renewal let it act, even within this round, whatever the
+// loop last recorded), and sitOut releases its lease.
 func (m *Member) stepDown(hooks Hooks, now time.Time) {
 	m.mu.Lock()
 	m.renewedAt = time.Time{}
 	m.mu.Unlock()
-	if !m.loop.fenced {
-		m.loop.fenced = true
-		hooks.OnFence()
-	}
+	m.loop.fenced = true
+	hooks.OnFence()
 	m.loop.fences, m.loop.asking = nil, time.Time{}
 	m.loop.downUntil, m.loop.releasing = now.Add(FlapWindowDurations*m.LeaseDuration), true
 	if hooks.OnStepDown != nil {

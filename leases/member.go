@@ -69,6 +69,9 @@ type Member struct {
 	// was deleted or cleared, so before the take. Zero after a take with proof.
 	unprovenUntil time.Time
 	writes        []sentWrite // the latest successful writes, oldest first
+	// leaving is set by AnnounceLeave; announced once a write carrying LeavingAnnotation succeeded.
+	leaving, announced bool
+	poke               chan struct{} // wakes Run for a renewal now; made by pokeChan
 
 	loop loopState // Step's state
 }
@@ -411,6 +414,11 @@ func (m *Member) renewed(lease *coordinationv1.Lease, now time.Time) *coordinati
 	if m.PodUID != "" {
 		setAnnotation(lease, PodUIDAnnotation, m.PodUID)
 	}
+	if m.isLeaving() {
+		setAnnotation(lease, LeavingAnnotation, m.Incarnation)
+	} else {
+		delete(lease.Annotations, LeavingAnnotation)
+	}
 	if m.heldLongerThan(CrashResetDurations*m.LeaseDuration, now) {
 		delete(lease.Annotations, CrashesAnnotation)
 	}
@@ -439,6 +447,9 @@ func (m *Member) wrote(lease *coordinationv1.Lease, now, answered time.Time, too
 		m.takenAt = now
 	}
 	m.lease, m.held, m.waiting, m.unreachable = lease, true, observedVersion{}, false
+	if lease.Annotations[LeavingAnnotation] == m.Incarnation {
+		m.announced = true
+	}
 	if now.After(m.renewedAt) {
 		m.renewedAt = now
 	}
@@ -620,4 +631,41 @@ func ForgoReturn(ctx context.Context, store Store, group, member string) (bool, 
 		return false, fmt.Errorf("ending the returning leave in member lease %s: %w", name, err)
 	}
 	return true, nil
+}
+
+// AnnounceLeave makes the renewals from now on say that this process is about to hand its share over
+// (LeavingAnnotation), and asks Run for a renewal at once. The others then list the partitions they
+// will take from it, while its work goes on (docs/sharding.md, "Graceful stops"). Announced reports
+// when a renewal carried it.
+func (m *Member) AnnounceLeave() {
+	m.mu.Lock()
+	m.leaving = true
+	m.mu.Unlock()
+	select {
+	case m.pokeChan() <- struct{}{}:
+	default:
+	}
+}
+
+func (m *Member) isLeaving() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.leaving
+}
+
+// Announced reports whether a renewal that announced the leave succeeded.
+func (m *Member) Announced() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.announced
+}
+
+// pokeChan returns the channel that wakes Run early.
+func (m *Member) pokeChan() chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.poke == nil {
+		m.poke = make(chan struct{}, 1)
+	}
+	return m.poke
 }

@@ -573,6 +573,56 @@ func TestMemberStopsRenewingWhileItsWorkLoopIsWedged(t *testing.T) {
 	assert.Equal(t, 1, fences)
 }
 
+// An answer to step down that comes in the round whose renewal ended the outage (the member may act
+// again from that renewal on, while the loop still records it fenced) stops the work again.
+func TestAStepDownRightAfterTheRenewalThatUnfencedStopsTheWork(t *testing.T) {
+	ctx := context.Background()
+	store := &flakyStore{Store: leasestest.NewStore()}
+	clk := clocktesting.NewFakeClock(t0)
+	m := newMember(store, clk)
+	fences, steppedDown := 0, false
+	hooks := leases.Hooks{OnFence: func() { fences++ }, OnRenewFailure: func(error) {},
+		OnStepDown: func(time.Time) { steppedDown = true },
+		MayStepDown: func(time.Time) leases.StepDownAnswer {
+			if m.Fenced(clk.Now()) {
+				return leases.NotYetKnown
+			}
+			return leases.StepDown
+		}}
+	clk.Step(m.Step(ctx, hooks))
+	flap(ctx, m, store, clk, hooks, &fences)
+	require.True(t, steppedDown)
+	assert.Equal(t, leases.FlapFences+1, fences, "the work the renewal let resume is stopped")
+	assert.True(t, m.Fenced(clk.Now()))
+}
+
+// A leave announced is written at once, not at the next retry period: the renewal that carries it
+// wakes the loop (the fake clock never moves here). Only the incarnation that wrote the marker counts
+// as leaving.
+func TestAnAnnouncedLeaveIsWrittenAtOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	store := leasestest.NewStore()
+	clk := clocktesting.NewFakeClock(t0)
+	m := newMember(store, clk)
+	done := make(chan struct{})
+	go func() { defer close(done); m.Run(ctx, leases.Hooks{OnFence: func() {}}) }()
+	require.Eventually(t, func() bool { return !m.Fenced(clk.Now()) }, 10*time.Second, time.Millisecond)
+	l, err := store.Get(ctx, "dwd-member-dwd-0")
+	require.NoError(t, err)
+	assert.False(t, leases.AdvertOf("dwd-0", l).Leaving)
+	assert.False(t, m.Announced())
+	m.AnnounceLeave()
+	require.Eventually(t, m.Announced, 10*time.Second, time.Millisecond)
+	l, err = store.Get(ctx, "dwd-member-dwd-0")
+	require.NoError(t, err)
+	assert.True(t, leases.AdvertOf("dwd-0", l).Leaving)
+	l.Annotations[leases.IncarnationAnnotation] = "inc-2"
+	assert.False(t, leases.AdvertOf("dwd-0", l).Leaving, "a marker another incarnation wrote")
+	cancel()
+	<-done
+}
+
 func TestMemberStepReportsRenewals(t *testing.T) {
 	ctx := context.Background()
 	store := &flakyStore{Store: leasestest.NewStore()}

@@ -49,6 +49,10 @@ const (
 	// (FlapWindowDurations lease durations) when it last renewed: the others step down for fencing too
 	// often only while a member that does not fence could take their share over.
 	RecentFencesAnnotation = "dwd.gardener.cloud/recent-fences"
+	// LeavingAnnotation on a member lease names the incarnation that is about to leave and hand its
+	// share over: the others list the partitions they will take from it while it still works on them
+	// (Member.AnnounceLeave).
+	LeavingAnnotation = "dwd.gardener.cloud/leaving"
 	// CrashesAnnotation on a member lease counts the processes under its name in a row that ended
 	// without a leave, each after holding the lease for less than CrashResetDurations lease
 	// durations: from CrashLoopAfter on, the next process waits before it joins (Member.take).

@@ -102,7 +102,7 @@ func (r *Replica) addRoleMember(ctx context.Context, gated manager.Manager, role
 	if err := r.mgr.Add(runner); err != nil {
 		return err
 	}
-	if err := r.setupRole(ctx, gated, role, runner.Coordinator(), auditLog); err != nil {
+	if err := r.setupRole(ctx, outliving{Manager: gated, runner: runner}, role, runner.Coordinator(), auditLog); err != nil {
 		return err
 	}
 	check := "sharding-" + string(role)

@@ -174,7 +174,9 @@ type Coordinator struct {
 	predecessorLogged atomic.Bool
 	// peers is what the last reconcile saw of the other members that could take this one's share
 	// over (see seenPeers), in Unix nanoseconds, for MayStepDown.
-	peers struct{ steadyAt, allSeenAt atomic.Int64 }
+	peers struct{ steadyAt, allSeenAt, ownShownAt atomic.Int64 }
+	// othersLive is set when the last reconcile saw another live member in the ring (OthersLive).
+	othersLive atomic.Bool
 	// lastHolders is, by partition, the holder the cache last showed (zero after a release); reconcile
 	// steps own it.
 	lastHolders []holderID
@@ -337,9 +339,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	snap := c.snapshot()
 	c.stopForeignWrites(snap)
 	c.observe(snap, now)
-	steadyAt, allSeenAt := c.seenPeers(snap, now)
-	c.peers.steadyAt.Store(steadyAt)
-	c.peers.allSeenAt.Store(allSeenAt)
+	c.notePeers(snap, now)
 	c.updateUnheld(snap, now)
 	if c.liveness.Fenced(now) {
 		if len(c.Held()) > 0 {
@@ -458,7 +458,7 @@ func (c *Coordinator) warmOnly(owners []string, acquire []int, now time.Time) (r
 }
 
 // seenPeers looks at the other live members that hold their lease with this member's settings and
-// have not left, each as of its last renewal that this process has seen: when it happened (the earlier
+// have neither left nor announced their leave, each as of its last renewal that this process has seen: when it happened (the earlier
 // of the lease's renewTime and the moment this process saw it, so that neither a clock ahead nor a
 // watch event delivered late dates it later) and whether it advertised no fence within the flap
 // window. It returns the latest such renewal without a fence (0: none), and the earliest of the
@@ -470,7 +470,7 @@ func (c *Coordinator) seenPeers(snap snapshot, now time.Time) (steadyAt, allSeen
 			continue
 		}
 		since, advert, ok := c.observer.Seen(m)
-		if !ok || !advert.Held || advert.Left || advert.Settings != c.cfg.Settings {
+		if !ok || !advert.Held || advert.Left || advert.Leaving || advert.Settings != c.cfg.Settings {
 			continue
 		}
 		if l.Spec.RenewTime == nil {
@@ -489,13 +489,28 @@ func (c *Coordinator) seenPeers(snap snapshot, now time.Time) (steadyAt, allSeen
 	return steadyAt, allSeenAt
 }
 
+// notePeers keeps what MayStepDown answers from: the others' renewals (seenPeers) and this member's own
+// renewal the cache shows.
+func (c *Coordinator) notePeers(snap snapshot, now time.Time) {
+	steadyAt, allSeenAt := c.seenPeers(snap, now)
+	c.peers.steadyAt.Store(steadyAt)
+	c.peers.allSeenAt.Store(allSeenAt)
+	if shown := c.ownRenewalShown(snap); !shown.IsZero() {
+		c.peers.ownShownAt.Store(shown.UnixNano())
+	}
+}
+
 // MayStepDown tells the member loop whether this member, which fenced too often, steps down (see
 // leases.Hooks): only once it has seen another member that could take its share over renew after
 // fencedAt without having fenced, so that stepping down hands the share to a member that does not
 // fence. It stays when it is alone, or when every other member renewed after fencedAt with fences
-// of its own (brownouts of the API server; docs/sharding.md, "Gray failures").
+// of its own (brownouts of the API server; docs/sharding.md, "Gray failures"). Nothing is known
+// until the cache shows a renewal of this member's own sent after fencedAt: a view from before it
+// may show the others expired only because this member could not see them.
 func (c *Coordinator) MayStepDown(fencedAt time.Time) leases.StepDownAnswer {
 	switch at := fencedAt.UnixNano(); {
+	case c.peers.ownShownAt.Load() <= at:
+		return leases.NotYetKnown
 	case c.peers.steadyAt.Load() > at:
 		return leases.StepDown
 	case c.peers.allSeenAt.Load() > at:
@@ -704,6 +719,7 @@ func (c *Coordinator) ringsAt(now time.Time) (rings, error) {
 	if err != nil {
 		return rings{}, err
 	}
+	c.othersLive.Store(len(live) > 1)
 	if all != c.rings.all {
 		c.membersChanged(all, c.rings.all != nil)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -163,6 +164,15 @@ func newFailureLog(t *testing.T) *failureLog {
 	return l
 }
 
+// has reports whether member logged a line containing text.
+func (l *failureLog) has(member, text string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.ContainsFunc(l.lines, func(line string) bool {
+		return strings.Contains(line, " "+member+" ") && strings.Contains(line, text)
+	})
+}
+
 // logger returns the logger of one member.
 func (l *failureLog) logger(member string) logr.Logger {
 	return funcr.New(func(prefix, args string) {
@@ -244,6 +254,14 @@ func TestGroupSharesAndHandsOver(t *testing.T) {
 		t.Logf("handover after a graceful leave: %s from the stop signal (the stop itself: %s)",
 			time.Since(start).Round(time.Millisecond), stopped.Round(time.Millisecond))
 		g.work.checkTakeovers(t, left, "dwd-2", sharding.Handover)
+		// It announced the leave in its member lease and went on working for the lead (the others'
+		// caches list its share meanwhile: TestTheCachesHoldALeavingMembersShareBeforeItsRelease).
+		assert.GreaterOrEqual(t, stopped, sharding.LeaveLead)
+		assert.True(t, g.logs.has("dwd-2", "Announced the leave"))
+		l, err := kubernetes.NewForConfigOrDie(env.Config).CoordinationV1().Leases(g.settings.Namespace).
+			Get(context.Background(), leases.MemberLeaseName(g.settings.GroupName, "dwd-2"), metav1.GetOptions{})
+		require.NoError(t, err)
+		assert.Equal(t, leases.Incarnation(l), l.Annotations[leases.LeavingAnnotation], "the announcement, in the lease it left")
 	})
 
 	t.Run("join", func(t *testing.T) {

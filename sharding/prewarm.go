@@ -18,9 +18,21 @@ const PrewarmLead = 5 * time.Second
 // periods) and only for a single silent member: when the API server is slow every member looks
 // silent, and caching every share then would load the server and the replicas when they can least
 // afford it. A member that renews again drops out of hold at the next reconcile.
+//
+// A member that announced its leave (leases.Member.AnnounceLeave) counts as the silent one, ahead of
+// any other: its partitions are listed while it still works on them, so that they are acquired as
+// soon as it releases them, not a list later.
 func (c *Coordinator) prewarm(hold []bool, now time.Time) {
-	silent := c.silentMember(now)
-	if silent != c.prewarmFor && silent != "" {
+	silent, leaving := c.leavingMember(now), true
+	if silent == "" {
+		silent, leaving = c.silentMember(now), false
+	}
+	switch {
+	case silent == c.prewarmFor || silent == "":
+	case leaving:
+		c.log.Info("A member announced its leave: the caches list the partitions this member will take from it, ahead of its release",
+			"leaving", silent, "group", c.cfg.Group)
+	default:
 		c.log.Info("A member has not renewed its lease: the caches list the partitions this member would take from it, ahead of its expiry",
 			"silent", silent, "group", c.cfg.Group)
 	}
@@ -64,4 +76,31 @@ func (c *Coordinator) silentMember(now time.Time) string {
 		return ""
 	}
 	return quietMembers[0]
+}
+
+// leavingMember returns the one live member other than this one that announced its leave and has
+// not left yet, or "" when none or more than one has (a scale-in by several at once: the caches would
+// otherwise hold most of the seed).
+func (c *Coordinator) leavingMember(now time.Time) string {
+	if c.rings.all == nil {
+		return ""
+	}
+	leaving := ""
+	for _, m := range c.rings.all.Members() {
+		_, advert, ok := c.observer.Seen(m)
+		if m == c.cfg.Member || !ok || !advert.Leaving || advert.Left || !c.observer.Live(m, now) {
+			continue
+		}
+		if leaving != "" {
+			return ""
+		}
+		leaving = m
+	}
+	return leaving
+}
+
+// OthersLive reports whether the last reconcile saw another live member of the ring, one that could
+// take this member's partitions over.
+func (c *Coordinator) OthersLive() bool {
+	return c.othersLive.Load()
 }

@@ -111,3 +111,123 @@ func trueAt(mask []bool) []int {
 	}
 	return at
 }
+
+// A member that announced its leave is prewarmed for at once, while it renews and works: the caches
+// hold the partitions this member will take from it before its release, and nothing is acquired
+// until then. Two members leaving at once are not (the caches would hold most of the seed).
+func TestTheCachesHoldALeavingMembersShareBeforeItsRelease(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		leaving []string
+		prewarm bool
+	}{
+		{name: "one member leaving", leaving: []string{"n"}, prewarm: true},
+		{name: "two members leaving", leaving: []string{"n", "o"}},
+		{name: "none leaving", leaving: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := leasestest.NewStore()
+			clk := clocktesting.NewFakeClock(time.Now())
+			for _, m := range []string{"m", "n", "o"} {
+				l := memberLease("g", m, "prober", clk.Now().Add(-time.Hour), clk.Now(), "")
+				l.Annotations[leases.IncarnationAnnotation] = "i-" + m
+				if slices.Contains(tc.leaving, m) {
+					l.Annotations[leases.LeavingAnnotation] = "i-" + m
+				}
+				_, err := store.Create(ctx, l)
+				require.NoError(t, err)
+			}
+			ring := RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}
+			caches := &gatedCaches{warm: func(int) bool { return true }}
+			c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i", Ring: ring,
+				LeaseDuration: 15 * time.Second, RetryPeriod: 2 * time.Second, WriteConcurrency: 4,
+				Settings: Settings(ring, []string{"prober"}), Caches: caches,
+				Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()})
+			reconcile(t, c)
+			share := slices.Clone(caches.held)
+			held := len(c.Held())
+			clk.Step(time.Second)
+			for _, m := range []string{"n", "o"} {
+				renew(t, store, m, clk.Now())
+			}
+			reconcile(t, c)
+			if !tc.prewarm {
+				assert.Equal(t, share, caches.held, "the caches hold this member's share only")
+				assert.Empty(t, c.prewarmFor)
+				return
+			}
+			assert.Equal(t, "n", c.prewarmFor)
+			ring2, err := NewRing([]string{"m", "o"}, ring)
+			require.NoError(t, err)
+			for p, owner := range ring2.Assignment() {
+				if owner == "m" {
+					assert.True(t, caches.held[p], "partition %d, which this member takes from n, is listed ahead", p)
+				}
+			}
+			assert.Subset(t, trueAt(caches.held), trueAt(share))
+			assert.Len(t, c.Held(), held, "nothing acquired before the leaving member released it")
+		})
+	}
+}
+
+// The answer to a member that fenced too often (docs/sharding.md, "Gray failures"): not known until
+// its own renewal after the fence shows; then StepDown for a peer seen renewing since without
+// fences, but not for one that announced its leave (it is going away: stepping down for it could
+// leave nobody); Stay when every peer renewed since with fences of its own.
+func TestTheAnswerToAMemberThatFencedTooOften(t *testing.T) {
+	for _, tc := range []struct {
+		name                    string
+		ownShown, peerRenewed   bool
+		peerFences, peerLeaving bool
+		want                    leases.StepDownAnswer
+	}{
+		{name: "own renewal since not shown", peerRenewed: true, want: leases.NotYetKnown},
+		{name: "peer not seen since", ownShown: true, want: leases.NotYetKnown},
+		{name: "peer steady since", ownShown: true, peerRenewed: true, want: leases.StepDown},
+		{name: "peer fenced too", ownShown: true, peerRenewed: true, peerFences: true, want: leases.Stay},
+		{name: "peer leaving", ownShown: true, peerRenewed: true, peerLeaving: true, want: leases.Stay},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			store := leasestest.NewStore()
+			clk := clocktesting.NewFakeClock(time.Now())
+			for _, m := range []string{"m", "n"} {
+				l := memberLease("g", m, "prober", clk.Now().Add(-time.Hour), clk.Now(), "")
+				l.Annotations[leases.IncarnationAnnotation] = "i-" + m
+				_, err := store.Create(ctx, l)
+				require.NoError(t, err)
+			}
+			ring := RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}
+			liveness := &switchLiveness{}
+			c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i", Ring: ring,
+				LeaseDuration: 15 * time.Second, RetryPeriod: 2 * time.Second, WriteConcurrency: 4,
+				Settings: Settings(ring, []string{"prober"}), Caches: &gatedCaches{warm: func(int) bool { return true }},
+				Store: store, Lister: store, Liveness: liveness, Clock: clk, Log: logr.Discard()})
+			shown := clk.Now()
+			liveness.renewalShown.Store(&shown)
+			reconcile(t, c)
+			fencedAt := clk.Now().Add(time.Second)
+			clk.Step(3 * time.Second)
+			if tc.peerRenewed {
+				l, err := store.Get(ctx, leases.MemberLeaseName("g", "n"))
+				require.NoError(t, err)
+				l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(clk.Now()))
+				if tc.peerFences {
+					l.Annotations[leases.RecentFencesAnnotation] = "1"
+				}
+				if tc.peerLeaving {
+					l.Annotations[leases.LeavingAnnotation] = "i-n"
+				}
+				_, err = store.Update(ctx, l)
+				require.NoError(t, err)
+			}
+			if tc.ownShown {
+				shown := clk.Now()
+				liveness.renewalShown.Store(&shown)
+			}
+			reconcile(t, c)
+			assert.Equal(t, tc.want, c.MayStepDown(fencedAt))
+		})
+	}
+}

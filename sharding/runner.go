@@ -51,6 +51,9 @@ type Runner struct {
 	// lost is set when another process holds this member's name, or a fence overran.
 	lost    atomic.Pointer[string]
 	waiting atomic.Bool // the member lease waits for a predecessor's (logged once)
+	// started is set when Start begins; done closes when it returns (Outlive).
+	started atomic.Bool
+	done    chan struct{}
 }
 
 // RunnerOptions are the settings and dependencies of a Runner. Settings and Client are required;
@@ -150,7 +153,7 @@ func NewRunner(opts RunnerOptions) *Runner {
 		member.Audit = opts.Audit
 	}
 	r := &Runner{opts: opts, settings: settings, client: opts.Client, log: opts.Log, clock: opts.Clock, member: member,
-		caches: newLeaseCaches(opts.Client, settings)}
+		caches: newLeaseCaches(opts.Client, settings), done: make(chan struct{})}
 	workCtx, cancel := context.WithCancel(context.Background())
 	r.workCancel = cancel
 	store := leases.APIStore{Leases: opts.Client.CoordinationV1().Leases(settings.Namespace)}
@@ -194,6 +197,21 @@ func (r *Runner) Incarnation() string {
 // Coordinator returns the coordinator, which tells the prober and the weeder what they own.
 func (r *Runner) Coordinator() *Coordinator {
 	return r.coordinator
+}
+
+// Outlive returns a channel that closes once the runner no longer works on any partition, after ctx
+// ended: at once when Start was never called, else when Start has returned (after the leave and its
+// announced lead). The work the partitions' handlers started (the prober's probes) may run until then.
+func (r *Runner) Outlive(ctx context.Context) <-chan struct{} {
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		<-ctx.Done()
+		if r.started.Load() {
+			<-r.done
+		}
+	}()
+	return out
 }
 
 // NeedLeaderElection is true so that, in the original's single-active mode, a replica waits for the
@@ -244,6 +262,8 @@ func (r *Runner) loopHealthy() bool {
 
 // Start runs until ctx ends, then releases every partition and the member lease.
 func (r *Runner) Start(ctx context.Context) error {
+	r.started.Store(true)
+	defer close(r.done)
 	defer r.workCancel()
 	queue := workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, r.settings.MemberRetryPeriod),
@@ -382,10 +402,21 @@ func (r *Runner) reconcileNext(ctx context.Context, queue workqueue.TypedRateLim
 // sees its marker deletes its member lease. It does not delete the lease itself: a member whose cache
 // never showed the marker would judge the vanished lease by its last renewal and wait a lease
 // duration.
+//
+// Its budget, counted from the signal: the leave mode and an announced leave's lead within LeaveLead,
+// the leave within the renew deadline and a retry period, the member lease's release within the renew
+// deadline (27 s at the defaults, under the manager's graceful shutdown timeout and the Pod's
+// termination grace period of 30 s).
 func (r *Runner) shutdown(stopMember context.CancelFunc, member *sync.WaitGroup) {
+	signal := r.clock.Now()
+	modeCtx, cancelMode := context.WithTimeout(context.Background(), min(r.settings.MemberRenewDeadline, LeaveLead))
+	returning, departing := r.leaveMode(modeCtx)
+	cancelMode()
+	if !returning {
+		r.announceLeave(signal)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), r.settings.MemberRenewDeadline)
 	defer cancel()
-	returning, departing := r.leaveMode(ctx)
 	left, ok := r.leaveWithin(ctx, departing, returning)
 	if !ok {
 		// Stop renewing without the clean-leave marker: the others take the share over a lease duration
@@ -414,6 +445,43 @@ func (r *Runner) shutdown(stopMember context.CancelFunc, member *sync.WaitGroup)
 	}
 	r.log.Info("Left the group", "group", r.settings.GroupName, "member", r.settings.MemberName,
 		"returning", returning, "departing", departing)
+}
+
+// announceLeave, before a departing leave or a handover, tells the others that this member is about
+// to hand its share over (leases.Member.AnnounceLeave) and gives their caches LeaveLead to list the
+// partitions they will take while its work goes on: they then acquire each partition as soon as it
+// is released instead of a list later (docs/sharding.md, "Graceful stops"). Nothing is announced or
+// waited for when this member holds nothing or no other member is live to take over.
+func (r *Runner) announceLeave(signal time.Time) {
+	if len(r.coordinator.Held()) == 0 || !r.coordinator.OthersLive() {
+		return
+	}
+	r.member.AnnounceLeave()
+	until := signal.Add(LeaveLead)
+	if !r.awaitClock(until, r.member.Announced) {
+		r.log.Info("Could not announce the leave within its lead: leaving without it", "group", r.settings.GroupName)
+		return
+	}
+	r.awaitClock(until, func() bool { return false })
+	r.log.Info("Announced the leave; the others had its lead to list this member's share", "group", r.settings.GroupName,
+		"lead", r.clock.Since(signal).Round(time.Millisecond))
+}
+
+// LeaveLead is how long a member that announced its leave goes on working before it releases its
+// partitions: about the time the others' caches take to list their part of its share under load
+// (1–3 s for a third of 5,000 shoots, docs/caches.md), as PrewarmLead for a silent member.
+const LeaveLead = PrewarmLead
+
+// awaitClock polls cond every 50 ms on the runner's clock until it holds or deadline has passed, and
+// reports whether it held.
+func (r *Runner) awaitClock(deadline time.Time, cond func() bool) bool {
+	for !cond() {
+		if !r.clock.Now().Before(deadline) {
+			return false
+		}
+		<-r.clock.After(50 * time.Millisecond)
+	}
+	return true
 }
 
 // leaveResult is what the coordinator's leave returned.
