@@ -129,3 +129,16 @@ func TestGoals(t *testing.T) {
 		"meltdown detection to first scale-down":                         true,
 	}, met, "5000 × 3 has no single-replica run to compare with")
 }
+
+// With the announced leave the graceful handover's goal is how late a moved shoot's probe came, not
+// the time from the signal, which includes the lead by design.
+func TestTheGracefulGoalIsTheMovedShootsLatenessOnceMeasured(t *testing.T) {
+	before := gracefulGoal(&Handover{HandoverGracefulP99Seconds: 2.1})
+	assert.Equal(t, "graceful handover", before.Goal)
+	assert.False(t, before.Met)
+	late := gracefulGoal(&Handover{HandoverGracefulP99Seconds: 6.2, GracefulLateSeconds: []float64{0, 0.4}, HandoverGracefulLateP99: 0.4})
+	assert.True(t, late.Met)
+	assert.Contains(t, late.Measured, "p99 0.40 s")
+	assert.Contains(t, late.Measured, "6.20 s")
+	assert.False(t, gracefulGoal(&Handover{GracefulLateSeconds: []float64{2.5}, HandoverGracefulLateP99: 2.5}).Met)
+}

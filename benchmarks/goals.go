@@ -14,16 +14,7 @@ func goals(r *Result) []Goal {
 	interval, lease := r.Settings.ProbeIntervalSeconds, r.Settings.MemberLeaseDurationSeconds
 	gs := steadyGoals(r)
 	if h := r.Handover; h != nil {
-		gs = append(gs, Goal{
-			Goal: "graceful handover", Target: "p99 ≤ 2 s",
-			Measured: fmt.Sprintf("p99 %.2f s", h.HandoverGracefulP99Seconds), Met: h.HandoverGracefulP99Seconds <= 2,
-		})
-		if len(h.GracefulLateSeconds) > 0 {
-			gs = append(gs, Goal{
-				Goal: "graceful handover: a moved shoot's probe later than an interval after the one before", Target: "p99 ≤ 2 s",
-				Measured: fmt.Sprintf("p99 %.2f s", h.HandoverGracefulLateP99), Met: h.HandoverGracefulLateP99 <= 2,
-			})
-		}
+		gs = append(gs, gracefulGoal(h))
 		gs = append(gs, Goal{
 			Goal: "kill -9 handover", Target: fmt.Sprintf("p99 ≤ member lease + 2 s = %g s", lease+2),
 			Measured: fmt.Sprintf("p99 %.2f s", h.HandoverKillP99Seconds), Met: h.HandoverKillP99Seconds <= lease+2,
@@ -36,6 +27,22 @@ func goals(r *Result) []Goal {
 		})
 	}
 	return append(gs, faultGoals(r, interval)...)
+}
+
+// gracefulGoal is the graceful handover's goal. Since a leave is announced and the leaving replica
+// probes through its lead, the time from the signal includes that lead by design; what the goal
+// protects is the moved shoots' probes, so it is measured by how late the most delayed one came
+// (Handover.GracefulLateSeconds), with the time from the signal beside it. A result without that
+// figure (before the announced leave) keeps the time from the signal.
+func gracefulGoal(h *Handover) Goal {
+	if len(h.GracefulLateSeconds) == 0 {
+		return Goal{Goal: "graceful handover", Target: "p99 ≤ 2 s",
+			Measured: fmt.Sprintf("p99 %.2f s", h.HandoverGracefulP99Seconds), Met: h.HandoverGracefulP99Seconds <= 2}
+	}
+	return Goal{Goal: "graceful handover: a moved shoot's probe later than an interval after the one before", Target: "p99 ≤ 2 s",
+		Measured: fmt.Sprintf("p99 %.2f s (from the signal until every moved shoot was probed by its new owner, the announced lead included: p99 %.2f s)",
+			h.HandoverGracefulLateP99, h.HandoverGracefulP99Seconds),
+		Met: h.HandoverGracefulLateP99 <= 2}
 }
 
 // faultGoals are the goals of the fault, restart and verdict scenarios that ran.

@@ -26,9 +26,15 @@ type outliver interface {
 
 var _ outliver = (*sharding.Runner)(nil)
 
-// Add adds r, which runs until the runner has left once the manager's context ends.
+// Add adds r, which runs until the runner has left once the manager's context ends. A runnable that
+// needs no leader election is added as it is: the manager stops that group first, before the runner's,
+// so waiting for the runner there would hold the shutdown until its timeout. (The wrapper also hides
+// controller-runtime's Warmup, which dwd does not enable.)
 func (o outliving) Add(r manager.Runnable) error {
 	if _, isCache := r.(interface{ GetCache() cache.Cache }); isCache {
+		return o.Manager.Add(r)
+	}
+	if le, ok := r.(manager.LeaderElectionRunnable); ok && !le.NeedLeaderElection() {
 		return o.Manager.Add(r)
 	}
 	return o.Manager.Add(outlived{run: r, runner: o.runner})
@@ -53,11 +59,6 @@ func (o outlived) Start(ctx context.Context) error {
 	return o.run.Start(inner)
 }
 
-// NeedLeaderElection keeps the wrapped runnable's answer (true when it has none, as the manager
-// assumes).
-func (o outlived) NeedLeaderElection() bool {
-	if le, ok := o.run.(manager.LeaderElectionRunnable); ok {
-		return le.NeedLeaderElection()
-	}
-	return true
-}
+// NeedLeaderElection is true, as the manager assumes of a runnable that does not say: the runner's
+// group, which stops after the runnables that need none.
+func (o outlived) NeedLeaderElection() bool { return true }

@@ -61,3 +61,17 @@ func TestARolesRunnablesOutliveTheSignalUntilTheMemberLeft(t *testing.T) {
 		t.Fatal("the runnable did not stop once the member had left")
 	}
 }
+
+// A runnable that needs no leader election is stopped by the manager before the runner's group: it is
+// added as it is, not made to wait for a runner that the manager stops only after it.
+func TestARunnableWithoutLeaderElectionIsNotMadeToOutliveTheRunner(t *testing.T) {
+	mgr := &addsTo{}
+	r := noElection{}
+	require.NoError(t, outliving{Manager: mgr, runner: fakeRunner{left: make(chan struct{})}}.Add(r))
+	assert.Equal(t, []manager.Runnable{r}, mgr.added)
+}
+
+type noElection struct{}
+
+func (noElection) Start(context.Context) error { return nil }
+func (noElection) NeedLeaderElection() bool    { return false }
