@@ -451,9 +451,10 @@ func (r *Runner) shutdown(stopMember context.CancelFunc, member *sync.WaitGroup)
 // to hand its share over (leases.Member.AnnounceLeave) and gives their caches LeaveLead to list the
 // partitions they will take while its work goes on: they then acquire each partition as soon as it
 // is released instead of a list later (docs/sharding.md, "Graceful stops"). Nothing is announced or
-// waited for when this member holds nothing or no other member is live to take over.
+// waited for when this member holds nothing, no other member is live to take over, or the members
+// have no caches of their share to list (every replica caches the whole seed).
 func (r *Runner) announceLeave(signal time.Time) {
-	if len(r.coordinator.Held()) == 0 || !r.coordinator.OthersLive() {
+	if r.opts.Caches == nil || len(r.coordinator.Held()) == 0 || !r.coordinator.OthersLive() {
 		return
 	}
 	r.member.AnnounceLeave()
