@@ -476,25 +476,18 @@ func TestMemberStepsDownWhenItFencesTooOften(t *testing.T) {
 // A member that no other member could replace (it is alone, or they all fence with it in a brownout
 // of the API server) does not step down, however often it fences (docs/sharding.md, "Gray failures").
 func TestMemberStaysWhenNoOtherCouldTakeOver(t *testing.T) {
-	for name, hook := range map[string]func(time.Time) leases.StepDownAnswer{
-		"every other member fences too": func(time.Time) leases.StepDownAnswer { return leases.Stay },
+	for name, hook := range map[string]func(*flapping) leases.StepDownAnswer{
+		"every other member fences too": func(*flapping) leases.StepDownAnswer { return leases.Stay },
 		"no hook":                       nil,
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			store := &flakyStore{Store: leasestest.NewStore()}
-			clk := clocktesting.NewFakeClock(t0)
-			m := newMember(store, clk)
-			fences, steppedDown := 0, false
-			hooks := leases.Hooks{OnFence: func() { fences++ }, OnRenewFailure: func(error) {},
-				OnStepDown: func(time.Time) { steppedDown = true }, MayStepDown: hook}
-			clk.Step(m.Step(ctx, hooks))
-			flap(ctx, m, store, clk, hooks, &fences)
-			fences = 0
-			flap(ctx, m, store, clk, hooks, &fences)
-			assert.False(t, steppedDown)
-			assert.False(t, m.Fenced(clk.Now()), "it renews again as soon as it can")
-			l, err := store.Get(ctx, "dwd-member-dwd-0")
+			f := flapUntilAsked(hook)
+			f.fences = 0
+			flap(ctx, f.m, f.store, f.clk, f.hooks, &f.fences)
+			assert.False(t, f.steppedDown)
+			assert.False(t, f.m.Fenced(f.clk.Now()), "it renews again as soon as it can")
+			l, err := f.store.Get(ctx, "dwd-member-dwd-0")
 			require.NoError(t, err)
 			assert.GreaterOrEqual(t, leases.AdvertOf("dwd-0", l).RecentFences, leases.FlapFences, "the others see it fence")
 		})
@@ -576,24 +569,41 @@ func TestMemberStopsRenewingWhileItsWorkLoopIsWedged(t *testing.T) {
 // An answer to step down that comes in the round whose renewal ended the outage (the member may act
 // again from that renewal on, while the loop still records it fenced) stops the work again.
 func TestAStepDownRightAfterTheRenewalThatUnfencedStopsTheWork(t *testing.T) {
+	f := flapUntilAsked(func(f *flapping) leases.StepDownAnswer {
+		if f.m.Fenced(f.clk.Now()) {
+			return leases.NotYetKnown
+		}
+		return leases.StepDown
+	})
+	require.True(t, f.steppedDown)
+	assert.Equal(t, leases.FlapFences+1, f.fences, "the work the renewal let resume is stopped")
+	assert.True(t, f.m.Fenced(f.clk.Now()))
+}
+
+// flapping is a member made to fence leases.FlapFences times, with what its hooks saw.
+type flapping struct {
+	m           *leases.Member
+	store       *flakyStore
+	clk         *clocktesting.FakeClock
+	hooks       leases.Hooks
+	fences      int
+	steppedDown bool
+}
+
+// flapUntilAsked makes a member fence leases.FlapFences times (flap), with answer as the group's
+// answer (nil: no hook), and returns it.
+func flapUntilAsked(answer func(*flapping) leases.StepDownAnswer) *flapping {
 	ctx := context.Background()
-	store := &flakyStore{Store: leasestest.NewStore()}
-	clk := clocktesting.NewFakeClock(t0)
-	m := newMember(store, clk)
-	fences, steppedDown := 0, false
-	hooks := leases.Hooks{OnFence: func() { fences++ }, OnRenewFailure: func(error) {},
-		OnStepDown: func(time.Time) { steppedDown = true },
-		MayStepDown: func(time.Time) leases.StepDownAnswer {
-			if m.Fenced(clk.Now()) {
-				return leases.NotYetKnown
-			}
-			return leases.StepDown
-		}}
-	clk.Step(m.Step(ctx, hooks))
-	flap(ctx, m, store, clk, hooks, &fences)
-	require.True(t, steppedDown)
-	assert.Equal(t, leases.FlapFences+1, fences, "the work the renewal let resume is stopped")
-	assert.True(t, m.Fenced(clk.Now()))
+	f := &flapping{store: &flakyStore{Store: leasestest.NewStore()}, clk: clocktesting.NewFakeClock(t0)}
+	f.m = newMember(f.store, f.clk)
+	f.hooks = leases.Hooks{OnFence: func() { f.fences++ }, OnRenewFailure: func(error) {},
+		OnStepDown: func(time.Time) { f.steppedDown = true }}
+	if answer != nil {
+		f.hooks.MayStepDown = func(time.Time) leases.StepDownAnswer { return answer(f) }
+	}
+	f.clk.Step(f.m.Step(ctx, f.hooks))
+	flap(ctx, f.m, f.store, f.clk, f.hooks, &f.fences)
+	return f
 }
 
 // A leave announced is written at once, not at the next retry period: the renewal that carries it
