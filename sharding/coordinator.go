@@ -764,9 +764,14 @@ func (c *Coordinator) membersChanged(ring *Ring, rebalanced bool) {
 	c.metrics.liveMembers.Set(float64(len(ring.Members())))
 }
 
-// away reports whether a live member is away on a returning leave: it stopped to restart and is
-// within its grace.
+// away reports whether a live peer is away on a returning leave: it stopped to restart and is
+// within its grace. This member is never away, whatever its cache still shows of the leave of the
+// process before it: otherwise the share kept for it would go to the others in its own ring, and it
+// would be ready without holding it.
 func (c *Coordinator) away(m string, now time.Time) bool {
+	if m == c.cfg.Member {
+		return false
+	}
 	_, advert, ok := c.observer.Seen(m)
 	return ok && advert.Left && advert.Returning > 0 && c.observer.Live(m, now)
 }

@@ -1012,6 +1012,36 @@ func TestANewProcessTwoDurationsAfterADepartureSeesNoGhost(t *testing.T) {
 	assert.Less(t, took, 5*time.Second, "no ghost in the new member's ring")
 }
 
+// A restarted member whose cache still shows its predecessor's leave (away, returning) does not
+// count itself away: its ring keeps its reserved share its own, and it is ready only once it holds
+// it (CI's TestRollingRestartMovesNoPartition saw the new process ready before it held its share).
+func TestARestartedMemberIsNotReadyOnThePartitionsKeptForItself(t *testing.T) {
+	g := newSafetyGroup(t, "ready-return", 31)
+	procs := map[string]*safetyProc{"dwd-0": g.start("dwd-0", safetyOptions{})}
+	procs["dwd-1"] = g.start("dwd-1", safetyOptions{})
+	g.runUntil(time.Minute, g.converged("dwd-0", "dwd-1"), "two members converge")
+	g.leave(procs["dwd-1"], 30*time.Second)
+
+	view := &frozenLister{store: g.store}
+	view.freeze() // the new process's cache shows the old one's leave until the test thaws it
+	b := g.start("dwd-1", safetyOptions{lister: view})
+	b.conn.setFault(func(op string, l *coordinationv1.Lease) error {
+		if l.Labels[leases.KindLabel] == leases.KindPartition {
+			return apierrors.NewInternalError(errors.New("etcdserver: request timed out"))
+		}
+		return nil
+	})
+	for range 5 {
+		g.tick()
+		require.Empty(t, b.coord.Held())
+		assert.False(t, b.coord.Ready(), "not ready while its share is only kept for it")
+	}
+	b.conn.setFault(nil)
+	view.thaw()
+	g.runUntil(10*time.Second, b.coord.Ready, "ready once it holds its share")
+	assert.True(t, g.converged("dwd-0", "dwd-1")())
+}
+
 // docs/sharding.md, "Handover state survives a failed release".
 
 // onceState hands over the state of each partition once, as the weeder does: HandoverState takes it.
