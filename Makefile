@@ -232,8 +232,8 @@ bench: tools build ## Load benchmarks of real dwd processes against simulated sh
 	$(BIN)/dwd-sim bench --name=$(BENCH_NAME) $(BENCH_FLAGS)
 
 .PHONY: bench-micro
-bench-micro: ## Micro-benchmarks of the hot paths: ring, lease decision, candidate nodes, scale plan, readiness.
-	$(GO) test -run='^$$' -bench='NewRing|Partition|Owner|DecideScaling|CandidateNodes|Plan|Tracker|ReleaseEveryPartition' -benchmem \
+bench-micro: ## Micro-benchmarks of the hot paths: ring, lease decision, candidate nodes, a cached Cluster, scale plan, readiness.
+	$(GO) test -run='^$$' -bench='NewRing|Partition|Owner|DecideScaling|CandidateNodes|CachedCluster|Plan|Tracker|ReleaseEveryPartition' -benchmem \
 		./sharding ./prober ./scaler ./weeder | tee benchmarks/results/micro-$(BENCH_NAME).txt
 
 ##@ Run

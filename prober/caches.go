@@ -63,8 +63,15 @@ var shootFields = [][]string{
 	{"status", "lastOperation", "lastUpdateTime"},
 }
 
-// trimCluster keeps a Cluster's identity and the Shoot fields the prober reads. A spec.shoot that is
-// not an object is kept as it is, so that decoding reports it.
+// trimmedShootKey is the key of spec in a cached Cluster under which trimCluster keeps the Shoot
+// fields the prober reads, as one JSON string: every replica caches every Cluster of the seed, and
+// that string takes about a quarter of the memory of the same fields as nested maps (4 KB a Cluster
+// at 5,000 shoots, measured with a heap profile of the bench).
+const trimmedShootKey = "dwdTrimmedShoot"
+
+// trimCluster keeps a Cluster's identity and the Shoot fields the prober reads, encoded as
+// decodeShootValue would encode them. A spec.shoot that is not an object is kept as it is, so that
+// decoding reports it.
 func trimCluster(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -74,8 +81,12 @@ func trimCluster(obj any) (any, error) {
 	copyIdentity(out, u)
 	shoot, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "shoot")
 	if m, isMap := shoot.(map[string]any); isMap {
-		out.Object["spec"] = map[string]any{"shoot": trimShoot(m)}
-	} else if found {
+		if exact, err := encodeShootValue(trimShoot(m)); err == nil {
+			out.Object["spec"] = map[string]any{trimmedShootKey: string(exact)}
+			return out, nil
+		}
+	}
+	if found {
 		out.Object["spec"] = map[string]any{"shoot": shoot}
 	}
 	return out, nil
@@ -162,6 +173,9 @@ func copyIdentity(dst, src *unstructured.Unstructured) {
 
 // shootOf decodes the Shoot kept in a cached Cluster.
 func shootOf(cluster *unstructured.Unstructured) (*Shoot, error) {
+	if exact, ok, _ := unstructured.NestedString(cluster.Object, "spec", trimmedShootKey); ok {
+		return decodeShootJSON([]byte(exact))
+	}
 	raw, found, err := unstructured.NestedFieldNoCopy(cluster.Object, "spec", "shoot")
 	if err != nil || !found {
 		return nil, fmt.Errorf("cluster %s has no spec.shoot", cluster.GetName())

@@ -109,10 +109,25 @@ var errEmptyShoot = errors.New("spec.shoot is empty")
 // decodeShootValue decodes a Shoot from its JSON value as encoding/json gives it (maps, slices,
 // strings, numbers, booleans), keeping only the keys that are exactly the names of Shoot's fields.
 func decodeShootValue(doc any) (*Shoot, error) {
+	exact, err := encodeShootValue(doc)
+	if err != nil {
+		return nil, err
+	}
+	return decodeShootJSON(exact)
+}
+
+// encodeShootValue encodes the keys of a Shoot's JSON value that are exactly the names of Shoot's
+// fields, for decodeShootJSON.
+func encodeShootValue(doc any) ([]byte, error) {
 	exact, err := json.Marshal(exactKeys(doc, reflect.TypeFor[Shoot]()))
 	if err != nil {
 		return nil, fmt.Errorf("encoding spec.shoot: %w", err)
 	}
+	return exact, nil
+}
+
+// decodeShootJSON decodes a Shoot from what encodeShootValue gives.
+func decodeShootJSON(exact []byte) (*Shoot, error) {
 	shoot := &Shoot{}
 	if err := json.Unmarshal(exact, shoot); err != nil {
 		return nil, fmt.Errorf("decoding spec.shoot: %w", describeJSONError("", err))
