@@ -463,7 +463,9 @@ func (r *Runner) announceLeave(signal time.Time) {
 		r.log.Info("Could not announce the leave within its lead: leaving without it", "group", r.settings.GroupName)
 		return
 	}
-	r.awaitClock(until, func() bool { return false })
+	if rest := until.Sub(r.clock.Now()); rest > 0 {
+		<-r.clock.After(rest)
+	}
 	r.log.Info("Announced the leave; the others had its lead to list this member's share", "group", r.settings.GroupName,
 		"lead", r.clock.Since(signal).Round(time.Millisecond))
 }

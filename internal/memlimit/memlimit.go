@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -11,9 +13,39 @@ import (
 // Fraction is the share of the cgroup's memory limit the Go runtime keeps its memory under.
 const Fraction = 0.9
 
-// Files are the cgroup files that may hold the memory limit, in the order read, relative to the root
-// of the file system: cgroup v2's, then cgroup v1's.
+// Files are the cgroup files that may hold the memory limit, in the order read after those of the
+// process's own cgroup (ownFiles), relative to the root of the file system: cgroup v2's, then cgroup
+// v1's, at the root of the cgroup tree, which is the process's own in a container with its own
+// cgroup namespace.
 var Files = []string{"sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory/memory.limit_in_bytes"}
+
+// ownFiles are the files of the cgroup the process runs in, as /proc/self/cgroup names it: a
+// container without a cgroup namespace of its own sees the whole tree at /sys/fs/cgroup, and its
+// limit in its own folder of it. A path that leaves the tree is ignored.
+func ownFiles(root fs.FS) []string {
+	content, err := fs.ReadFile(root, "proc/self/cgroup")
+	if err != nil {
+		return nil
+	}
+	var own []string
+	for line := range strings.Lines(string(content)) {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		dir := strings.Trim(parts[2], "/")
+		if dir == "" || !fs.ValidPath(dir) {
+			continue
+		}
+		switch {
+		case parts[0] == "0" && parts[1] == "":
+			own = append(own, path.Join("sys/fs/cgroup", dir, "memory.max"))
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
+			own = append(own, path.Join("sys/fs/cgroup/memory", dir, "memory.limit_in_bytes"))
+		}
+	}
+	return own
+}
 
 // unlimitedFrom is where a limit counts as none: cgroup v1 writes "no limit" as the largest
 // page-aligned int64 (9223372036854771712), cgroup v2 as "max".
@@ -32,14 +64,14 @@ type Decision struct {
 }
 
 // FromCgroup sets the Go memory limit to Fraction of the cgroup's memory limit, read from root (the
-// file system at /), with set (debug.SetMemoryLimit), unless getenv("GOMEMLIMIT") is set. A cgroup
+// file system at /) in the first of the process's own cgroup files and Files that exists, with set (debug.SetMemoryLimit), unless getenv("GOMEMLIMIT") is set. A cgroup
 // file that exists but cannot be read or holds no limit in bytes is an error naming it; then no limit
 // is set.
 func FromCgroup(root fs.FS, getenv func(string) string, set func(int64) int64) (Decision, error) {
 	if env := getenv("GOMEMLIMIT"); env != "" {
 		return Decision{Env: env}, nil
 	}
-	for _, file := range Files {
+	for _, file := range append(ownFiles(root), Files...) {
 		content, err := fs.ReadFile(root, file)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue

@@ -29,6 +29,21 @@ func TestTheLimitFollowsTheCgroup(t *testing.T) {
 		{name: "v2 before v1", files: map[string]string{memlimit.Files[0]: "1073741824", memlimit.Files[1]: "536870912"},
 			want: memlimit.Decision{File: memlimit.Files[0], CgroupLimit: 1 << 30, Limit: 966367641}},
 		{name: "no cgroup", want: memlimit.Decision{}},
+		{name: "own cgroup v2 without a cgroup namespace", files: map[string]string{
+			"proc/self/cgroup": "0::/kubepods.slice/pod-a/ctr\n",
+			"sys/fs/cgroup/kubepods.slice/pod-a/ctr/memory.max": "1073741824\n",
+			memlimit.Files[0]: "max\n"},
+			want: memlimit.Decision{File: "sys/fs/cgroup/kubepods.slice/pod-a/ctr/memory.max", CgroupLimit: 1 << 30, Limit: 966367641}},
+		{name: "own cgroup v1 without a cgroup namespace", files: map[string]string{
+			"proc/self/cgroup": "12:cpu,cpuacct:/kubepods/pod-a/ctr\n11:memory:/kubepods/pod-a/ctr\n",
+			"sys/fs/cgroup/memory/kubepods/pod-a/ctr/memory.limit_in_bytes": "536870912\n"},
+			want: memlimit.Decision{File: "sys/fs/cgroup/memory/kubepods/pod-a/ctr/memory.limit_in_bytes", CgroupLimit: 1 << 29, Limit: 483183820}},
+		{name: "in a cgroup namespace the root is the own cgroup", files: map[string]string{
+			"proc/self/cgroup": "0::/\n", memlimit.Files[0]: "1073741824"},
+			want: memlimit.Decision{File: memlimit.Files[0], CgroupLimit: 1 << 30, Limit: 966367641}},
+		{name: "a cgroup path that leaves the tree is ignored", files: map[string]string{
+			"proc/self/cgroup": "0::/../../etc\n", memlimit.Files[0]: "1073741824"},
+			want: memlimit.Decision{File: memlimit.Files[0], CgroupLimit: 1 << 30, Limit: 966367641}},
 		{name: "GOMEMLIMIT wins", env: "300MiB", files: map[string]string{memlimit.Files[0]: "1073741824"},
 			want: memlimit.Decision{Env: "300MiB"}},
 		{name: "garbage", files: map[string]string{memlimit.Files[0]: "lots"},
