@@ -70,8 +70,8 @@ var shootFields = [][]string{
 const trimmedShootKey = "dwdTrimmedShoot"
 
 // trimCluster keeps a Cluster's identity and the Shoot fields the prober reads, encoded as
-// decodeShootValue would encode them. A spec.shoot that is not an object is kept as it is, so that
-// decoding reports it.
+// decodeShootValue would encode them; a Cluster it trimmed already stays as it is. A spec.shoot that
+// is not an object is kept as it is, so that decoding reports it.
 func trimCluster(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
@@ -79,6 +79,11 @@ func trimCluster(obj any) (any, error) {
 	}
 	out := &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
 	copyIdentity(out, u)
+	if exact, ok, _ := unstructured.NestedString(u.Object, "spec", trimmedShootKey); ok {
+		// Trimmed before: an informer may transform what its store holds again (a replace, a reselect).
+		out.Object["spec"] = map[string]any{trimmedShootKey: exact}
+		return out, nil
+	}
 	shoot, found, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "shoot")
 	if m, isMap := shoot.(map[string]any); isMap {
 		if exact, err := encodeShootValue(trimShoot(m)); err == nil {

@@ -638,7 +638,7 @@ const fuzzDefaultGrace = 40 * time.Second
 // checkShootOfCluster wraps raw, if it is JSON, as the spec.shoot of a Cluster and decodes the Cluster
 // as the informer does. shootOf must agree with decodeShoot's result want (nil: an error); and through
 // the cache's trimCluster, a shoot that decodes must still decode, to the same decision (trimming may
-// drop a field that does not decode: the rules do not read it).
+// drop a field that does not decode: the rules do not read it), and trimming again changes nothing.
 func checkShootOfCluster(t *testing.T, raw []byte, want *Shoot) {
 	t.Helper()
 	if !json.Valid(raw) {
@@ -661,6 +661,9 @@ func checkShootOfCluster(t *testing.T, raw []byte, want *Shoot) {
 	require.NoError(t, err)
 	cached, err := shootOf(trimmed.(*unstructured.Unstructured))
 	require.NoError(t, err, "the trimmed Cluster does not decode")
+	again, err := trimCluster(trimmed)
+	require.NoError(t, err)
+	require.Equal(t, trimmed, again, "an informer may transform a trimmed Cluster again")
 	run, spec, reason := Decide(want, fuzzDefaultGrace)
 	cachedRun, cachedSpec, cachedReason := Decide(cached, fuzzDefaultGrace)
 	require.Equal(t, run, cachedRun, "trimmed: %+v", cached)
