@@ -3,8 +3,6 @@ package replica
 import (
 	"context"
 	"maps"
-	"runtime"
-	"runtime/debug"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -18,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
-	"github.com/sharded-dwd/dependency-watchdog/internal/memlimit"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/prober"
 	"github.com/sharded-dwd/dependency-watchdog/shardcache"
@@ -51,7 +48,6 @@ func (r *Replica) shareCaches() {
 	if r.opts.LeaderOnly {
 		return
 	}
-	returner := &memlimit.Returner{Free: r.returnMemory}
 	for _, role := range r.opts.Roles() {
 		s := r.opts.ShardingFor(role)
 		if s.CacheSharding != config.CacheShardingServer && s.CacheSharding != config.CacheShardingClient {
@@ -59,24 +55,12 @@ func (r *Replica) shareCaches() {
 		}
 		partitions := sharding.Partitions{Function: s.PartitionFunction, Count: s.PartitionCount}
 		r.shares[role] = shardcache.NewShare(shardcache.Options{Partitions: partitions,
-			Server: s.CacheSharding == config.CacheShardingServer, Group: s.GroupName, Log: r.opts.Log.WithName("caches"),
-			Shrunk: returner.Shrunk})
+			Server: s.CacheSharding == config.CacheShardingServer, Group: s.GroupName, Log: r.opts.Log.WithName("caches")})
 		if s.CacheSharding == config.CacheShardingServer && !partitions.Selectable() {
 			r.log.Info("Warning: --cache-sharding=server needs --partition-function="+config.PartitionFNVRange+"; the caches filter instead",
 				"group", s.GroupName)
 		}
 	}
-}
-
-// returnMemory gives the memory of what the caches dropped back to the system at once
-// (memlimit.Returner), and logs how much.
-func (r *Replica) returnMemory() {
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	debug.FreeOSMemory()
-	runtime.ReadMemStats(&after)
-	r.log.Info("Returned the memory of what the caches dropped to the system",
-		"returnedBytes", int64(after.HeapReleased)-int64(before.HeapReleased), "heapInUseBytes", after.HeapInuse)
 }
 
 // startShare makes the caches of a group start with the share its member will likely hold

@@ -19,9 +19,6 @@ type Share struct {
 	server bool
 	log    logr.Logger
 	group  string
-	shrunk func()
-	// peak is the most partitions held since Shrunk was last called.
-	peak int
 
 	mu      sync.Mutex
 	current *shareState
@@ -74,9 +71,6 @@ type Options struct {
 	Group string
 	// Log defaults to a logger that discards.
 	Log logr.Logger
-	// Shrunk, when set, is called when a change drops a quarter or more of the partitions held
-	// (memlimit.Returner.Shrunk: the memory of what the caches drop goes back to the system).
-	Shrunk func()
 }
 
 // NewShare returns the share of a group, holding nothing until the first Hold.
@@ -91,13 +85,12 @@ func NewShare(opts Options) *Share {
 		empty.selector = nothingSelector
 	}
 	return &Share{partitions: opts.Partitions, server: opts.Server && opts.Partitions.Selectable(), log: log, group: opts.Group,
-		shrunk: opts.Shrunk, current: empty, changed: make(chan struct{})}
+		current: empty, changed: make(chan struct{})}
 }
 
 // Hold sets the partitions the caches hold (indexed by partition): the member's share and the
 // partitions it holds. A change makes every sharded informer select the new share within its
-// stream, without a restart; partitions that left are dropped from the caches, and once the share
-// is a quarter or more below the most it held since the last call, Options.Shrunk is called.
+// stream, without a restart; partitions that left are dropped from the caches.
 func (s *Share) Hold(held []bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -111,13 +104,7 @@ func (s *Share) Hold(held []bool) {
 	s.current = next
 	close(s.changed)
 	s.changed = make(chan struct{})
-	n := countTrue(next.held)
-	heldPartitions.WithLabelValues(s.group).Set(float64(n))
-	s.peak = max(s.peak, n)
-	if s.shrunk != nil && n < s.peak && 4*(s.peak-n) >= s.peak {
-		s.peak = n
-		s.shrunk()
-	}
+	heldPartitions.WithLabelValues(s.group).Set(float64(countTrue(next.held)))
 }
 
 // Warm reports whether every sharded informer of the share holds partition p: it is in the share

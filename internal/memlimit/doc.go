@@ -8,8 +8,4 @@
 // own), then at the root of the cgroup file system as a container with one sees it, and sets the limit to Fraction of it (debug.SetMemoryLimit),
 // leaving the rest to what the runtime does not account for (the binary, thread stacks outside the
 // heap's accounting, kernel buffers). The command logs what it decided.
-//
-// Returner gives the memory of what the sharded caches dropped back to the system once they stopped
-// shrinking (a share that fell by a quarter or more, shardcache.Options.Shrunk), instead of leaving
-// it to the runtime's slow background scavenger.
 package memlimit
