@@ -65,8 +65,8 @@ var shootFields = [][]string{
 
 // trimmedShootKey is the key of spec in a cached Cluster under which trimCluster keeps the Shoot
 // fields the prober reads, as one JSON string: every replica caches every Cluster of the seed, and
-// that string takes about a quarter of the memory of the same fields as nested maps (4 KB a Cluster
-// at 5,000 shoots, measured with a heap profile of the bench).
+// with the string a Cluster keeps 1,791 bytes of heap instead of 6,135 with the same fields as
+// nested maps (BenchmarkCachedCluster).
 const trimmedShootKey = "dwdTrimmedShoot"
 
 // trimCluster keeps a Cluster's identity and the Shoot fields the prober reads, encoded as

@@ -20,8 +20,10 @@ const Fraction = 0.9
 var Files = []string{"sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory/memory.limit_in_bytes"}
 
 // ownFiles are the files of the cgroup the process runs in, as /proc/self/cgroup names it: a
-// container without a cgroup namespace of its own sees the whole tree at /sys/fs/cgroup, and its
-// limit in its own folder of it. A path that leaves the tree is ignored.
+// container without a cgroup namespace of its own on cgroup v2 may see the whole tree at
+// /sys/fs/cgroup, and its limit in its own folder of it (where the runtime mounts only the
+// container's own folder, as runc does on cgroup v1, the file is missing and Files are read). A path
+// that leaves the tree is ignored.
 func ownFiles(root fs.FS) []string {
 	content, err := fs.ReadFile(root, "proc/self/cgroup")
 	if err != nil {

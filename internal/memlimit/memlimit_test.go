@@ -41,6 +41,10 @@ func TestTheLimitFollowsTheCgroup(t *testing.T) {
 		{name: "in a cgroup namespace the root is the own cgroup", files: map[string]string{
 			"proc/self/cgroup": "0::/\n", memlimit.Files[0]: "1073741824"},
 			want: memlimit.Decision{File: memlimit.Files[0], CgroupLimit: 1 << 30, Limit: 966367641}},
+		{name: "the own cgroup's file missing, the root's is read", files: map[string]string{
+			"proc/self/cgroup": "11:memory:/kubepods/pod-a/ctr\n",
+			memlimit.Files[1]:  "536870912\n"},
+			want: memlimit.Decision{File: memlimit.Files[1], CgroupLimit: 1 << 29, Limit: 483183820}},
 		{name: "a cgroup path that leaves the tree is ignored", files: map[string]string{
 			"proc/self/cgroup": "0::/../../etc\n", memlimit.Files[0]: "1073741824"},
 			want: memlimit.Decision{File: memlimit.Files[0], CgroupLimit: 1 << 30, Limit: 966367641}},
