@@ -80,7 +80,7 @@ func trimCluster(obj any) (any, error) {
 	out := &unstructured.Unstructured{Object: map[string]any{"apiVersion": u.GetAPIVersion(), "kind": u.GetKind()}}
 	copyIdentity(out, u)
 	if exact, ok, _ := unstructured.NestedString(u.Object, "spec", trimmedShootKey); ok {
-		// Trimmed before: an informer may transform what its store holds again (a replace, a reselect).
+		// Trimmed before: the cache handed the transform Clusters it had trimmed (seen in the bench).
 		out.Object["spec"] = map[string]any{trimmedShootKey: exact}
 		return out, nil
 	}
