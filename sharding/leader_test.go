@@ -79,6 +79,8 @@ func TestFencedLockFenceFollowsSuccessfulRenewals(t *testing.T) {
 }
 
 func TestLeaderOwnsEverythingWhileLeadingAndBeforeItsFence(t *testing.T) {
+	// The metrics are the process's: a run before this one (go test -count=2) left its series.
+	lastRenew.DeleteLabelValues("leader-metrics", "me")
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1000, 0))
 	leader := NewLeader(LeaderOptions{Group: "leader-metrics", Member: "me", Lock: &fakeLock{},
 		RenewDeadline: 10 * time.Second, LeaseDuration: 15 * time.Second, Clock: clk})
