@@ -461,8 +461,9 @@ func (c *Coordinator) warmOnly(owners []string, acquire []int, now time.Time) (r
 // have neither left nor announced their leave, each as of its last renewal that this process has
 // seen: when it happened (the earlier of the lease's renewTime and the moment this process saw it,
 // so that neither a clock ahead nor a watch event delivered late dates it later) and whether it
-// advertised no fence within the flap window. It returns the latest such renewal without a fence (0: none), and the earliest of the
-// members' last renewals (math.MaxInt64 when there is no such member), in Unix nanoseconds.
+// advertised no fence within the flap window. It returns the latest such renewal without a fence
+// (0: none), and the earliest of the members' last renewals (math.MaxInt64 when there is no such
+// member), in Unix nanoseconds.
 func (c *Coordinator) seenPeers(snap snapshot, now time.Time) (steadyAt, allSeenAt int64) {
 	allSeenAt = math.MaxInt64
 	for m, l := range snap.members {

@@ -66,9 +66,9 @@ type Decision struct {
 }
 
 // FromCgroup sets the Go memory limit to Fraction of the cgroup's memory limit, read from root (the
-// file system at /) in the first of the process's own cgroup files and Files that exists, with set (debug.SetMemoryLimit), unless getenv("GOMEMLIMIT") is set. A cgroup
-// file that exists but cannot be read or holds no limit in bytes is an error naming it; then no limit
-// is set.
+// file system at /) in the first of the process's own cgroup files and Files that exists, with set
+// (debug.SetMemoryLimit), unless getenv("GOMEMLIMIT") is set. A cgroup file that exists but cannot
+// be read or holds no limit in bytes is an error naming it; then no limit is set.
 func FromCgroup(root fs.FS, getenv func(string) string, set func(int64) int64) (Decision, error) {
 	if env := getenv("GOMEMLIMIT"); env != "" {
 		return Decision{Env: env}, nil
