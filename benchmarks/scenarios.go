@@ -461,7 +461,7 @@ func (b *bench) settle(ctx context.Context, start time.Time, before map[string]s
 			return false, err
 		}
 		for _, r := range b.replicas {
-			held := sim.Sum(r.Metrics(ctx), "dwd_sharding_partitions_held", "group="+sim.Groups[0])
+			held := r.Sum(ctx, "dwd_sharding_partitions_held", "group="+sim.Groups[0])
 			if int(held) != wantHeld[r.Name] {
 				why = fmt.Sprintf("%s holds %.0f partitions, its ring share is %d", r.Name, held, wantHeld[r.Name])
 				return false, nil

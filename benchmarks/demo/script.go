@@ -192,7 +192,7 @@ func LongestGap(stats map[string]sim.ProbeStats, now time.Time) (string, time.Du
 func (d *Demo) Totals(ctx context.Context) (held, probing float64) {
 	byGroup := make([]float64, len(sim.Groups))
 	for _, r := range d.Replicas {
-		m := r.Metrics(ctx)
+		m := r.Metrics(ctx, "dwd_sharding_partitions_held", "dwd_probes_active")
 		for i, g := range sim.Groups {
 			byGroup[i] += sim.Sum(m, "dwd_sharding_partitions_held", "group="+g)
 		}
@@ -205,7 +205,7 @@ func (d *Demo) Totals(ctx context.Context) (held, probing float64) {
 func (d *Demo) shares(ctx context.Context) string {
 	s := "shoots probed per replica:"
 	for _, r := range d.Replicas {
-		s += fmt.Sprintf(" %s=%.0f", r.Name, sim.Sum(r.Metrics(ctx), "dwd_probes_active", ""))
+		s += fmt.Sprintf(" %s=%.0f", r.Name, r.Sum(ctx, "dwd_probes_active", ""))
 	}
 	return s
 }

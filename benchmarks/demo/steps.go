@@ -98,7 +98,7 @@ func (d *Demo) comeBack(ctx context.Context, r *sim.Replica) (string, error) {
 	}
 	err := d.Until(ctx, 60*time.Second, func(ctx context.Context) bool {
 		held, probing := d.Totals(ctx)
-		return held == sim.Partitions && probing == float64(d.Options.Shoots) && sim.Sum(r.Metrics(ctx), "dwd_probes_active", "") > 0
+		return held == sim.Partitions && probing == float64(d.Options.Shoots) && r.Sum(ctx, "dwd_probes_active", "") > 0
 	})
 	if err != nil {
 		return "", fmt.Errorf("it did not take back its share in time: %w", err)

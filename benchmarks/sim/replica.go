@@ -160,6 +160,12 @@ func (r *Replica) Memory(field string) (uint64, error) {
 // MetricsAddr is the host:port of its metrics endpoint.
 func (r *Replica) MetricsAddr() string { return r.metricsAddr }
 
+// Sum scrapes metric name alone from the replica and sums its samples whose labels include match
+// ("k=v,k=v", see the package's Sum); 0 when the replica does not answer.
+func (r *Replica) Sum(ctx context.Context, name, match string) float64 {
+	return Sum(r.Metrics(ctx, name), name, match)
+}
+
 // Cut cuts the replica from the seed's API server: every connection through its proxy drops and new
 // ones fail until Heal. It needs a set with ProxyTo.
 func (r *Replica) Cut() error {
@@ -182,10 +188,11 @@ func (r *Replica) Ready(ctx context.Context) bool {
 	return r.Running() && dwdproc.OK(ctx, "http://"+r.healthAddr+"/readyz")
 }
 
-// Metrics scrapes the replica's metrics; nil when it does not answer.
-func (r *Replica) Metrics(ctx context.Context) map[string]*dto.MetricFamily {
+// Metrics scrapes the replica's metrics, only the families named when there are names; nil when
+// it does not answer.
+func (r *Replica) Metrics(ctx context.Context, names ...string) map[string]*dto.MetricFamily {
 	if !r.Running() {
 		return nil
 	}
-	return dwdproc.Scrape(ctx, r.metricsAddr)
+	return dwdproc.Scrape(ctx, r.metricsAddr, names...)
 }

@@ -233,7 +233,7 @@ func TerminateRunning(replicas []*Replica, timeout time.Duration) {
 func PerReplica(ctx context.Context, replicas []*Replica, name, match string) map[string]float64 {
 	sums := make(map[string]float64, len(replicas))
 	for _, r := range replicas {
-		sums[r.Name] = Sum(r.Metrics(ctx), name, match)
+		sums[r.Name] = r.Sum(ctx, name, match)
 	}
 	return sums
 }

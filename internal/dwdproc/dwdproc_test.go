@@ -2,17 +2,21 @@ package dwdproc
 
 import (
 	"context"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/procfs"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -110,4 +114,27 @@ func TestFreePortsAreBelowTheEphemeralRange(t *testing.T) {
 		assert.GreaterOrEqual(t, n, minPort)
 		assert.Less(t, n, low, "below the ephemeral range")
 	}
+}
+
+// With names, Scrape asks for those families only, and a promhttp handler (as the replicas' metrics
+// server is) serves no other.
+func TestScrapeAsksForTheNamedFamiliesOnly(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	x := prometheus.NewCounter(prometheus.CounterOpts{Name: "dwd_x_total"})
+	y := prometheus.NewGauge(prometheus.GaugeOpts{Name: "dwd_y"})
+	reg.MustRegister(x, y)
+	x.Add(2)
+	y.Set(5)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	f := Scrape(context.Background(), addr, "dwd_y")
+	require.NotNil(t, f)
+	assert.Equal(t, []string{"dwd_y"}, slices.Collect(maps.Keys(f)))
+	assert.Equal(t, 5.0, Sum(f, "dwd_y"))
+	assert.Len(t, Scrape(context.Background(), addr, "dwd_x_total", "dwd_y"), 2)
+	assert.Len(t, Scrape(context.Background(), addr), 2, "no names: every family")
 }

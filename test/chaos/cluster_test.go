@@ -184,7 +184,7 @@ func (c *cluster) stop() {
 // totals sums the partitions held and the shoots probed over the running replicas.
 func (c *cluster) totals(ctx context.Context) (held, probing float64) {
 	for _, r := range c.replicas {
-		m := r.Metrics(ctx)
+		m := r.Metrics(ctx, "dwd_sharding_partitions_held", "dwd_probes_active")
 		held += dwdproc.Sum(m, "dwd_sharding_partitions_held")
 		probing += dwdproc.Sum(m, "dwd_probes_active")
 	}

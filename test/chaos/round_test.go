@@ -118,7 +118,7 @@ func (c *cluster) others(r *sim.Replica) []*sim.Replica {
 func heldBy(ctx context.Context, replicas []*sim.Replica) float64 {
 	held := 0.0
 	for _, r := range replicas {
-		held += dwdproc.Sum(r.Metrics(ctx), "dwd_sharding_partitions_held")
+		held += r.Sum(ctx, "dwd_sharding_partitions_held", "")
 	}
 	return held
 }
@@ -126,7 +126,7 @@ func heldBy(ctx context.Context, replicas []*sim.Replica) float64 {
 // held reads the partitions r holds; false when its metrics did not answer (a busy or stopped
 // process), which is no 0.
 func held(ctx context.Context, r *sim.Replica) (float64, bool) {
-	m := r.Metrics(ctx)
+	m := r.Metrics(ctx, "dwd_sharding_partitions_held")
 	return dwdproc.Sum(m, "dwd_sharding_partitions_held"), m != nil
 }
 

@@ -162,7 +162,8 @@ type faultCounts map[string]float64
 func (c *cluster) faultMetrics(ctx context.Context) faultCounts {
 	counts := faultCounts{}
 	for _, r := range c.replicas {
-		m := r.Metrics(ctx)
+		m := r.Metrics(ctx, "dwd_probes_total", "dwd_probe_inconclusive_total", "dwd_shoot_config_errors_total",
+			"dwd_api_throttled_requests_total")
 		for _, f := range []struct{ key, metric, label string }{
 			{"probes ", "dwd_probes_total", "result"},
 			{"inconclusive ", "dwd_probe_inconclusive_total", "reason"},

@@ -103,7 +103,7 @@ func (g *gardenerStory) handOver(ctx context.Context) (string, error) {
 func (g *gardenerStory) probedAgain(ctx context.Context, leader *sim.Replica, t time.Time) (time.Duration, error) {
 	timeout := gardenerHandoverLimit + 2*demo.ProbeInterval
 	err := g.Until(ctx, timeout, func(ctx context.Context) bool {
-		return sim.Sum(leader.Metrics(ctx), "dwd_probes_active", "") == float64(g.Options.Shoots) &&
+		return leader.Sum(ctx, "dwd_probes_active", "") == float64(g.Options.Shoots) &&
 			len(demo.UnprobedSince(g.Seed.Shoots.ProbeStats(), t)) == 0
 	})
 	if err != nil {
@@ -134,9 +134,9 @@ func (g *gardenerStory) failOverWeeder(ctx context.Context, shoots []string) (st
 	weeded, err := g.Weed(ctx, shoots)
 	if err != nil {
 		return "", fmt.Errorf("%s leads %s after the kill, but: %w (%s counts %.0f failed pod deletes)", next.Name, led.Round(100*time.Millisecond),
-			err, next.Name, sim.Sum(next.Metrics(ctx), "dwd_weeder_pod_delete_failures_total", ""))
+			err, next.Name, next.Sum(ctx, "dwd_weeder_pod_delete_failures_total", ""))
 	}
-	if deleted := sim.Sum(next.Metrics(ctx), "dwd_weeder_pods_deleted_total", ""); deleted != float64(len(shoots)) {
+	if deleted := next.Sum(ctx, "dwd_weeder_pods_deleted_total", ""); deleted != float64(len(shoots)) {
 		return "", fmt.Errorf("%s counts %.0f pods deleted, want %d", next.Name, deleted, len(shoots))
 	}
 	return fmt.Sprintf("%s leads %s after the kill (leader lease %s); it deleted them: %s",

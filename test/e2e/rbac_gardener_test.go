@@ -107,7 +107,7 @@ func (g *gardenerStory) start(ctx context.Context, timeout time.Duration) (strin
 	err := g.Until(ctx, timeout, func(ctx context.Context) bool {
 		prober, probers := leaders(ctx, g.probers)
 		_, weeders := leaders(ctx, g.weeders)
-		return probers == 1 && weeders == 1 && sim.Sum(prober.Metrics(ctx), "dwd_probes_active", "") == float64(g.Options.Shoots) &&
+		return probers == 1 && weeders == 1 && prober.Sum(ctx, "dwd_probes_active", "") == float64(g.Options.Shoots) &&
 			len(demo.UnprobedSince(g.Seed.Shoots.ProbeStats(), started)) == 0
 	})
 	if err != nil {
@@ -127,7 +127,7 @@ func leaders(ctx context.Context, rs []*sim.Replica) (*sim.Replica, int) {
 	var leader *sim.Replica
 	n := 0
 	for _, r := range rs {
-		if sim.Sum(r.Metrics(ctx), "dwd_sharding_partitions_held", "") > 0 {
+		if r.Sum(ctx, "dwd_sharding_partitions_held", "") > 0 {
 			leader, n = r, n+1
 		}
 	}
@@ -147,7 +147,7 @@ func (g *gardenerStory) killLeader(ctx context.Context) (string, error) {
 	timeout := gardenerLeaseDuration + 20*time.Second
 	err := g.Until(ctx, timeout, func(ctx context.Context) bool {
 		next, n := leaders(ctx, g.probers)
-		return n == 1 && sim.Sum(next.Metrics(ctx), "dwd_probes_active", "") == float64(g.Options.Shoots) &&
+		return n == 1 && next.Sum(ctx, "dwd_probes_active", "") == float64(g.Options.Shoots) &&
 			len(demo.UnprobedSince(g.Seed.Shoots.ProbeStats(), killed)) == 0
 	})
 	if err != nil {
