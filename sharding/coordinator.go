@@ -62,6 +62,13 @@ type Config struct {
 	RetryPeriod time.Duration
 	// WriteConcurrency bounds the partition lease writes in flight; 1 writes in partition order.
 	WriteConcurrency int
+	// AcquireBatch, when above 0, bounds the partitions one reconcile acquires of those their
+	// holders released, oldest release first; a reconcile that leaves some for later runs the next
+	// at once. While a member leaves, its releases arrive one by one: a partition released while a
+	// reconcile writes waits for that reconcile's batch only, not for the whole backlog of a long one
+	// (docs/sharding.md, "Handover batches"). Partitions taken from an expired holder, which become
+	// free all at once, are not bounded.
+	AcquireBatch int
 	// Settings are what every member of the group must agree on (see Settings); a member that sees a
 	// live member advertising others changes nothing.
 	Settings string
@@ -367,6 +374,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	c.shownRenewal = c.ownRenewalShown(snap)
 	release, acquire := c.plan(rings.owners, snap, now)
 	acquire, warming := c.warmOnly(rings.owners, acquire, now)
+	acquire, more := c.acquireBatch(acquire, snap)
 	errs := c.forEach(ctx, release, func(p int) error {
 		if v, ok := snap.vanished[p]; ok {
 			return c.releaseVanished(ctx, p, snap.parts[p], v)
@@ -381,10 +389,44 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	c.updateMetrics()
 	c.updateShootsOwned(ctx, now)
 	c.finishRebalance(rings.all, now, heldBefore, c.ready.Load() && len(errs) == 0)
-	if warming {
+	switch {
+	case more:
+		return 0, errors.Join(errs...)
+	case warming:
 		return min(c.requeueAfter(now), warmPollPeriod), errors.Join(errs...)
 	}
 	return c.requeueAfter(now), errors.Join(errs...)
+}
+
+// acquireBatch keeps of acquire, when it holds more than AcquireBatch partitions that their
+// holders released, the partitions without a release and the AcquireBatch released earliest; more
+// reports that it left some for the next reconcile.
+func (c *Coordinator) acquireBatch(acquire []int, snap snapshot) (batch []int, more bool) {
+	if c.cfg.AcquireBatch <= 0 || len(acquire) <= c.cfg.AcquireBatch {
+		return acquire, false
+	}
+	type released struct {
+		p  int
+		at time.Time
+	}
+	var free []released
+	for _, p := range acquire {
+		if l := snap.parts[p]; l != nil && leases.Holder(l) == "" {
+			if at, ok := leases.ReleasedAt(l); ok {
+				free = append(free, released{p, at})
+				continue
+			}
+		}
+		batch = append(batch, p)
+	}
+	if len(free) <= c.cfg.AcquireBatch {
+		return acquire, false
+	}
+	slices.SortStableFunc(free, func(a, b released) int { return a.at.Compare(b.at) })
+	for _, r := range free[:c.cfg.AcquireBatch] {
+		batch = append(batch, r.p)
+	}
+	return batch, true
 }
 
 // warmPollPeriod is how soon a reconcile that waits for the caches to hold a partition runs again.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
 )
 
@@ -145,4 +146,42 @@ func TestAPartitionIsAcquiredColdAfterTheLongestWait(t *testing.T) {
 	_, err = c.Reconcile(context.Background())
 	require.NoError(t, err)
 	assert.True(t, c.Holds(3), "acquired cold after the wait")
+}
+
+// A reconcile acquires at most AcquireBatch of the partitions their holders released, earliest
+// release first, and asks for the next reconcile at once; partitions without a release (never held
+// here, or taken from an expired holder) are not held back.
+func TestAReconcileAcquiresReleasedPartitionsInBatchesEarliestReleaseFirst(t *testing.T) {
+	store := leasestest.NewStore()
+	clk := clocktesting.NewFakeClock(time.Now())
+	ctx := context.Background()
+	const count = 7
+	// Partitions 0..4 were held by a member that left, and released in reverse order: 4 first.
+	for p := range 5 {
+		held, err := leases.Acquire(ctx, store, "g", count, p, nil, "gone", "old", clk.Now())
+		require.NoError(t, err)
+		_, err = leases.Release(ctx, store, held, nil, "", clk.Now().Add(time.Duration(10-p)*time.Second))
+		require.NoError(t, err)
+	}
+	c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
+		Ring: RingConfig{PartitionCount: count, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 4, AcquireBatch: 2,
+		Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()})
+
+	after, err := c.Reconcile(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []int{5, 6, 4, 3}, c.Held(), "those never held, and the two released first")
+	assert.Zero(t, after, "the next batch at once")
+	assert.False(t, c.Ready())
+
+	after, err = c.Reconcile(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []int{5, 6, 4, 3, 2, 1}, c.Held())
+	assert.Zero(t, after)
+
+	after, err = c.Reconcile(ctx)
+	require.NoError(t, err)
+	assert.Len(t, c.Held(), count, "the last batch is not full")
+	assert.True(t, c.Ready())
+	assert.Positive(t, after, "nothing left for an immediate reconcile")
 }

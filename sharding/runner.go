@@ -159,7 +159,7 @@ func NewRunner(opts RunnerOptions) *Runner {
 	store := leases.APIStore{Leases: opts.Client.CoordinationV1().Leases(settings.Namespace)}
 	r.coordinator = NewCoordinator(Config{
 		Group: settings.GroupName, Member: settings.MemberName, Incarnation: incarnation, Ring: ring,
-		LeaseDuration: settings.MemberLeaseDuration, RetryPeriod: settings.MemberRetryPeriod, WriteConcurrency: 16,
+		LeaseDuration: settings.MemberLeaseDuration, RetryPeriod: settings.MemberRetryPeriod, WriteConcurrency: 16, AcquireBatch: handoverBatch,
 		Settings: member.Settings, Event: r.event, Audit: opts.Audit, WontReturn: opts.WontReturn,
 		Foreign: r.caches.foreign, Leaders: r.caches.leaders,
 		WorkContext: workCtx, Store: store, Lister: r.caches.group, Liveness: member, Clock: opts.Clock, Log: opts.Log, Handlers: opts.Handlers, Namespaces: opts.Namespaces, Caches: opts.Caches,
@@ -167,6 +167,11 @@ func NewRunner(opts RunnerOptions) *Runner {
 	member.MayJoin = r.coordinator.MayJoin
 	return r
 }
+
+// handoverBatch is the Runner's' Config.AcquireBatch: two rounds of writes at the write concurrency,
+// so that a partition a leaving member releases waits for at most about two writes' time before a
+// reconcile acquires it (docs/sharding.md, "Handover batches").
+const handoverBatch = 32
 
 // LeaseClientConfig returns a copy of cfg for the Lease client, with rate limits high enough that a
 // rebalance, which writes each moved partition's lease twice, is not throttled.
