@@ -107,9 +107,9 @@ test: verify ## Everything CI runs: formatting, vet, unit and integration tests 
 	@# The mutants whose tests need no control plane (73 of 79: each mostly a link of its package's
 	@# test binary) are checked beside the tests, at the lowest CPU priority, so that they take little
 	@# but what the tests leave idle. Those that start the control plane, whose tests keep time, are
-	@# checked after the tests.
-	$(MAKE) --no-print-directory -j2 test-run mutants-beside
-	$(MAKE) --no-print-directory mutants-after test-rules
+	@# checked as soon as the tests end, beside the rest of the others.
+	$(MAKE) --no-print-directory -j2 test-run-then-mutants-after mutants-beside
+	$(MAKE) --no-print-directory test-rules
 
 .PHONY: verify
 verify: fuzz-targets ## Fail if gofmt would change a file, a fuzz target is missing from FUZZ_TARGETS, or the lint finds a broken import floor, a time.Sleep, a real clock not injected or a function over 60 lines (docs/development.md; test-build vets).
@@ -213,13 +213,18 @@ mutants: tools ## Mutation check: each mutant of a package's testdata/mutants.ya
 	$(GO) run ./internal/mutants/run
 
 # make test checks the mutants in two parts: those whose tests need no control plane beside the
-# tests, at the lowest CPU priority (nice 19), and those whose tests start the control plane after
-# them.
+# tests, at the lowest CPU priority (nice 19), and those whose tests start the control plane once
+# the tests have passed (test-run-then-mutants-after), beside the rest of the former.
 .PHONY: mutants-beside mutants-after
 mutants-beside:
 	nice -n 19 $(GO) run ./internal/mutants/run -which=unit
 
 mutants-after: tools
+	$(GO) run ./internal/mutants/run -which=control-plane
+
+# test-run-then-mutants-after is make test's: the control-plane mutants once the tests passed.
+.PHONY: test-run-then-mutants-after
+test-run-then-mutants-after: test-run
 	$(GO) run ./internal/mutants/run -which=control-plane
 
 ##@ Benchmarks
