@@ -69,6 +69,9 @@ type Member struct {
 	// was deleted or cleared, so before the take. Zero after a take with proof.
 	unprovenUntil time.Time
 	writes        []sentWrite // the latest successful writes, oldest first
+	// renewing is set while Renew waits for the answer of its write; staleView is ViewStale's last
+	// answer, which it keeps while the cache shows a version that may be that write's.
+	renewing, staleView bool
 	// leaving is set by AnnounceLeave; announced once a write carrying LeavingAnnotation succeeded.
 	leaving, announced bool
 	poke               chan struct{} // wakes Run for a renewal now; made by pokeChan
@@ -148,7 +151,13 @@ func (m *Member) LeaseName() string {
 func (m *Member) Renew(ctx context.Context, now time.Time) error {
 	m.mu.Lock()
 	cached := m.lease
+	m.renewing = true
 	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.renewing = false
+		m.mu.Unlock()
+	}()
 	var lease *coordinationv1.Lease
 	var err error
 	if cached == nil && m.MayJoin != nil {
@@ -505,7 +514,9 @@ func (m *Member) Outage() (from, to time.Time) {
 }
 
 // ViewStale reports whether a cache that shows this member's lease at cachedVersion is stale: it
-// has not shown a write this process sent more than lag before now.
+// has not shown a write this process sent more than lag before now. While a renewal waits for its
+// answer, a version this process has not recorded may be that renewal's (a watch event can come
+// before the answer): the last answer stands until the renewal's answer is recorded.
 func (m *Member) ViewStale(cachedVersion string, now time.Time, lag time.Duration) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -515,12 +526,17 @@ func (m *Member) ViewStale(cachedVersion string, now time.Time, lag time.Duratio
 			shown = i
 		}
 	}
+	if shown < 0 && cachedVersion != "" && m.renewing {
+		return m.staleView
+	}
+	m.staleView = false
 	for _, w := range m.writes[shown+1:] {
 		if now.Sub(w.sentAt) > lag {
-			return true
+			m.staleView = true
+			break
 		}
 	}
-	return false
+	return m.staleView
 }
 
 // SentAt returns when this process sent the write that produced version of its lease, if it is one

@@ -338,6 +338,49 @@ func TestMemberViewStale(t *testing.T) {
 	assert.True(t, m.ViewStale("", t0.Add(5*time.Second), 4*time.Second), "the cache shows no lease at all")
 }
 
+// A watch event can show a renewal before its answer: a cache at a version the member has not
+// recorded yet, while its renewal waits for the answer, is judged as it was before the renewal.
+func TestMemberViewStaleKeepsItsAnswerWhileARenewalWaitsForItsAnswer(t *testing.T) {
+	ctx := context.Background()
+	store := &answerLateStore{Store: leasestest.NewStore()}
+	m := newMember(store, clocktesting.NewFakeClock(t0))
+	require.NoError(t, m.Renew(ctx, t0))
+	require.NoError(t, m.Renew(ctx, t0.Add(2*time.Second)))
+	second, _ := store.Get(ctx, "dwd-member-dwd-0")
+	now := t0.Add(10 * time.Second)
+	require.False(t, m.ViewStale(second.ResourceVersion, now, 4*time.Second), "the cache shows the latest")
+
+	var beforeAnswer []bool
+	store.beforeAnswer = func(written *coordinationv1.Lease) {
+		beforeAnswer = append(beforeAnswer, m.ViewStale(written.ResourceVersion, now, 4*time.Second))
+	}
+	require.NoError(t, m.Renew(ctx, now))
+	assert.Equal(t, []bool{false}, beforeAnswer, "the cache shows the renewal whose answer is on its way")
+	third, _ := store.Get(ctx, "dwd-member-dwd-0")
+	assert.False(t, m.ViewStale(third.ResourceVersion, now, 4*time.Second))
+
+	// A cache that was stale stays stale until the answer tells which version is which.
+	assert.True(t, m.ViewStale(second.ResourceVersion, now.Add(5*time.Second), 4*time.Second))
+	beforeAnswer = nil
+	require.NoError(t, m.Renew(ctx, now.Add(5*time.Second)))
+	assert.Equal(t, []bool{true}, beforeAnswer)
+	assert.True(t, m.ViewStale("unknown", now.Add(5*time.Second), 4*time.Second), "no renewal waits: a version not written here")
+}
+
+// answerLateStore calls beforeAnswer with each successful update before it answers.
+type answerLateStore struct {
+	leases.Store
+	beforeAnswer func(written *coordinationv1.Lease)
+}
+
+func (s *answerLateStore) Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	written, err := s.Store.Update(ctx, l)
+	if err == nil && s.beforeAnswer != nil {
+		s.beforeAnswer(written)
+	}
+	return written, err
+}
+
 // flakyStore fails every call while down is set.
 type flakyStore struct {
 	leases.Store
