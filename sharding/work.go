@@ -478,7 +478,7 @@ func (c *Coordinator) Leave(ctx context.Context, returning bool) (stateLost bool
 	if returning {
 		return c.leave(ctx, true, c.cfg.Member)
 	}
-	return c.leave(ctx, true, "")
+	return c.leave(ctx, false, "")
 }
 
 // LeaveForGood is Leave for a member that leaves the group for good: it releases every partition,
