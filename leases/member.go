@@ -69,9 +69,10 @@ type Member struct {
 	// was deleted or cleared, so before the take. Zero after a take with proof.
 	unprovenUntil time.Time
 	writes        []sentWrite // the latest successful writes, oldest first
-	// renewing is set while Renew waits for the answer of its write; staleView is ViewStale's last
-	// answer, which it keeps while the cache shows a version that may be that write's.
-	renewing, staleView bool
+	// renewing counts the Renew calls waiting for the answer of their write; lastShown is the last
+	// version of writes that ViewStale found in a cache.
+	renewing  int
+	lastShown string
 	// leaving is set by AnnounceLeave; announced once a write carrying LeavingAnnotation succeeded.
 	leaving, announced bool
 	poke               chan struct{} // wakes Run for a renewal now; made by pokeChan
@@ -151,11 +152,11 @@ func (m *Member) LeaseName() string {
 func (m *Member) Renew(ctx context.Context, now time.Time) error {
 	m.mu.Lock()
 	cached := m.lease
-	m.renewing = true
+	m.renewing++
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
-		m.renewing = false
+		m.renewing--
 		m.mu.Unlock()
 	}()
 	var lease *coordinationv1.Lease
@@ -516,27 +517,38 @@ func (m *Member) Outage() (from, to time.Time) {
 // ViewStale reports whether a cache that shows this member's lease at cachedVersion is stale: it
 // has not shown a write this process sent more than lag before now. While a renewal waits for its
 // answer, a version this process has not recorded may be that renewal's (a watch event can come
-// before the answer): the last answer stands until the renewal's answer is recorded.
+// before the answer): the cache is then judged by the last of this process's writes it was seen
+// to show, at now, as if it still showed that one.
 func (m *Member) ViewStale(cachedVersion string, now time.Time, lag time.Duration) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	shown := -1
-	for i, w := range m.writes {
-		if w.version == cachedVersion {
-			shown = i
-		}
+	shown := m.indexOfWrite(cachedVersion)
+	switch {
+	case shown >= 0:
+		m.lastShown = cachedVersion
+	case cachedVersion != "" && m.renewing > 0:
+		shown = m.indexOfWrite(m.lastShown)
 	}
-	if shown < 0 && cachedVersion != "" && m.renewing {
-		return m.staleView
-	}
-	m.staleView = false
 	for _, w := range m.writes[shown+1:] {
 		if now.Sub(w.sentAt) > lag {
-			m.staleView = true
-			break
+			return true
 		}
 	}
-	return m.staleView
+	return false
+}
+
+// indexOfWrite returns the index of the kept write that produced version; -1 for none. m.mu must be
+// held.
+func (m *Member) indexOfWrite(version string) int {
+	if version == "" {
+		return -1
+	}
+	for i := len(m.writes) - 1; i >= 0; i-- {
+		if m.writes[i].version == version {
+			return i
+		}
+	}
+	return -1
 }
 
 // SentAt returns when this process sent the write that produced version of its lease, if it is one

@@ -351,20 +351,34 @@ func TestMemberViewStaleKeepsItsAnswerWhileARenewalWaitsForItsAnswer(t *testing.
 	require.False(t, m.ViewStale(second.ResourceVersion, now, 4*time.Second), "the cache shows the latest")
 
 	var beforeAnswer []bool
+	at := now
 	store.beforeAnswer = func(written *coordinationv1.Lease) {
-		beforeAnswer = append(beforeAnswer, m.ViewStale(written.ResourceVersion, now, 4*time.Second))
+		beforeAnswer = append(beforeAnswer, m.ViewStale(written.ResourceVersion, at, 4*time.Second))
 	}
 	require.NoError(t, m.Renew(ctx, now))
 	assert.Equal(t, []bool{false}, beforeAnswer, "the cache shows the renewal whose answer is on its way")
 	third, _ := store.Get(ctx, "dwd-member-dwd-0")
 	assert.False(t, m.ViewStale(third.ResourceVersion, now, 4*time.Second))
 
-	// A cache that was stale stays stale until the answer tells which version is which.
-	assert.True(t, m.ViewStale(second.ResourceVersion, now.Add(5*time.Second), 4*time.Second))
+	// A cache seen stale is judged by the last write it showed while the answer is on its way.
+	at = now.Add(5 * time.Second)
+	assert.True(t, m.ViewStale(second.ResourceVersion, at, 4*time.Second), "the third renewal is 5 s old")
 	beforeAnswer = nil
-	require.NoError(t, m.Renew(ctx, now.Add(5*time.Second)))
+	require.NoError(t, m.Renew(ctx, at))
 	assert.Equal(t, []bool{true}, beforeAnswer)
-	assert.True(t, m.ViewStale("unknown", now.Add(5*time.Second), 4*time.Second), "no renewal waits: a version not written here")
+	assert.True(t, m.ViewStale("unknown", at, 4*time.Second), "no renewal waits: a version not written here")
+
+	// A cache that never showed a write of this process (a predecessor's version at the start)
+	// stays stale while a renewal waits.
+	fresh := &answerLateStore{Store: leasestest.NewStore()}
+	n := newMember(fresh, clocktesting.NewFakeClock(t0))
+	require.NoError(t, n.Renew(ctx, t0))
+	var startAnswers []bool
+	fresh.beforeAnswer = func(*coordinationv1.Lease) {
+		startAnswers = append(startAnswers, n.ViewStale("predecessor's", t0.Add(5*time.Second), 4*time.Second))
+	}
+	require.NoError(t, n.Renew(ctx, t0.Add(5*time.Second)))
+	assert.Equal(t, []bool{true}, startAnswers)
 }
 
 // answerLateStore calls beforeAnswer with each successful update before it answers.

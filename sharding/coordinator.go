@@ -63,11 +63,11 @@ type Config struct {
 	// WriteConcurrency bounds the partition lease writes in flight; 1 writes in partition order.
 	WriteConcurrency int
 	// AcquireBatch, when above 0, bounds the partitions one reconcile acquires of those their
-	// holders released, oldest release first; a reconcile that leaves some for later runs the next
-	// at once. While a member leaves, its releases arrive one by one: a partition released while a
-	// reconcile writes waits for that reconcile's batch only, not for the whole backlog of a long one
-	// (docs/sharding.md, "Handover batches"). Partitions taken from an expired holder, which become
-	// free all at once, are not bounded.
+	// holders released, earliest release first; a reconcile that acquired some and left some for
+	// later runs the next at once. Releases arrive one by one: a partition released while a
+	// reconcile writes is taken after the releases before it, AcquireBatch at a time, not after
+	// everything that reconcile had seen (docs/sharding.md, "Handover batches"). Partitions taken
+	// from an expired holder or acquired cold, which are free all at once, are not bounded.
 	AcquireBatch int
 	// Settings are what every member of the group must agree on (see Settings); a member that sees a
 	// live member advertising others changes nothing.
@@ -373,8 +373,8 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	c.checkReturns(ctx, rings, now)
 	c.shownRenewal = c.ownRenewalShown(snap)
 	release, acquire := c.plan(rings.owners, snap, now)
-	acquire, warming := c.warmOnly(rings.owners, acquire, now)
-	acquire, more := c.acquireBatch(acquire, snap)
+	acquire, cold, warming := c.warmOnly(rings.owners, acquire, now)
+	acquire, more := c.acquireBatch(acquire, cold, snap)
 	errs := c.forEach(ctx, release, func(p int) error {
 		if v, ok := snap.vanished[p]; ok {
 			return c.releaseVanished(ctx, p, snap.parts[p], v)
@@ -382,6 +382,7 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 		return c.release(ctx, p, snap.parts[p], "")
 	})
 	confirm := c.newExpiryConfirmer()
+	heldBeforeAcquire := len(c.Held())
 	errs = append(errs, c.forEach(ctx, acquire, func(p int) error {
 		return c.acquire(ctx, p, snap.parts[p], snap.vanished[p], now, confirm, epoch)
 	})...)
@@ -389,19 +390,28 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	c.updateMetrics()
 	c.updateShootsOwned(ctx, now)
 	c.finishRebalance(rings.all, now, heldBefore, c.ready.Load() && len(errs) == 0)
+	return c.nextReconcile(now, more && len(c.Held()) > heldBeforeAcquire, warming), errors.Join(errs...)
+}
+
+// nextReconcile is how long a reconcile waits at most before the next: none when it acquired a batch
+// and left more (one that acquired nothing, its writes' races lost behind a cache, waits for the
+// events and the throttle as any does), the warm poll period while the caches list a partition to
+// acquire, else until the next live member can expire.
+func (c *Coordinator) nextReconcile(now time.Time, nextBatch, warming bool) time.Duration {
 	switch {
-	case more:
-		return 0, errors.Join(errs...)
+	case nextBatch:
+		return 0
 	case warming:
-		return min(c.requeueAfter(now), warmPollPeriod), errors.Join(errs...)
+		return min(c.requeueAfter(now), warmPollPeriod)
 	}
-	return c.requeueAfter(now), errors.Join(errs...)
+	return c.requeueAfter(now)
 }
 
 // acquireBatch keeps of acquire, when it holds more than AcquireBatch partitions that their
-// holders released, the partitions without a release and the AcquireBatch released earliest; more
-// reports that it left some for the next reconcile.
-func (c *Coordinator) acquireBatch(acquire []int, snap snapshot) (batch []int, more bool) {
+// holders released, the partitions without a release, those acquired cold (they waited out
+// MaxWarmWait already) and the AcquireBatch released earliest; more reports that it left some for
+// the next reconcile. The ones left out are warm: the caches keep holding them.
+func (c *Coordinator) acquireBatch(acquire []int, cold map[int]bool, snap snapshot) (batch []int, more bool) {
 	if c.cfg.AcquireBatch <= 0 || len(acquire) <= c.cfg.AcquireBatch {
 		return acquire, false
 	}
@@ -411,7 +421,7 @@ func (c *Coordinator) acquireBatch(acquire []int, snap snapshot) (batch []int, m
 	}
 	var free []released
 	for _, p := range acquire {
-		if l := snap.parts[p]; l != nil && leases.Holder(l) == "" {
+		if l := snap.parts[p]; l != nil && leases.Holder(l) == "" && !cold[p] {
 			if at, ok := leases.ReleasedAt(l); ok {
 				free = append(free, released{p, at})
 				continue
@@ -450,10 +460,10 @@ type Caches interface {
 // warmOnly tells the caches to hold this member's share and what it holds or is about to acquire,
 // and keeps of acquire the partitions the caches hold already, or waited for MaxWarmWait: work on a
 // partition starts only with its shoots in the caches, so that a handover never starts from an empty
-// view. warming reports that some wait.
-func (c *Coordinator) warmOnly(owners []string, acquire []int, now time.Time) (ready []int, warming bool) {
+// view. cold are those of ready that waited out MaxWarmWait; warming reports that some wait.
+func (c *Coordinator) warmOnly(owners []string, acquire []int, now time.Time) (ready []int, cold map[int]bool, warming bool) {
 	if c.cfg.Caches == nil {
-		return acquire, false
+		return acquire, nil, false
 	}
 	hold := c.heldMask()
 	for p, owner := range owners {
@@ -466,14 +476,16 @@ func (c *Coordinator) warmOnly(owners []string, acquire []int, now time.Time) (r
 	c.cfg.Caches.Hold(hold)
 	ready = acquire[:0:0]
 	waiting := make(map[int]time.Time, len(acquire))
-	var cold []int
 	for _, p := range acquire {
 		since, seen := c.warmingSince[p]
 		switch {
 		case c.cfg.Caches.Warm(p):
 			ready = append(ready, p)
 		case seen && now.Sub(since) >= MaxWarmWait:
-			ready, cold = append(ready, p), append(cold, p)
+			if cold == nil {
+				cold = map[int]bool{}
+			}
+			ready, cold[p] = append(ready, p), true
 		case seen:
 			waiting[p] = since
 		default:
@@ -496,7 +508,7 @@ func (c *Coordinator) warmOnly(owners []string, acquire []int, now time.Time) (r
 			"partitions", len(cold), "waited", MaxWarmWait)
 	}
 	c.metrics.warming.Set(float64(len(waiting)))
-	return ready, len(waiting) > 0
+	return ready, cold, len(waiting) > 0
 }
 
 // seenPeers looks at the other live members that hold their lease with this member's settings and

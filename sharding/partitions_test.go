@@ -2,6 +2,7 @@ package sharding
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sharded-dwd/dependency-watchdog/leases"
@@ -157,12 +160,7 @@ func TestAReconcileAcquiresReleasedPartitionsInBatchesEarliestReleaseFirst(t *te
 	ctx := context.Background()
 	const count = 7
 	// Partitions 0..4 were held by a member that left, and released in reverse order: 4 first.
-	for p := range 5 {
-		held, err := leases.Acquire(ctx, store, "g", count, p, nil, "gone", "old", clk.Now())
-		require.NoError(t, err)
-		_, err = leases.Release(ctx, store, held, nil, "", clk.Now().Add(time.Duration(10-p)*time.Second))
-		require.NoError(t, err)
-	}
+	releasedLeases(t, store, count, 5, clk.Now())
 	c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
 		Ring: RingConfig{PartitionCount: count, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
 		RetryPeriod: 2 * time.Second, WriteConcurrency: 4, AcquireBatch: 2,
@@ -184,4 +182,62 @@ func TestAReconcileAcquiresReleasedPartitionsInBatchesEarliestReleaseFirst(t *te
 	assert.Len(t, c.Held(), count, "the last batch is not full")
 	assert.True(t, c.Ready())
 	assert.Positive(t, after, "nothing left for an immediate reconcile")
+}
+
+// releasedLeases writes the leases of partitions 0..n-1 of group g as held by a member that left and
+// released them in reverse order: n-1 first.
+func releasedLeases(t *testing.T, store leases.Store, count, n int, at time.Time) {
+	t.Helper()
+	for p := range n {
+		held, err := leases.Acquire(context.Background(), store, "g", count, p, nil, "gone", "old", at)
+		require.NoError(t, err)
+		_, err = leases.Release(context.Background(), store, held, nil, "", at.Add(time.Duration(10-p)*time.Second))
+		require.NoError(t, err)
+	}
+}
+
+// Partitions that waited out MaxWarmWait are acquired together, whatever the batch: one left out
+// would start its wait again and stay unowned for another MaxWarmWait.
+func TestPartitionsAcquiredColdAreNotHeldBackByTheBatch(t *testing.T) {
+	store := leasestest.NewStore()
+	clk := clocktesting.NewFakeClock(time.Now())
+	releasedLeases(t, store, 7, 5, clk.Now())
+	c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
+		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 4, AcquireBatch: 2, Caches: &gatedCaches{warm: func(int) bool { return false }},
+		Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()})
+	_, err := c.Reconcile(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, c.Held(), "nothing is warm")
+	clk.Step(MaxWarmWait)
+	_, err = c.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, c.Held(), 7, "every partition that waited out the wait, at once")
+}
+
+// A batch that acquired nothing (its writes lost their races) does not ask for the next at once: a
+// cache behind the store would have every next reconcile pick the same partitions again.
+func TestABatchThatAcquiredNothingWaitsForTheNextEvent(t *testing.T) {
+	store := leasestest.NewStore()
+	clk := clocktesting.NewFakeClock(time.Now())
+	releasedLeases(t, store, 7, 5, clk.Now())
+	c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
+		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 4, AcquireBatch: 2,
+		Store: losingStore{store}, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()})
+	after, err := c.Reconcile(context.Background())
+	require.NoError(t, err, "a lost race is no error")
+	assert.Empty(t, c.Held())
+	assert.Positive(t, after)
+}
+
+// losingStore loses every write's race.
+type losingStore struct{ leases.Store }
+
+func (s losingStore) Create(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return nil, apierrors.NewAlreadyExists(coordinationv1.Resource("leases"), l.Name)
+}
+
+func (s losingStore) Update(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	return nil, apierrors.NewConflict(coordinationv1.Resource("leases"), l.Name, errors.New("lost"))
 }

@@ -168,9 +168,8 @@ func NewRunner(opts RunnerOptions) *Runner {
 	return r
 }
 
-// handoverBatch is the Runner's' Config.AcquireBatch: two rounds of writes at the write concurrency,
-// so that a partition a leaving member releases waits for at most about two writes' time before a
-// reconcile acquires it (docs/sharding.md, "Handover batches").
+// handoverBatch is the Runner's Config.AcquireBatch: two rounds of writes at the write concurrency
+// (docs/sharding.md, "Handover batches").
 const handoverBatch = 32
 
 // LeaseClientConfig returns a copy of cfg for the Lease client, with rate limits high enough that a

@@ -2,7 +2,7 @@
 // <package>/testdata/mutants.yaml of the module in the working directory. It prints one line per
 // mutant and fails unless every mutant was killed. make mutants runs it; -only NAME,... checks only
 // the mutants named, -which unit or control-plane only the mutants whose tests run without or with
-// the real control plane (make test checks the first beside the tests, the second after them).
+// the real control plane (make test checks the first beside the tests, the second once they passed).
 package main
 
 import (
