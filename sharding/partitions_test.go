@@ -161,10 +161,7 @@ func TestAReconcileAcquiresReleasedPartitionsInBatchesEarliestReleaseFirst(t *te
 	const count = 7
 	// Partitions 0..4 were held by a member that left, and released in reverse order: 4 first.
 	releasedLeases(t, store, count, 5, clk.Now())
-	c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
-		Ring: RingConfig{PartitionCount: count, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-		RetryPeriod: 2 * time.Second, WriteConcurrency: 4, AcquireBatch: 2,
-		Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()})
+	c := batchingCoordinator(store, store, clk, nil)
 
 	after, err := c.Reconcile(ctx)
 	require.NoError(t, err)
@@ -202,10 +199,7 @@ func TestPartitionsAcquiredColdAreNotHeldBackByTheBatch(t *testing.T) {
 	store := leasestest.NewStore()
 	clk := clocktesting.NewFakeClock(time.Now())
 	releasedLeases(t, store, 7, 5, clk.Now())
-	c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
-		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-		RetryPeriod: 2 * time.Second, WriteConcurrency: 4, AcquireBatch: 2, Caches: &gatedCaches{warm: func(int) bool { return false }},
-		Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()})
+	c := batchingCoordinator(store, store, clk, &gatedCaches{warm: func(int) bool { return false }})
 	_, err := c.Reconcile(context.Background())
 	require.NoError(t, err)
 	require.Empty(t, c.Held(), "nothing is warm")
@@ -221,14 +215,24 @@ func TestABatchThatAcquiredNothingWaitsForTheNextEvent(t *testing.T) {
 	store := leasestest.NewStore()
 	clk := clocktesting.NewFakeClock(time.Now())
 	releasedLeases(t, store, 7, 5, clk.Now())
-	c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
-		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-		RetryPeriod: 2 * time.Second, WriteConcurrency: 4, AcquireBatch: 2,
-		Store: losingStore{store}, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()})
+	c := batchingCoordinator(losingStore{store}, store, clk, nil)
 	after, err := c.Reconcile(context.Background())
 	require.NoError(t, err, "a lost race is no error")
 	assert.Empty(t, c.Held())
 	assert.Positive(t, after)
+}
+
+// batchingCoordinator is the only member of group g over 7 partitions, acquiring released ones 2 at
+// a time.
+func batchingCoordinator(store leases.Store, lister Lister, clk *clocktesting.FakeClock, caches Caches) *Coordinator {
+	cfg := Config{Group: "g", Member: "m", Incarnation: "i",
+		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 4, AcquireBatch: 2,
+		Store: store, Lister: lister, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()}
+	if caches != nil {
+		cfg.Caches = caches
+	}
+	return NewCoordinator(cfg)
 }
 
 // losingStore loses every write's race.

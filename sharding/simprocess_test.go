@@ -163,8 +163,12 @@ func (s *simulation) boot(name string, cfg simConfig, podUID string) *simProc {
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	p.coordinator = NewCoordinator(Config{Group: simGroup, Member: name, Incarnation: p.incarnation,
 		Ring: cfg.ring, LeaseDuration: cfg.observed, RetryPeriod: cfg.retryPeriod, WriteConcurrency: 1,
-		Settings:    cfg.settings,
-		WorkContext: p.ctx, Store: conn, Lister: p.view, Liveness: liveness, Clock: p.clock, Log: s.logger(p), Handlers: []PartitionHandler{simHandler{sim: s, proc: p}}})
+		// Every other process acquires released partitions in batches of 3 (the Runner's
+		// AcquireBatch, small): both kinds meet in every group. No random draw, so that each seed's
+		// run stays what it was.
+		AcquireBatch: []int{0, 3}[len(s.procs)%2],
+		Settings:     cfg.settings,
+		WorkContext:  p.ctx, Store: conn, Lister: p.view, Liveness: liveness, Clock: p.clock, Log: s.logger(p), Handlers: []PartitionHandler{simHandler{sim: s, proc: p}}})
 	p.coordinator.broken = s.variant.broken
 	p.coordinator.cfg.WontReturn = func(context.Context, string) (bool, error) { return false, nil }
 	p.member.MayJoin = p.coordinator.MayJoin
