@@ -225,14 +225,10 @@ func TestABatchThatAcquiredNothingWaitsForTheNextEvent(t *testing.T) {
 // batchingCoordinator is the only member of group g over 7 partitions, acquiring released ones 2 at
 // a time.
 func batchingCoordinator(store leases.Store, lister Lister, clk *clocktesting.FakeClock, caches Caches) *Coordinator {
-	cfg := Config{Group: "g", Member: "m", Incarnation: "i",
+	return NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
 		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
-		RetryPeriod: 2 * time.Second, WriteConcurrency: 4, AcquireBatch: 2,
-		Store: store, Lister: lister, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()}
-	if caches != nil {
-		cfg.Caches = caches
-	}
-	return NewCoordinator(cfg)
+		RetryPeriod: 2 * time.Second, WriteConcurrency: 4, AcquireBatch: 2, Caches: caches,
+		Store: store, Lister: lister, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()})
 }
 
 // losingStore loses every write's race.
