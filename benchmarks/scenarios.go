@@ -218,13 +218,23 @@ func (e *handoverEvents) play(ctx context.Context, name string, do func(victim *
 // shoot that changed replica since before was probed, in seconds (0 when none came late).
 func (e *handoverEvents) lateness(before map[string]sim.Caller) float64 {
 	stats, after := e.b.seed.Shoots.ProbeStats(), e.b.seed.Shoots.Callers()
-	late := 0.0
+	late, latest, unmoved := 0.0, "", 0.0
 	for shoot, c := range after {
 		if memberOf(before[shoot].Agent) == memberOf(c.Agent) {
+			unmoved = max(unmoved, (stats[shoot].MaxGap - e.b.opts.Interval).Seconds())
 			continue
 		}
-		late = max(late, (stats[shoot].MaxGap - e.b.opts.Interval).Seconds())
+		if l := (stats[shoot].MaxGap - e.b.opts.Interval).Seconds(); l > late {
+			late, latest = l, shoot
+		}
 	}
+	if latest != "" {
+		st := stats[latest]
+		fmt.Fprintf(e.b.out, "           the latest, %s: %.2fs between a probe by %s at %s and one by %s at %s\n", latest,
+			st.MaxGap.Seconds(), memberOf(st.MaxGapFrom), st.MaxGapEnd.Add(-st.MaxGap).Format("15:04:05.000"),
+			memberOf(st.MaxGapTo), st.MaxGapEnd.Format("15:04:05.000"))
+	}
+	fmt.Fprintf(e.b.out, "           the shoots that stayed: at most %.2fs later than an interval (the probe period's jitter)\n", unmoved)
 	return late
 }
 

@@ -35,6 +35,27 @@ func (m *Manager) keepAgeLocked(p int, ns string, probe *shootProbe) {
 	m.released[p][ns] = m.Clock.Since(probe.st.lastRun)
 }
 
+// RunAhead probes, before the work of partitions stops here at stop (an announced leave), their
+// shoots whose next probe falls due within window after it, spread over the time left until
+// aheadMargin before the stop: their next holders start a moment after the stop, and these would
+// wait for them. Those due within aheadMargin before the stop are brought forward too.
+func (m *Manager) RunAhead(partitions []int, stop time.Time, window time.Duration) {
+	handed := make(map[int]bool, len(partitions))
+	for _, p := range partitions {
+		handed[p] = true
+	}
+	n := m.Scheduler.RunAhead(stop.Add(-aheadMargin), window+aheadMargin,
+		func(ns string) bool { return handed[m.Ownership.Partition(ns)] })
+	if n > 0 {
+		m.Log.Info("Probing ahead of a leave the shoots due right after it", "shoots", n, "partitions", len(partitions),
+			"stop", stop.UTC().Format(time.RFC3339Nano), "window", window.String())
+	}
+}
+
+// aheadMargin is how long before the stop the probes RunAhead brings forward are done: a probe that
+// starts in the last moments before the stop, or late in a burst of them, may be cut by it.
+const aheadMargin = time.Second
+
 // AdvisoryStateKey makes the probe ages advisory state: a departing replica does not write a
 // partition lease for them alone (see sharding.AdvisoryStateHandler).
 func (m *Manager) AdvisoryStateKey() string { return HandoverKey }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"hash/fnv"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -91,6 +92,52 @@ func TestResumeAfterAFenceUsesTheAgesKeptHere(t *testing.T) {
 	assert.Empty(t, m.released, "kept ages are used once")
 	m.takeOverdue(p, "not json")
 	assert.Equal(t, 7*time.Second, m.overdue["shoot--a--1"], "unreadable state is ignored")
+}
+
+// Before an announced leave stops the work of some partitions, the probes of their shoots due from
+// aheadMargin before the stop to the window after it are done first, by aheadMargin before the stop;
+// the other partitions' shoots, and those due later, keep their times.
+func TestTheProbesDueAroundALeaveAreRunAheadOfIt(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(now)
+	own := partitionOwnership{}
+	m := &Manager{Ownership: own, Clock: clk, Log: testr.New(t), Scheduler: NewScheduler(clk, 0, nil)}
+	stop, window := now.Add(5*time.Second), 4*time.Second
+	// Shoots of the handed partition, due before the margin, in it, in the window and after it; the
+	// same times for shoots of another partition.
+	due := []time.Duration{3 * time.Second, 4500 * time.Millisecond, 6 * time.Second, 8900 * time.Millisecond, 10 * time.Second}
+	handed, kept := shootsOf(own, 0, len(due)), shootsOf(own, 1, len(due))
+	job := func(context.Context) time.Duration { return Done }
+	for i, d := range due {
+		m.Scheduler.Schedule(handed[i], now.Add(d), job)
+		m.Scheduler.Schedule(kept[i], now.Add(d), job)
+	}
+	m.RunAhead([]int{0}, stop, window)
+	next := func(ns string) time.Time {
+		m.Scheduler.mu.Lock()
+		defer m.Scheduler.mu.Unlock()
+		return m.Scheduler.tasks[ns].next
+	}
+	for i, d := range due {
+		assert.Equal(t, now.Add(d), next(kept[i]), "another partition's shoot due at +%s", d)
+	}
+	assert.Equal(t, now.Add(3*time.Second), next(handed[0]), "due before the margin")
+	assert.Equal(t, now.Add(10*time.Second), next(handed[4]), "due after the window")
+	for i := 1; i <= 3; i++ {
+		assert.WithinRange(t, next(handed[i]), now, stop.Add(-aheadMargin), "due at +%s", due[i])
+	}
+	assert.True(t, next(handed[1]).Before(next(handed[2])) && next(handed[2]).Before(next(handed[3])), "in their order")
+}
+
+// shootsOf returns n namespaces of partition p.
+func shootsOf(own partitionOwnership, p, n int) []string {
+	var shoots []string
+	for i := 0; len(shoots) < n; i++ {
+		if ns := "shoot--a--" + strconv.Itoa(i); own.Partition(ns) == p {
+			shoots = append(shoots, ns)
+		}
+	}
+	return shoots
 }
 
 // A meltdown in progress when its partition is handed over is found by the next holder's first probe:

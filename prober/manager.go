@@ -101,7 +101,7 @@ type Manager struct {
 	reported map[string]string // broken Secret or Cluster → the version already reported
 }
 
-var _ sharding.PartitionHandler = (*Manager)(nil)
+var _ sharding.AheadHandler = (*Manager)(nil)
 
 func (m *Manager) interval() time.Duration { return m.Config.ProbeInterval.Duration }
 

@@ -90,6 +90,32 @@ func (s *Scheduler) Schedule(key string, at time.Time, job Job) {
 	s.signal()
 }
 
+// RunAhead brings forward the tasks of the keys that match and are due in [from, from+window), so
+// that they run before from: the one due at from+x runs at now + x·(from−now)/window, spread in their
+// order over the time left (at once when none is). A run in flight keeps the time it asks for. match
+// is called with the scheduler locked. It returns how many it moved.
+func (s *Scheduler) RunAhead(from time.Time, window time.Duration, match func(key string) bool) int {
+	if window <= 0 {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock.Now()
+	left := max(from.Sub(now), 0)
+	moved := 0
+	for _, t := range s.queue {
+		if x := t.next.Sub(from); x >= 0 && x < window && match(t.key) {
+			t.next = now.Add(time.Duration(float64(x) / float64(window) * float64(left)))
+			moved++
+		}
+	}
+	if moved > 0 {
+		heap.Init(&s.queue)
+		s.signal()
+	}
+	return moved
+}
+
 // scheduled reports whether key is scheduled.
 func (s *Scheduler) scheduled(key string) bool {
 	s.mu.Lock()

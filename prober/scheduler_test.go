@@ -355,3 +355,38 @@ func TestASleepMeasuresItsWaitWhenItBegins(t *testing.T) {
 		t.Fatal("the sleep waits past the moment it was for")
 	}
 }
+
+// RunAhead brings the matching tasks due within the window after from forward to before from, spread
+// in their order over the time left; the others keep their times.
+func TestSchedulerRunAheadBringsForwardTheTasksDueRightAfter(t *testing.T) {
+	clk := clocktesting.NewFakeClock(t0)
+	s := NewScheduler(clk, 0, nil)
+	never := func(context.Context) time.Duration { return Done }
+	due := map[string]time.Duration{"before": 4 * time.Second, "at-from": 5 * time.Second, "a": 6 * time.Second,
+		"b": 7500 * time.Millisecond, "window-end": 8 * time.Second, "other": 6 * time.Second}
+	for key, at := range due {
+		s.Schedule(key, t0.Add(at), never)
+	}
+	from, window := t0.Add(5*time.Second), 3*time.Second
+	match := func(key string) bool { return key != "other" }
+	assert.Equal(t, 3, s.RunAhead(from, window, match))
+	next := func(key string) time.Duration {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.tasks[key].next.Sub(t0)
+	}
+	assert.Equal(t, 4*time.Second, next("before"))
+	assert.Equal(t, time.Duration(0), next("at-from"))
+	assert.InDelta(t, float64(5*time.Second/3), float64(next("a")), float64(time.Millisecond))
+	assert.InDelta(t, float64(12500*time.Millisecond/3), float64(next("b")), float64(time.Millisecond))
+	assert.Equal(t, 8*time.Second, next("window-end"))
+	assert.Equal(t, 6*time.Second, next("other"), "a task that does not match")
+	for i := 1; i < len(s.queue); i++ { // still a heap
+		assert.False(t, s.queue[i].next.Before(s.queue[(i-1)/2].next), "heap order at %d", i)
+	}
+
+	// With no time left, they run at once.
+	clk.SetTime(from)
+	assert.Equal(t, 1, s.RunAhead(t0.Add(8*time.Second), window, match))
+	assert.Equal(t, 5*time.Second, next("window-end"))
+}

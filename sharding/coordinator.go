@@ -273,6 +273,19 @@ func (c *Coordinator) AddHandler(h PartitionHandler) {
 	c.handlers = append(c.handlers, h)
 }
 
+// RunAhead tells the handlers that do work at times (AheadHandler) that the work of partitions stops
+// here at about stop, so that they do before then what would fall due in them within window after it.
+func (c *Coordinator) RunAhead(partitions []int, stop time.Time, window time.Duration) {
+	if len(partitions) == 0 {
+		return
+	}
+	for _, h := range c.handlers {
+		if a, ok := h.(AheadHandler); ok {
+			a.RunAhead(partitions, stop, window)
+		}
+	}
+}
+
 // Partition returns the partition of namespace.
 func (c *Coordinator) Partition(namespace string) int {
 	return c.cfg.Ring.Partitions().Of(namespace)

@@ -3,6 +3,7 @@ package sharding
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 )
@@ -65,6 +66,16 @@ type AdvisoryStateHandler interface {
 	StateHandler
 	// AdvisoryStateKey returns the annotation key of the handler's state.
 	AdvisoryStateKey() string
+}
+
+// AheadHandler is a PartitionHandler whose work falls due at times (the prober's probes). Told that
+// the work of partitions stops here at about stop (an announced leave: the leaving member's share,
+// and what the others hand each other as the ring changes), it does before then what would fall due
+// in them within window after it: the next holders start a moment after the stop, and a shoot due in
+// between would wait for them.
+type AheadHandler interface {
+	PartitionHandler
+	RunAhead(partitions []int, stop time.Time, window time.Duration)
 }
 
 // Audit records this replica's ownership for the ownership audit: the renewals that let it act, and

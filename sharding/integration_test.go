@@ -167,6 +167,31 @@ func newFailureLog(t *testing.T) *failureLog {
 	return l
 }
 
+// aheadLog is a handler of timed work that records when it was told the work stops
+// (sharding.AheadHandler).
+type aheadLog struct {
+	mu         sync.Mutex
+	partitions [][]int
+	stops      []time.Time
+	windows    []time.Duration
+}
+
+func (*aheadLog) Acquired(context.Context, int, sharding.Takeover) {}
+func (*aheadLog) Released(int)                                     {}
+
+func (a *aheadLog) RunAhead(partitions []int, stop time.Time, window time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.partitions = append(a.partitions, slices.Sorted(slices.Values(partitions)))
+	a.stops, a.windows = append(a.stops, stop), append(a.windows, window)
+}
+
+func (a *aheadLog) calls() ([][]int, []time.Time, []time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.partitions), slices.Clone(a.stops), slices.Clone(a.windows)
+}
+
 // allWarm is sharded seed caches that hold every partition at once.
 type allWarm struct{}
 
@@ -244,7 +269,8 @@ func TestGroupSharesAndHandsOver(t *testing.T) {
 	g.sharedCaches = true // a leave is announced only to members whose caches hold their share
 	g.start("dwd-0")
 	g.start("dwd-1")
-	c := g.start("dwd-2")
+	ahead := &aheadLog{}
+	c := g.start("dwd-2", ahead)
 	took := g.converge(t, 30*time.Second, "dwd-0", "dwd-1", "dwd-2")
 	t.Logf("3 members hold all %d partitions after %s: %s", g.settings.PartitionCount, took.Round(time.Millisecond), balance(g.work.heldBy()))
 
@@ -271,6 +297,13 @@ func TestGroupSharesAndHandsOver(t *testing.T) {
 		// caches list its share meanwhile: TestTheCachesHoldALeavingMembersShareBeforeItsRelease).
 		assert.GreaterOrEqual(t, stopped, sharding.LeaveLead)
 		assert.True(t, g.logs.has("dwd-2", "Announced the leave"))
+		// Its timed work was told when it would stop, at the end of the lead, to run ahead of it what
+		// would fall due before the others start.
+		partitions, stops, windows := ahead.calls()
+		require.Len(t, stops, 1, "RunAhead calls")
+		assert.Equal(t, slices.Sorted(slices.Values(left)), partitions[0], "its whole share")
+		assert.Equal(t, sharding.RunAheadWindow, windows[0])
+		assert.WithinRange(t, stops[0], start.Add(sharding.LeaveLead), start.Add(sharding.LeaveLead+time.Second))
 		l, err := kubernetes.NewForConfigOrDie(env.Config).CoordinationV1().Leases(g.settings.Namespace).
 			Get(context.Background(), leases.MemberLeaseName(g.settings.GroupName, "dwd-2"), metav1.GetOptions{})
 		require.NoError(t, err)

@@ -27,6 +27,7 @@ func (c *Coordinator) prewarm(hold []bool, now time.Time) {
 	if silent == "" {
 		silent, leaving = c.silentMember(now), false
 	}
+	announced := leaving && silent != c.prewarmFor
 	switch {
 	case silent == c.prewarmFor || silent == "":
 	case leaving:
@@ -45,11 +46,18 @@ func (c *Coordinator) prewarm(hold []bool, now time.Time) {
 		return
 	}
 	c.prewarmRing = ring
+	var handing []int
 	for p, owner := range ring.Assignment() {
 		if owner == c.cfg.Member && p < len(hold) {
 			hold[p] = true
 		}
+		if announced && owner != c.cfg.Member && c.Holds(p) {
+			handing = append(handing, p)
+		}
 	}
+	// What this member will hand to another once the leaver has left goes the way of the leaver's
+	// share, a moment after it: its probes due right after are run ahead too.
+	c.RunAhead(handing, now.Add(LeaveLead), RunAheadWindow)
 }
 
 // silentMember returns the one live member other than this one that has gone silent (see prewarm),

@@ -231,3 +231,75 @@ func TestTheAnswerToAMemberThatFencedTooOften(t *testing.T) {
 		})
 	}
 }
+
+// aheadCalls is a handler of timed work that records what it was told to run ahead (AheadHandler).
+type aheadCalls struct {
+	calls []aheadCall
+}
+
+type aheadCall struct {
+	partitions []int
+	stop       time.Time
+	window     time.Duration
+}
+
+func (*aheadCalls) Acquired(context.Context, int, Takeover) {}
+func (*aheadCalls) Released(int)                            {}
+func (a *aheadCalls) RunAhead(partitions []int, stop time.Time, window time.Duration) {
+	a.calls = append(a.calls, aheadCall{slices.Clone(partitions), stop, window})
+}
+
+// A member that will hand partitions to another once a leaving member has left (the ring without the
+// leaver moves some between those that stay) runs their work due right after the leave ahead of it,
+// as the leaver does its own, when it first sees the announcement, and only then.
+func TestAMemberRunsAheadWhatItHandsOnWhenAnotherLeaves(t *testing.T) {
+	ctx := context.Background()
+	store := leasestest.NewStore()
+	clk := clocktesting.NewFakeClock(time.Now())
+	ring := RingConfig{PartitionCount: 64, ReplicationFactor: 10, LoadBound: 1.25} // moves one of m's to o
+	for _, m := range []string{"m", "n", "o"} {
+		l := memberLease("g", m, "prober", clk.Now().Add(-time.Hour), clk.Now(), "")
+		l.Annotations[leases.IncarnationAnnotation] = "i-" + m
+		l.Annotations[leases.SettingsAnnotation] = Settings(ring, []string{"prober"})
+		_, err := store.Create(ctx, l)
+		require.NoError(t, err)
+	}
+	ahead := &aheadCalls{}
+	c := NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i", Ring: ring,
+		LeaseDuration: 15 * time.Second, RetryPeriod: 2 * time.Second, WriteConcurrency: 4,
+		Settings: Settings(ring, []string{"prober"}), Caches: &gatedCaches{warm: func(int) bool { return true }},
+		Handlers: []PartitionHandler{ahead}, Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clk, Log: logr.Discard()})
+	reconcile(t, c)
+	require.NotEmpty(t, c.Held())
+	assert.Empty(t, ahead.calls, "nobody leaves")
+
+	clk.Step(time.Second)
+	renew(t, store, "o", clk.Now())
+	l, err := store.Get(ctx, leases.MemberLeaseName("g", "n"))
+	require.NoError(t, err)
+	l.Annotations[leases.LeavingAnnotation] = "i-n"
+	l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(clk.Now()))
+	_, err = store.Update(ctx, l)
+	require.NoError(t, err)
+	reconcile(t, c)
+	without, err := NewRing([]string{"m", "o"}, ring)
+	require.NoError(t, err)
+	var handing []int
+	for p, owner := range without.Assignment() {
+		if owner == "o" && c.Holds(p) {
+			handing = append(handing, p)
+		}
+	}
+	require.NotEmpty(t, handing, "the ring without n moves some of m's partitions to o")
+	require.Len(t, ahead.calls, 1)
+	assert.ElementsMatch(t, handing, ahead.calls[0].partitions)
+	assert.Equal(t, clk.Now().Add(LeaveLead), ahead.calls[0].stop)
+	assert.Equal(t, RunAheadWindow, ahead.calls[0].window)
+
+	clk.Step(time.Second)
+	for _, m := range []string{"n", "o"} {
+		renew(t, store, m, clk.Now())
+	}
+	reconcile(t, c)
+	assert.Len(t, ahead.calls, 1, "told once per announcement")
+}

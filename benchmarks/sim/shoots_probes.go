@@ -17,6 +17,12 @@ type ProbeStats struct {
 	// MaxGap is the longest time between two probes in a row, by any caller, of which the second
 	// arrived since the mark: a gap that spans the mark counts whole.
 	MaxGap time.Duration
+	// MaxGapEnd is when the probe that closed MaxGap arrived; MaxGapFrom and MaxGapTo are the callers
+	// of the probes before and after the gap.
+	MaxGapEnd            time.Time
+	MaxGapFrom, MaxGapTo string
+	// LastAgent is the caller of the last probe.
+	LastAgent string
 	// Probers are the callers that probed since the mark, in the order of their first probe then.
 	Probers []Prober
 }
@@ -30,10 +36,10 @@ type Prober struct {
 
 // observe records a probe from agent at now.
 func (p *ProbeStats) observe(agent string, now time.Time) {
-	if !p.Last.IsZero() {
-		p.MaxGap = max(p.MaxGap, now.Sub(p.Last))
+	if gap := now.Sub(p.Last); !p.Last.IsZero() && gap > p.MaxGap {
+		p.MaxGap, p.MaxGapEnd, p.MaxGapFrom, p.MaxGapTo = gap, now, p.LastAgent, agent
 	}
-	p.Last = now
+	p.Last, p.LastAgent = now, agent
 	i := slices.IndexFunc(p.Probers, func(x Prober) bool { return x.Agent == agent })
 	if i < 0 {
 		p.Probers = append(p.Probers, Prober{Agent: agent, First: now})
@@ -46,7 +52,7 @@ func (p *ProbeStats) observe(agent string, now time.Time) {
 // mark starts a new window: it forgets the gaps and probers, and keeps the last probe, from which
 // the next gap runs.
 func (p *ProbeStats) mark() {
-	p.MaxGap, p.Probers = 0, nil
+	p.MaxGap, p.MaxGapEnd, p.MaxGapFrom, p.MaxGapTo, p.Probers = 0, time.Time{}, "", "", nil
 }
 
 // Gap is the longest gap of the window as of now: MaxGap, or the time since the last probe when that
