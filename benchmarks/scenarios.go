@@ -234,7 +234,7 @@ func (e *handoverEvents) lateness(before map[string]sim.Caller) float64 {
 			st.MaxGap.Seconds(), memberOf(st.MaxGapFrom), st.MaxGapEnd.Add(-st.MaxGap).Format("15:04:05.000"),
 			memberOf(st.MaxGapTo), st.MaxGapEnd.Format("15:04:05.000"))
 	}
-	fmt.Fprintf(e.b.out, "           the shoots that stayed: at most %.2fs later than an interval (the probe period's jitter)\n", unmoved)
+	fmt.Fprintf(e.b.out, "           the shoots that stayed: at most %.2fs later than an interval (the probe period's jitter, the load)\n", unmoved)
 	return late
 }
 

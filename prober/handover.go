@@ -38,18 +38,28 @@ func (m *Manager) keepAgeLocked(p int, ns string, probe *shootProbe) {
 // RunAhead probes, before the work of partitions stops here at stop (an announced leave), their
 // shoots whose next probe falls due within window after it, spread over the time left until
 // aheadMargin before the stop: their next holders start a moment after the stop, and these would
-// wait for them. Those due within aheadMargin before the stop are brought forward too.
+// wait for them. Those due within aheadMargin before the stop are brought forward too. A probe that
+// has not run yet keeps its time (Scheduler.RunAhead): it may wait out the initial delay of a control
+// plane coming up.
 func (m *Manager) RunAhead(partitions []int, stop time.Time, window time.Duration) {
-	handed := make(map[int]bool, len(partitions))
-	for _, p := range partitions {
-		handed[p] = true
-	}
-	n := m.Scheduler.RunAhead(stop.Add(-aheadMargin), window+aheadMargin,
-		func(ns string) bool { return handed[m.Ownership.Partition(ns)] })
+	n := m.Scheduler.RunAhead(stop.Add(-aheadMargin), window+aheadMargin, m.namespacesIn(partitions))
 	if n > 0 {
 		m.Log.Info("Probing ahead of a leave the shoots due right after it", "shoots", n, "partitions", len(partitions),
 			"stop", stop.UTC().Format(time.RFC3339Nano), "window", window.String())
 	}
+}
+
+// namespacesIn returns the namespaces of partitions that have a probe or a paused one here.
+func (m *Manager) namespacesIn(partitions []int) map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	in := map[string]bool{}
+	for _, p := range partitions {
+		for ns := range m.byPartition[p] {
+			in[ns] = true
+		}
+	}
+	return in
 }
 
 // aheadMargin is how long before the stop the probes RunAhead brings forward are done: a probe that

@@ -108,10 +108,15 @@ func TestTheProbesDueAroundALeaveAreRunAheadOfIt(t *testing.T) {
 	due := []time.Duration{3 * time.Second, 4500 * time.Millisecond, 6 * time.Second, 8900 * time.Millisecond, 10 * time.Second}
 	handed, kept := shootsOf(own, 0, len(due)), shootsOf(own, 1, len(due))
 	job := func(context.Context) time.Duration { return Done }
+	m.mu.Lock()
 	for i, d := range due {
-		m.Scheduler.Schedule(handed[i], now.Add(d), job)
-		m.Scheduler.Schedule(kept[i], now.Add(d), job)
+		for _, ns := range []string{handed[i], kept[i]} {
+			m.indexLocked(ns)
+			m.Scheduler.Schedule(ns, now.Add(d), job)
+			m.Scheduler.tasks[ns].ran = true // a probe that has run: one that has not keeps its time
+		}
 	}
+	m.mu.Unlock()
 	m.RunAhead([]int{0}, stop, window)
 	next := func(ns string) time.Time {
 		m.Scheduler.mu.Lock()

@@ -59,6 +59,7 @@ type task struct {
 	next    time.Time
 	index   int  // position in the heap, -1 while running or removed
 	running bool // a run is in flight
+	ran     bool // a run has begun
 	removed bool
 	cancel  context.CancelFunc // cancels the run in flight
 	done    chan struct{}      // closed when the run in flight ends
@@ -90,21 +91,23 @@ func (s *Scheduler) Schedule(key string, at time.Time, job Job) {
 	s.signal()
 }
 
-// RunAhead brings forward the tasks of the keys that match and are due in [from, from+window), so
-// that they run before from: the one due at from+x runs at now + x·(from−now)/window, spread in their
-// order over the time left (at once when none is). A run in flight keeps the time it asks for. match
-// is called with the scheduler locked. It returns how many it moved.
-func (s *Scheduler) RunAhead(from time.Time, window time.Duration, match func(key string) bool) int {
-	if window <= 0 {
-		return 0
-	}
+// RunAhead brings forward the tasks of keys due in [from, from+window), so that they run before
+// from: the one due at from+x runs at now + x·(from−now)/window, spread in their order over the time
+// left. With no time left it moves nothing: a burst of runs right at from would meet what from
+// stands for (a stop that cuts them). A task that has not run yet keeps its time (a probe's first run
+// may wait out an initial delay), and a run in flight the time it asks for. It returns how many it
+// moved.
+func (s *Scheduler) RunAhead(from time.Time, window time.Duration, keys map[string]bool) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.clock.Now()
-	left := max(from.Sub(now), 0)
+	left := from.Sub(now)
+	if window <= 0 || left <= 0 {
+		return 0
+	}
 	moved := 0
 	for _, t := range s.queue {
-		if x := t.next.Sub(from); x >= 0 && x < window && match(t.key) {
+		if x := t.next.Sub(from); t.ran && x >= 0 && x < window && keys[t.key] {
 			t.next = now.Add(time.Duration(float64(x) / float64(window) * float64(left)))
 			moved++
 		}
@@ -274,7 +277,7 @@ func (s *Scheduler) due() (*task, time.Time) {
 func (s *Scheduler) run(ctx context.Context, t *task) {
 	s.mu.Lock()
 	runCtx, cancel := context.WithCancel(ctx)
-	t.cancel = cancel
+	t.cancel, t.ran = cancel, true
 	job, scheduled := t.job, t.next
 	removed := t.removed
 	s.mu.Unlock()

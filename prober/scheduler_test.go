@@ -356,20 +356,22 @@ func TestASleepMeasuresItsWaitWhenItBegins(t *testing.T) {
 	}
 }
 
-// RunAhead brings the matching tasks due within the window after from forward to before from, spread
-// in their order over the time left; the others keep their times.
+// RunAhead brings the tasks of the keys given that are due within the window after from forward to
+// before from, spread in their order over the time left; the others keep their times, and so do
+// tasks that have not run yet. With no time left, nothing moves.
 func TestSchedulerRunAheadBringsForwardTheTasksDueRightAfter(t *testing.T) {
 	clk := clocktesting.NewFakeClock(t0)
 	s := NewScheduler(clk, 0, nil)
 	never := func(context.Context) time.Duration { return Done }
 	due := map[string]time.Duration{"before": 4 * time.Second, "at-from": 5 * time.Second, "a": 6 * time.Second,
-		"b": 7500 * time.Millisecond, "window-end": 8 * time.Second, "other": 6 * time.Second}
+		"b": 7500 * time.Millisecond, "window-end": 8 * time.Second, "other": 6 * time.Second, "not-run": 6 * time.Second}
 	for key, at := range due {
 		s.Schedule(key, t0.Add(at), never)
+		s.tasks[key].ran = key != "not-run"
 	}
 	from, window := t0.Add(5*time.Second), 3*time.Second
-	match := func(key string) bool { return key != "other" }
-	assert.Equal(t, 3, s.RunAhead(from, window, match))
+	keys := map[string]bool{"before": true, "at-from": true, "a": true, "b": true, "window-end": true, "not-run": true}
+	assert.Equal(t, 3, s.RunAhead(from, window, keys))
 	next := func(key string) time.Duration {
 		s.mu.Lock()
 		defer s.mu.Unlock()
@@ -380,13 +382,31 @@ func TestSchedulerRunAheadBringsForwardTheTasksDueRightAfter(t *testing.T) {
 	assert.InDelta(t, float64(5*time.Second/3), float64(next("a")), float64(time.Millisecond))
 	assert.InDelta(t, float64(12500*time.Millisecond/3), float64(next("b")), float64(time.Millisecond))
 	assert.Equal(t, 8*time.Second, next("window-end"))
-	assert.Equal(t, 6*time.Second, next("other"), "a task that does not match")
+	assert.Equal(t, 6*time.Second, next("other"), "a task of another key")
+	assert.Equal(t, 6*time.Second, next("not-run"), "a task that has not run yet")
 	for i := 1; i < len(s.queue); i++ { // still a heap
 		assert.False(t, s.queue[i].next.Before(s.queue[(i-1)/2].next), "heap order at %d", i)
 	}
 
-	// With no time left, they run at once.
 	clk.SetTime(from)
-	assert.Equal(t, 1, s.RunAhead(t0.Add(8*time.Second), window, match))
-	assert.Equal(t, 5*time.Second, next("window-end"))
+	assert.Zero(t, s.RunAhead(from, window, keys), "no time left")
+	assert.Equal(t, 8*time.Second, next("window-end"))
+}
+
+// A task brought forward runs at its new time: the dispatcher, asleep until the next task's old time,
+// wakes to it.
+func TestSchedulerRunsATaskBroughtForwardAtItsNewTime(t *testing.T) {
+	s, clk := startScheduler(t, 0, nil)
+	var runs atomic.Int32
+	s.Schedule("a", t0, counter(&runs, 10*time.Second))
+	require.Eventually(t, func() bool { return runs.Load() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.tasks["a"].index >= 0
+	}, 5*time.Second, time.Millisecond, "a is back in the queue")
+	// Due at +10 s; brought forward to +2.5 s (from +5 s, a 10 s window: half of the 5 s left).
+	require.Equal(t, 1, s.RunAhead(t0.Add(5*time.Second), 10*time.Second, map[string]bool{"a": true}))
+	stepWhenWaiting(t, clk, 2500*time.Millisecond)
+	require.Eventually(t, func() bool { return runs.Load() == 2 }, 5*time.Second, time.Millisecond, "ran at its new time")
 }

@@ -154,6 +154,9 @@ type Coordinator struct {
 	// of its expiry, prewarmFor that member (prewarm; reconcile steps own them).
 	prewarmRing *Ring
 	prewarmFor  string
+	// ranAheadFor is the leaving member for whose leave this one's handlers ran their work ahead
+	// (prewarm; reconcile steps own it).
+	ranAheadFor string
 	rings       rings
 	partitions  []sync.Mutex
 	// fenceMu orders starts against fences: a start holds it shared while it checks the fence epoch
@@ -273,9 +276,10 @@ func (c *Coordinator) AddHandler(h PartitionHandler) {
 	c.handlers = append(c.handlers, h)
 }
 
-// RunAhead tells the handlers that do work at times (AheadHandler) that the work of partitions stops
-// here at about stop, so that they do before then what would fall due in them within window after it.
-func (c *Coordinator) RunAhead(partitions []int, stop time.Time, window time.Duration) {
+// runAhead tells the handlers that do work at times (AheadHandler) that the work of partitions stops
+// here at about stop, so that they do before then what would fall due in them within window after
+// it. It holds no lock of the coordinator's.
+func (c *Coordinator) runAhead(partitions []int, stop time.Time, window time.Duration) {
 	if len(partitions) == 0 {
 		return
 	}

@@ -38,7 +38,8 @@
 // then the coordinator's short lock and the member lease's (Owns, Holds and Guard, which a role asks
 // under its own lock, take only those). No role takes a partition's lock, and the coordinator never calls a handler while it
 // holds its short lock, so the order has no cycle. A handler's Released decides under its own lock
-// and waits for its work outside it.
+// and waits for its work outside it. An AheadHandler's RunAhead is called with no lock of the
+// coordinator's held, from a reconcile (a peer announced its leave) or from the leave's lead.
 //
 // # The ring's defaults
 //

@@ -303,7 +303,7 @@ func TestGroupSharesAndHandsOver(t *testing.T) {
 		require.Len(t, stops, 1, "RunAhead calls")
 		assert.Equal(t, slices.Sorted(slices.Values(left)), partitions[0], "its whole share")
 		assert.Equal(t, sharding.RunAheadWindow, windows[0])
-		assert.WithinRange(t, stops[0], start.Add(sharding.LeaveLead), start.Add(sharding.LeaveLead+time.Second))
+		assert.WithinRange(t, stops[0], start.Add(sharding.LeaveLead), start.Add(stopped), "the end of its lead")
 		l, err := kubernetes.NewForConfigOrDie(env.Config).CoordinationV1().Leases(g.settings.Namespace).
 			Get(context.Background(), leases.MemberLeaseName(g.settings.GroupName, "dwd-2"), metav1.GetOptions{})
 		require.NoError(t, err)

@@ -27,7 +27,6 @@ func (c *Coordinator) prewarm(hold []bool, now time.Time) {
 	if silent == "" {
 		silent, leaving = c.silentMember(now), false
 	}
-	announced := leaving && silent != c.prewarmFor
 	switch {
 	case silent == c.prewarmFor || silent == "":
 	case leaving:
@@ -38,6 +37,9 @@ func (c *Coordinator) prewarm(hold []bool, now time.Time) {
 			"silent", silent, "group", c.cfg.Group)
 	}
 	c.prewarmFor = silent
+	if !leaving {
+		c.ranAheadFor = ""
+	}
 	if silent == "" || c.rings.all == nil {
 		return
 	}
@@ -46,18 +48,23 @@ func (c *Coordinator) prewarm(hold []bool, now time.Time) {
 		return
 	}
 	c.prewarmRing = ring
+	// What this member will hand to another once a leaver has left goes the way of the leaver's share,
+	// a moment after it: its work due right after is run ahead too, once per leave, its stop reckoned
+	// from the first sight of the announcement.
+	ahead, held := leaving && silent != c.ranAheadFor, c.heldMask()
 	var handing []int
 	for p, owner := range ring.Assignment() {
 		if owner == c.cfg.Member && p < len(hold) {
 			hold[p] = true
 		}
-		if announced && owner != c.cfg.Member && c.Holds(p) {
+		if ahead && owner != c.cfg.Member && p < len(held) && held[p] {
 			handing = append(handing, p)
 		}
 	}
-	// What this member will hand to another once the leaver has left goes the way of the leaver's
-	// share, a moment after it: its probes due right after are run ahead too.
-	c.RunAhead(handing, now.Add(LeaveLead), RunAheadWindow)
+	if ahead {
+		c.ranAheadFor = silent
+		c.runAhead(handing, now.Add(LeaveLead), RunAheadWindow)
+	}
 }
 
 // silentMember returns the one live member other than this one that has gone silent (see prewarm),

@@ -467,7 +467,7 @@ func (r *Runner) announceLeave(signal time.Time) {
 		r.log.Info("Could not announce the leave within its lead: leaving without it", "group", r.settings.GroupName)
 		return
 	}
-	r.coordinator.RunAhead(r.coordinator.Held(), until, RunAheadWindow)
+	r.coordinator.runAhead(r.coordinator.Held(), until, RunAheadWindow)
 	if rest := until.Sub(r.clock.Now()); rest > 0 {
 		<-r.clock.After(rest)
 	}
@@ -482,9 +482,9 @@ const LeaveLead = PrewarmLead
 
 // RunAheadWindow is how far past the end of an announced leave's lead the work due then is done
 // during the lead instead (AheadHandler): longer than the others take from the release to the first
-// probe of a shoot they took (up to 2 s at 5,000 shoots on the 2-core bench machine, the replicas'
-// Rebalanced lines in the runs of benchmarks/results/issue25-run-ahead.md), so that no moved shoot
-// falls due in between.
+// probe of a shoot they took (up to 2 s at 5,000 shoots on the 2-core bench machine: the replicas'
+// Rebalanced log lines during the handover benches of 2026-11-29), so that no moved shoot falls due
+// in between.
 const RunAheadWindow = 4 * time.Second
 
 // awaitClock polls cond every 50 ms on the runner's clock until it holds or deadline has passed, and

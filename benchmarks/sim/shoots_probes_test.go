@@ -102,7 +102,8 @@ func TestShootServerProbeStats(t *testing.T) {
 
 	stats := s.ProbeStats()
 	assert.Equal(t, ProbeStats{
-		Last: t0.Add(13 * time.Second), MaxGap: 10 * time.Second,
+		Last: t0.Add(13 * time.Second), MaxGap: 10 * time.Second, LastAgent: "dwd-prober/dev (dwd-1)",
+		MaxGapEnd: t0.Add(10 * time.Second), MaxGapFrom: "dwd-prober/dev (dwd-0)", MaxGapTo: "dwd-prober/dev (dwd-1)",
 		Probers: []Prober{{Agent: "dwd-prober/dev (dwd-1)", First: t0.Add(10 * time.Second), Last: t0.Add(13 * time.Second), Probes: 2}},
 	}, stats["a"])
 	assert.Equal(t, ProbeStats{}, stats["idle"], "a shoot never probed")
