@@ -62,8 +62,8 @@ func (m *Manager) namespacesIn(partitions []int) map[string]bool {
 	return in
 }
 
-// aheadMargin is how long before the stop the probes RunAhead brings forward are done: a probe that
-// starts in the last moments before the stop, or late in a burst of them, may be cut by it.
+// aheadMargin is how long before the stop the probes RunAhead brings forward are started by: a probe
+// that starts in the last moments before the stop, or late in a burst of them, may be cut by it.
 const aheadMargin = time.Second
 
 // AdvisoryStateKey makes the probe ages advisory state: a departing replica does not write a
