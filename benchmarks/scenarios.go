@@ -220,11 +220,10 @@ func (e *handoverEvents) lateness(before map[string]sim.Caller) float64 {
 	stats, after := e.b.seed.Shoots.ProbeStats(), e.b.seed.Shoots.Callers()
 	late, latest, unmoved := 0.0, "", 0.0
 	for shoot, c := range after {
-		if memberOf(before[shoot].Agent) == memberOf(c.Agent) {
-			unmoved = max(unmoved, (stats[shoot].MaxGap - e.b.opts.Interval).Seconds())
-			continue
-		}
-		if l := (stats[shoot].MaxGap - e.b.opts.Interval).Seconds(); l > late {
+		switch l := (stats[shoot].MaxGap - e.b.opts.Interval).Seconds(); {
+		case memberOf(before[shoot].Agent) == memberOf(c.Agent):
+			unmoved = max(unmoved, l)
+		case l > late:
 			late, latest = l, shoot
 		}
 	}

@@ -51,13 +51,13 @@ func (c *Coordinator) prewarm(hold []bool, now time.Time) {
 	// What this member will hand to another once a leaver has left goes the way of the leaver's share,
 	// a moment after it: its work due right after is run ahead too, once per leave, its stop reckoned
 	// from the first sight of the announcement.
-	ahead, held := leaving && silent != c.ranAheadFor, c.heldMask()
+	ahead := leaving && silent != c.ranAheadFor
 	var handing []int
 	for p, owner := range ring.Assignment() {
 		if owner == c.cfg.Member && p < len(hold) {
 			hold[p] = true
 		}
-		if ahead && owner != c.cfg.Member && p < len(held) && held[p] {
+		if ahead && owner != c.cfg.Member && c.Holds(p) {
 			handing = append(handing, p)
 		}
 	}
