@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/sharded-dwd/dependency-watchdog/internal/clocktimer"
 )
 
 // Job is one run of a scheduled task, for example one probe cycle of a shoot. It returns how long to
@@ -233,16 +235,15 @@ func (s *Scheduler) batched(at time.Time) time.Time {
 }
 
 // sleep waits until at (for ever when it is zero), a wake-up or the end of ctx; false when ctx
-// ended. The wait is measured when the timer is made, so that time that passed since at was chosen
-// (a busy machine, a clock stepped by a test) never makes it sleep past at.
+// ended. The timer fires at at, whatever time passed since at was chosen (a busy machine, a clock
+// stepped by a test, also while the timer is made).
 func (s *Scheduler) sleep(ctx context.Context, at time.Time) bool {
 	var timer <-chan time.Time
 	if !at.IsZero() {
-		wait := at.Sub(s.clock.Now())
-		if wait <= 0 {
+		tm, armed := clocktimer.At(s.clock, at)
+		if !armed {
 			return ctx.Err() == nil
 		}
-		tm := s.clock.NewTimer(wait)
 		defer tm.Stop()
 		timer = tm.C()
 	}

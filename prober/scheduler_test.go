@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -348,6 +349,39 @@ func TestASleepMeasuresItsWaitWhenItBegins(t *testing.T) {
 	clk.Step(5 * time.Second) // the moment passes before the dispatcher sleeps
 	slept := make(chan bool, 1)
 	go func() { slept <- s.sleep(context.Background(), at) }()
+	select {
+	case ok := <-slept:
+		assert.True(t, ok)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the sleep waits past the moment it was for")
+	}
+}
+
+// steppingClock steps its fake clock by step right before it makes its first timer: a test's step
+// that lands between the dispatcher's reading of the time and the making of its timer.
+type steppingClock struct {
+	*clocktesting.FakeClock
+	step  time.Duration
+	timer atomic.Int32
+}
+
+func (c *steppingClock) NewTimer(d time.Duration) clock.Timer {
+	if c.timer.Add(1) == 1 {
+		c.FakeClock.Step(c.step)
+	}
+	return c.FakeClock.NewTimer(d)
+}
+
+// A step of the clock while the dispatcher makes its timer must not make it sleep past the moment it
+// sleeps for: the timer, made for the wait measured before the step, would fire that much later
+// (TestWindowCapHoldsAcrossNamespaces of the weeder lost a window now and then to this).
+func TestASleepEndsAtItsMomentWhenTheClockMovesWhileItsTimerIsMade(t *testing.T) {
+	clk := &steppingClock{FakeClock: clocktesting.NewFakeClock(t0), step: 2 * time.Second}
+	s := NewScheduler(clk, 0, nil)
+	slept := make(chan bool, 1)
+	go func() { slept <- s.sleep(context.Background(), t0.Add(5*time.Second)) }()
+	require.Eventually(t, clk.HasWaiters, 5*time.Second, time.Millisecond)
+	clk.Step(3 * time.Second) // the moment
 	select {
 	case ok := <-slept:
 		assert.True(t, ok)

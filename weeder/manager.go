@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/clock"
+
+	"github.com/sharded-dwd/dependency-watchdog/internal/clocktimer"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/sharded-dwd/dependency-watchdog/audit"
@@ -126,7 +128,10 @@ func (m *Manager) Start(ctx context.Context) error {
 func (m *Manager) sleep(ctx context.Context) bool {
 	var timer <-chan time.Time
 	if next, ok := m.registry.NextDeadline(); ok {
-		t := m.Clock.NewTimer(max(next.Sub(m.Clock.Now()), 0))
+		t, armed := clocktimer.At(m.Clock, next)
+		if !armed {
+			return ctx.Err() == nil
+		}
 		defer t.Stop()
 		timer = t.C()
 	}

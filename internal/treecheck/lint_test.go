@@ -46,6 +46,7 @@ var layering = []layerRule{
 	{pkg: "leases", only: []string{}},
 	{pkg: "internal/apimetrics", only: []string{}},
 	{pkg: "internal/memlimit", only: []string{}},
+	{pkg: "internal/clocktimer", only: []string{}},
 	{pkg: "audit", only: []string{}},
 	{pkg: "access", only: []string{}},
 	{pkg: "dryrun", only: []string{}},
@@ -60,7 +61,7 @@ var layering = []layerRule{
 // runtime are the packages a dwd process is built from (and their sub-packages but test helpers):
 // they never import a test helper or the simulation.
 var runtime = []string{"access", "audit", "config", "dryrun", "explain", "leases", "sharding", "shardcache", "scaler", "prober", "weeder",
-	"internal/apimetrics", "internal/memlimit", "replica", "cmd/dwd"}
+	"internal/apimetrics", "internal/memlimit", "internal/clocktimer", "replica", "cmd/dwd"}
 
 // testHelper tells whether the package at dir (slash-separated, from the module root) exists for tests
 // or the simulation: anything under test/ or benchmarks/, a package whose name ends in "test", and
@@ -342,6 +343,7 @@ func TestTheLintFindsAPlantedViolationOfEachRule(t *testing.T) {
 		"leases/leases.go":         "package leases\n",
 		"internal/apimetrics/m.go": "package apimetrics\n",
 		"internal/memlimit/m.go":   "package memlimit\n",
+		"internal/clocktimer/c.go": "package clocktimer\n",
 		"audit/log.go":             "package audit\n",
 		"access/a.go":              "package access\n",
 		"dryrun/d.go":              "package dryrun\n",
