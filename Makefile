@@ -220,7 +220,9 @@ mutants-beside:
 	nice -n 19 $(GO) run ./internal/mutants/run -which=unit
 
 mutants-after: tools
-	$(GO) run ./internal/mutants/run -which=control-plane
+	@# -passed: test-run ran every test these mutants name, without -short and with -race as the
+	@# mutants' runs do, and passed; running them once more on the code as it is adds minutes.
+	$(GO) run ./internal/mutants/run -which=control-plane -passed
 
 # test-run-then-mutants-after is make test's: the control-plane mutants once the tests passed.
 .PHONY: test-run-then-mutants-after

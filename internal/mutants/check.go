@@ -52,12 +52,16 @@ type Checker struct {
 	// Slots, when set, is shared by Checkers that check lists at once: every build and run holds one
 	// of its slots, so that its capacity bounds them all together.
 	Slots chan struct{}
+	// Passed, when set, says that the tests the mutants name passed on the code as it is, with the
+	// flags the mutants' runs use, right before (make test checks the mutants whose tests need the
+	// control plane once its tests passed): the baseline is not built and run again.
+	Passed bool
 }
 
 // Check builds the tests of the list's package once as they are and runs those the list names,
-// which must pass, then once per mutant (Workers at a time), and returns the outcome of each mutant.
-// An error means no mutant could be checked: the package does not build, or a named test does not
-// pass without mutation.
+// which must pass (unless Passed says they did), then once per mutant (Workers at a time), and
+// returns the outcome of each mutant. An error means no mutant could be checked: the package does
+// not build, or a named test does not pass without mutation.
 func (c Checker) Check(ctx context.Context, list *List) ([]Result, error) {
 	work, err := os.MkdirTemp("", "dwd-mutants-")
 	if err != nil {
@@ -68,8 +72,10 @@ func (c Checker) Check(ctx context.Context, list *List) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.baseline(ctx, dir, work, list.Mutants); err != nil {
-		return nil, fmt.Errorf("%s: %w", list.Path, err)
+	if !c.Passed {
+		if err := c.baseline(ctx, dir, work, list.Mutants); err != nil {
+			return nil, fmt.Errorf("%s: %w", list.Path, err)
+		}
 	}
 	return c.mutants(ctx, dir, work, list.Mutants), nil
 }

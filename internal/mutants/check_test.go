@@ -68,3 +68,24 @@ func TestCheckNeedsTheTestsToPassWithoutMutation(t *testing.T) {
 		})
 	}
 }
+
+// With Passed, the tests are taken to have passed on the code as it is: a mutant is still killed only
+// by a test that fails on it, and the run without mutation is left out (a test that fails on the code
+// as it is, which the baseline would have refused, kills the mutant: make test runs the tests first).
+func TestCheckWithPassedSkipsTheRunWithoutMutation(t *testing.T) {
+	dir := sample(t)
+	failing := "package sample\n\nimport \"testing\"\n\nfunc TestFails(t *testing.T) { t.Fatal(\"fails\") }\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fails_test.go"), []byte(failing), 0o644))
+	list, err := Load(writeList(t, dir, `
+- {name: less, why: w, file: max.go, original: a > b, mutant: a < b, tests: [TestFails]}
+- {name: greater-or-equal, why: w, file: max.go, original: a > b, mutant: a >= b, tests: [TestMax]}
+`))
+	require.NoError(t, err)
+	results, err := Checker{Passed: true}.Check(context.Background(), list)
+	require.NoError(t, err, "no baseline refuses TestFails")
+	require.Len(t, results, 2)
+	assert.Equal(t, Killed, results[0].Outcome)
+	assert.Equal(t, Survived, results[1].Outcome)
+	_, err = Checker{}.Check(context.Background(), list)
+	assert.ErrorContains(t, err, "TestFails must pass without mutation", "without Passed, the baseline runs")
+}

@@ -2,7 +2,8 @@
 // <package>/testdata/mutants.yaml of the module in the working directory. It prints one line per
 // mutant and fails unless every mutant was killed. make mutants runs it; -only NAME,... checks only
 // the mutants named, -which unit or control-plane only the mutants whose tests run without or with
-// the real control plane (make test checks the first beside the tests, the second once they passed).
+// the real control plane (make test checks the first beside the tests, the second once they passed,
+// with -passed: the tests the mutants name are not run again on the code as it is).
 package main
 
 import (
@@ -26,6 +27,7 @@ func main() {
 	defer stop()
 	only := flag.String("only", "", "check only the mutants of these names (comma-separated)")
 	which := flag.String("which", "all", "check all mutants, only those whose tests run without the control plane (unit), or only those whose tests need it (control-plane)")
+	passed := flag.Bool("passed", false, "the tests the mutants name passed on this code right before, with the flags the mutants' runs use: skip the run without mutation (make test, after its tests)")
 	flag.Parse()
 	var names []string
 	if *only != "" {
@@ -36,7 +38,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "-which must be all, unit or control-plane, not %q\n", *which)
 		os.Exit(2)
 	}
-	if err := run(ctx, flag.Args(), names, keep); err != nil {
+	if err := run(ctx, flag.Args(), names, keep, *passed); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -49,7 +51,7 @@ var kinds = map[string]func(mutants.Mutant) bool{
 	"control-plane": func(m mutants.Mutant) bool { return m.ControlPlane },
 }
 
-func run(ctx context.Context, paths, only []string, keep func(mutants.Mutant) bool) error {
+func run(ctx context.Context, paths, only []string, keep func(mutants.Mutant) bool, passed bool) error {
 	lists, err := load(paths, only, keep)
 	if err != nil {
 		return err
@@ -72,7 +74,7 @@ func run(ctx context.Context, paths, only []string, keep func(mutants.Mutant) bo
 		go func() {
 			defer close(done[i])
 			o := outcomes[i]
-			o.results, o.err = mutants.Checker{Out: &o.out, Slots: slots}.Check(ctx, list)
+			o.results, o.err = mutants.Checker{Out: &o.out, Slots: slots, Passed: passed}.Check(ctx, list)
 		}()
 	}
 	counts := map[mutants.Outcome]int{}
