@@ -104,10 +104,11 @@ test: verify ## Everything CI runs: formatting, vet, unit and integration tests 
 	@# The control plane's build and the race build of the test binaries each keep about one and a
 	@# half of two cores busy: side by side they take minutes less than one after the other.
 	$(MAKE) --no-print-directory -j2 tools test-build
-	@# The mutants whose tests need no control plane (74 of 80: each mostly a link of its package's
+	@# The mutants whose tests need no control plane (75 of 81: each mostly a link of its package's
 	@# test binary) are checked beside the tests, at the lowest CPU priority, so that they take little
 	@# but what the tests leave idle. Those that start the control plane, whose tests keep time, are
-	@# checked as soon as the tests end, beside the rest of the others.
+	@# checked as soon as the slow packages' tests passed, beside the others' tests and the rest of
+	@# the mutants.
 	$(MAKE) --no-print-directory -j2 test-run-then-mutants-after mutants-beside
 	$(MAKE) --no-print-directory test-rules
 
@@ -127,6 +128,7 @@ fuzz-targets: ## Fail if a fuzz target is missing from FUZZ_TARGETS (make fuzz w
 # The test packages that take longest, longest first: go test starts packages in the order given, so
 # that two of them run at a time from the start and the short ones fill in at the end.
 SLOW_TEST_PKGS := ./test/e2e ./test/chaos ./sharding ./prober ./cmd/dwd ./deploy ./weeder
+MODULE := github.com/sharded-dwd/dependency-watchdog
 
 .PHONY: test-build
 test-build: ## Vet every package, tests included, with all of go vet's checks, compiling what they import with the race detector (no control plane).
@@ -214,20 +216,34 @@ mutants: tools ## Mutation check: each mutant of a package's testdata/mutants.ya
 
 # make test checks the mutants in two parts: those whose tests need no control plane beside the
 # tests, at the lowest CPU priority (nice 19), and those whose tests start the control plane once
-# the tests have passed (test-run-then-mutants-after), beside the rest of the former.
+# the slow packages' tests, theirs among them, have passed (test-run-then-mutants-after), beside the
+# other packages' tests and the rest of the former.
 .PHONY: mutants-beside mutants-after
 mutants-beside:
 	nice -n 19 $(GO) run ./internal/mutants/run -which=unit
 
 mutants-after: tools
-	@# -passed: test-run ran every test these mutants name, without -short and with -race as the
-	@# mutants' runs do, and passed; running them once more on the code as it is adds minutes.
-	$(GO) run ./internal/mutants/run -which=control-plane -passed
+	@# -passed: test-run-slow ran the tests of these packages, without -short and with -race as the
+	@# mutants' runs do, and they passed; running those the mutants name once more on the code as
+	@# it is adds minutes. A list in another package runs them.
+	@# Alone, `make mutants` checks every mutant with that run.
+	@# -slots=3: their tests mostly wait on leases and probe intervals (two at a time kept about one
+	@# core busy): three at a time took 67 s instead of 112 on an idle machine.
+	$(GO) run ./internal/mutants/run -which=control-plane -slots=3 -passed="$(SLOW_TEST_PKGS)"
 
-# test-run-then-mutants-after is make test's: the control-plane mutants once the tests passed.
-.PHONY: test-run-then-mutants-after
-test-run-then-mutants-after: test-run
-	$(MAKE) --no-print-directory mutants-after
+# test-run-then-mutants-after is make test's test-run in two parts: the slow packages, which hold
+# every test a control-plane mutant names, then the others beside the control-plane mutants, whose
+# tests mostly wait on real time (leases, probe intervals) and leave the CPU to the others' builds.
+.PHONY: test-run-then-mutants-after test-run-slow test-run-rest
+test-run-then-mutants-after: test-run-slow
+	$(MAKE) --no-print-directory -j2 test-run-rest mutants-after
+
+test-run-slow: $(PROMETHEUS)
+	DWD_PROMETHEUS=$(PROMETHEUS) $(GO) test -race -vet=off -count=1 -p 2 -timeout=30m $(SLOW_TEST_PKGS)
+
+test-run-rest: $(PROMETHEUS)
+	DWD_PROMETHEUS=$(PROMETHEUS) $(GO) test -race -vet=off -count=1 -p 2 -timeout=30m \
+		$$($(GO) list ./... | grep -vxF $(foreach p,$(SLOW_TEST_PKGS),-e $(MODULE)/$(p:./%=%)))
 
 ##@ Benchmarks
 

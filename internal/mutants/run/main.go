@@ -3,7 +3,8 @@
 // mutant and fails unless every mutant was killed. make mutants runs it; -only NAME,... checks only
 // the mutants named, -which unit or control-plane only the mutants whose tests run without or with
 // the real control plane (make test checks the first beside the tests, the second once they passed,
-// with -passed: the tests the mutants name are not run again on the code as it is).
+// with -passed naming the packages whose tests passed: their lists' tests are not run again on the
+// code as it is).
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -27,7 +29,8 @@ func main() {
 	defer stop()
 	only := flag.String("only", "", "check only the mutants of these names (comma-separated)")
 	which := flag.String("which", "all", "check all mutants, only those whose tests run without the control plane (unit), or only those whose tests need it (control-plane)")
-	passed := flag.Bool("passed", false, "the tests the mutants name passed on this code right before, with the flags the mutants' runs use: skip the run without mutation (make test, after its tests)")
+	passed := flag.String("passed", "", "package folders (./sharding ./prober ...) whose tests passed on this code right before, with the flags the mutants' runs use: their lists skip the run without mutation (make test, after its tests)")
+	slots := flag.Int("slots", runtime.GOMAXPROCS(0), "how many builds and test runs of mutants at once, over all lists")
 	flag.Parse()
 	var names []string
 	if *only != "" {
@@ -38,7 +41,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "-which must be all, unit or control-plane, not %q\n", *which)
 		os.Exit(2)
 	}
-	if err := run(ctx, flag.Args(), names, keep, *passed); err != nil {
+	if err := run(ctx, flag.Args(), names, keep, strings.Fields(*passed), max(*slots, 1)); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -51,7 +54,7 @@ var kinds = map[string]func(mutants.Mutant) bool{
 	"control-plane": func(m mutants.Mutant) bool { return m.ControlPlane },
 }
 
-func run(ctx context.Context, paths, only []string, keep func(mutants.Mutant) bool, passed bool) error {
+func run(ctx context.Context, paths, only []string, keep func(mutants.Mutant) bool, passed []string, slotCount int) error {
 	lists, err := load(paths, only, keep)
 	if err != nil {
 		return err
@@ -61,7 +64,7 @@ func run(ctx context.Context, paths, only []string, keep func(mutants.Mutant) bo
 	}
 	// Every list is checked at once, its baseline and its mutants holding slots of one pool: a list
 	// never waits for the one before it to finish. Each prints in the order of the lists.
-	slots := make(chan struct{}, runtime.GOMAXPROCS(0))
+	slots := make(chan struct{}, slotCount)
 	type outcome struct {
 		out     bytes.Buffer
 		results []mutants.Result
@@ -74,7 +77,9 @@ func run(ctx context.Context, paths, only []string, keep func(mutants.Mutant) bo
 		go func() {
 			defer close(done[i])
 			o := outcomes[i]
-			o.results, o.err = mutants.Checker{Out: &o.out, Slots: slots, Passed: passed}.Check(ctx, list)
+			o.results, o.err = mutants.Checker{Out: &o.out, Slots: slots, Passed: slices.ContainsFunc(passed, func(dir string) bool {
+				return filepath.Clean(dir) == filepath.Clean(list.Dir)
+			})}.Check(ctx, list)
 		}()
 	}
 	counts := map[mutants.Outcome]int{}
