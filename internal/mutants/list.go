@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -108,4 +109,10 @@ func (m Mutant) Apply(src []byte) ([]byte, error) {
 		return nil, fmt.Errorf("%w: its original occurs %d times in %s, not once", ErrStale, n, m.File)
 	}
 	return []byte(strings.Replace(string(src), m.Original, m.Mutant, 1)), nil
+}
+
+// In tells whether the list's package is one of dirs (package folders such as ./sharding, relative
+// to the same folder as the list's path).
+func (l *List) In(dirs []string) bool {
+	return slices.ContainsFunc(dirs, func(dir string) bool { return filepath.Clean(dir) == filepath.Clean(l.Dir) })
 }

@@ -101,3 +101,11 @@ func TestTheRepositorysListsAreCurrent(t *testing.T) {
 		}
 	}
 }
+
+func TestAListIsInThePackageFoldersNamed(t *testing.T) {
+	list := &List{Path: filepath.Join("sharding", "testdata", "mutants.yaml"), Dir: "sharding"}
+	assert.True(t, list.In([]string{"./prober", "./sharding"}))
+	assert.True(t, list.In([]string{"sharding/"}))
+	assert.False(t, list.In([]string{"./sharding/sub", "./prober"}))
+	assert.False(t, list.In(nil))
+}

@@ -16,7 +16,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -77,9 +76,7 @@ func run(ctx context.Context, paths, only []string, keep func(mutants.Mutant) bo
 		go func() {
 			defer close(done[i])
 			o := outcomes[i]
-			o.results, o.err = mutants.Checker{Out: &o.out, Slots: slots, Passed: slices.ContainsFunc(passed, func(dir string) bool {
-				return filepath.Clean(dir) == filepath.Clean(list.Dir)
-			})}.Check(ctx, list)
+			o.results, o.err = mutants.Checker{Out: &o.out, Slots: slots, Passed: list.In(passed)}.Check(ctx, list)
 		}()
 	}
 	counts := map[mutants.Outcome]int{}
