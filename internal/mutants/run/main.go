@@ -76,7 +76,7 @@ func run(ctx context.Context, paths, only []string, keep func(mutants.Mutant) bo
 		go func() {
 			defer close(done[i])
 			o := outcomes[i]
-			o.results, o.err = mutants.Checker{Out: &o.out, Slots: slots, Passed: list.In(passed)}.Check(ctx, list)
+			o.results, o.err = mutants.Checker{Out: &o.out, Slots: slots, Workers: slotCount, Passed: list.In(passed)}.Check(ctx, list)
 		}()
 	}
 	counts := map[mutants.Outcome]int{}
