@@ -221,8 +221,9 @@ mutants: tools ## Mutation check: each mutant of a package's testdata/mutants.ya
 .PHONY: mutants-beside mutants-after
 mutants-beside:
 	@# -slots=4: a killed mutant's test often fails by waiting out a timeout, and holds its slot
-	@# idle meanwhile: with two slots the 75 took 2,150 slot-seconds, 18 minutes of the first run's
-	@# 32 (2026-11-29), and ended 3.3 minutes after everything else.
+	@# idle meanwhile: with two slots the 75 took 2,150 slot-seconds, 18 minutes of a first run of
+	@# 32 (2026-11-29), and ended 3.3 minutes after everything else; with four, in as slow an hour,
+	@# 3.1 minutes after it: the CPU bounds them then, the slots when the machine is faster.
 	nice -n 19 $(GO) run ./internal/mutants/run -which=unit -slots=4
 
 mutants-after: tools
