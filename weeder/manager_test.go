@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -77,13 +78,23 @@ type managerFixture struct {
 }
 
 func newManagerFixture(t *testing.T, maxWindows int) *managerFixture {
+	return newManagerFixtureOn(t, maxWindows, nil)
+}
+
+// newManagerFixtureOn is newManagerFixture whose manager reads the time from clk, a clock over the
+// fixture's fake clock (nil: the fake clock itself).
+func newManagerFixtureOn(t *testing.T, maxWindows int, clk func(*clocktesting.FakeClock) clock.WithTicker) *managerFixture {
 	selector := []*metav1.LabelSelector{{MatchLabels: map[string]string{"role": "apiserver"}}}
 	cfg := &config.WeederConfig{WatchDuration: &metav1.Duration{Duration: testWatchDuration},
 		ServicesAndDependantSelectors: map[string]config.DependantSelectors{
 			"etcd-main-client": {PodSelectors: selector}, "kube-apiserver": {PodSelectors: selector},
 		}}
 	f := &managerFixture{own: &ownershipStub{partitions: map[string]int{}}, clock: clocktesting.NewFakeClock(registryT0)}
-	m, err := newManager(Options{Config: cfg, MaxWindows: maxWindows, Owner: f.own, Clock: f.clock},
+	var managerClock clock.WithTicker = f.clock
+	if clk != nil {
+		managerClock = clk(f.clock)
+	}
+	m, err := newManager(Options{Config: cfg, MaxWindows: maxWindows, Owner: f.own, Clock: managerClock},
 		managerDeps{client: fake.NewClientset(), recorder: events.NewFakeRecorder(10), log: logr.Discard(), namespaces: f.namespaces})
 	require.NoError(t, err)
 	f.m = m
@@ -392,4 +403,48 @@ func TestDryRunTryDeleteSendsNothing(t *testing.T) {
 	assert.NoError(t, err, "the pod is not deleted")
 	assert.Equal(t, deletes+1, metricstest.Sum(t, "dwd_dry_run_writes_total", map[string]string{"kind": dryrun.KindPodDelete}), "counted once")
 	assert.Len(t, recorded.Events, 1, "the Event of the one delete goes to the Recorder (a dry run's records none)")
+}
+
+// steppingClock steps its fake clock by step right before the first timer made once armed: a test's
+// step that lands between the expiry loop's reading of the time and the making of its timer.
+type steppingClock struct {
+	*clocktesting.FakeClock
+	step  time.Duration
+	armed atomic.Bool
+}
+
+func (c *steppingClock) NewTimer(d time.Duration) clock.Timer {
+	if c.armed.CompareAndSwap(true, false) {
+		c.FakeClock.Step(c.step)
+	}
+	return c.FakeClock.NewTimer(d)
+}
+
+// A step of the clock while the expiry loop makes its timer must not make it sleep past the next
+// deadline: the timer, made for the wait measured before the step, would fire that much later
+// (TestWindowCapHoldsAcrossNamespaces lost windows now and then to this).
+func TestTheExpiryWaitEndsAtTheDeadlineWhenTheClockMovesWhileItsTimerIsMade(t *testing.T) {
+	var stepping *steppingClock
+	f := newManagerFixtureOn(t, 10, func(fake *clocktesting.FakeClock) clock.WithTicker {
+		stepping = &steppingClock{FakeClock: fake, step: time.Minute}
+		return stepping
+	})
+	f.acquire(0, sharding.Fresh)
+	f.ready(svcKey("a", "etcd-main-client"))
+	require.Len(t, f.m.Running(), 1)
+	select { // the wake-up of the opening
+	case <-f.m.wake:
+	default:
+	}
+	stepping.armed.Store(true)
+	slept := make(chan bool, 1)
+	go func() { slept <- f.m.sleep(context.Background()) }()
+	require.Eventually(t, func() bool { return !stepping.armed.Load() && f.clock.HasWaiters() }, 5*time.Second, time.Millisecond)
+	f.clock.Step(testWatchDuration - time.Minute) // the window's deadline
+	select {
+	case ok := <-slept:
+		assert.True(t, ok)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the expiry loop sleeps past the window's deadline")
+	}
 }
