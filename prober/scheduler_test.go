@@ -12,8 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/sharded-dwd/dependency-watchdog/internal/clocktimer/clocktimertest"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -357,26 +358,11 @@ func TestASleepMeasuresItsWaitWhenItBegins(t *testing.T) {
 	}
 }
 
-// steppingClock steps its fake clock by step right before it makes its first timer: a test's step
-// that lands between the dispatcher's reading of the time and the making of its timer.
-type steppingClock struct {
-	*clocktesting.FakeClock
-	step  time.Duration
-	timer atomic.Int32
-}
-
-func (c *steppingClock) NewTimer(d time.Duration) clock.Timer {
-	if c.timer.Add(1) == 1 {
-		c.FakeClock.Step(c.step)
-	}
-	return c.FakeClock.NewTimer(d)
-}
-
 // A step of the clock while the dispatcher makes its timer must not make it sleep past the moment it
 // sleeps for: the timer, made for the wait measured before the step, would fire that much later
 // (TestWindowCapHoldsAcrossNamespaces of the weeder lost a window now and then to this).
 func TestASleepEndsAtItsMomentWhenTheClockMovesWhileItsTimerIsMade(t *testing.T) {
-	clk := &steppingClock{FakeClock: clocktesting.NewFakeClock(t0), step: 2 * time.Second}
+	clk := clocktimertest.NewSteppingClock(clocktesting.NewFakeClock(t0), 2*time.Second)
 	s := NewScheduler(clk, 0, nil)
 	slept := make(chan bool, 1)
 	go func() { slept <- s.sleep(context.Background(), t0.Add(5*time.Second)) }()

@@ -23,6 +23,7 @@ import (
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/dryrun"
+	"github.com/sharded-dwd/dependency-watchdog/internal/clocktimer/clocktimertest"
 	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/sharding"
 )
@@ -405,28 +406,14 @@ func TestDryRunTryDeleteSendsNothing(t *testing.T) {
 	assert.Len(t, recorded.Events, 1, "the Event of the one delete goes to the Recorder (a dry run's records none)")
 }
 
-// steppingClock steps its fake clock by step right before the first timer made once armed: a test's
-// step that lands between the expiry loop's reading of the time and the making of its timer.
-type steppingClock struct {
-	*clocktesting.FakeClock
-	step  time.Duration
-	armed atomic.Bool
-}
-
-func (c *steppingClock) NewTimer(d time.Duration) clock.Timer {
-	if c.armed.CompareAndSwap(true, false) {
-		c.FakeClock.Step(c.step)
-	}
-	return c.FakeClock.NewTimer(d)
-}
-
 // A step of the clock while the expiry loop makes its timer must not make it sleep past the next
 // deadline: the timer, made for the wait measured before the step, would fire that much later
 // (TestWindowCapHoldsAcrossNamespaces lost windows now and then to this).
 func TestTheExpiryWaitEndsAtTheDeadlineWhenTheClockMovesWhileItsTimerIsMade(t *testing.T) {
-	var stepping *steppingClock
+	var stepping *clocktimertest.SteppingClock
 	f := newManagerFixtureOn(t, 10, func(fake *clocktesting.FakeClock) clock.WithTicker {
-		stepping = &steppingClock{FakeClock: fake, step: time.Minute}
+		stepping = clocktimertest.NewSteppingClock(fake, time.Minute)
+		stepping.Disarm()
 		return stepping
 	})
 	f.acquire(0, sharding.Fresh)
@@ -436,10 +423,10 @@ func TestTheExpiryWaitEndsAtTheDeadlineWhenTheClockMovesWhileItsTimerIsMade(t *t
 	case <-f.m.wake:
 	default:
 	}
-	stepping.armed.Store(true)
+	stepping.Arm()
 	slept := make(chan bool, 1)
 	go func() { slept <- f.m.sleep(context.Background()) }()
-	require.Eventually(t, func() bool { return !stepping.armed.Load() && f.clock.HasWaiters() }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !stepping.Armed() && f.clock.HasWaiters() }, 5*time.Second, time.Millisecond)
 	f.clock.Step(testWatchDuration - time.Minute) // the window's deadline
 	select {
 	case ok := <-slept:

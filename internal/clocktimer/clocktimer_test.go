@@ -6,28 +6,14 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/sharded-dwd/dependency-watchdog/internal/clocktimer/clocktimertest"
 )
-
-// steppingClock steps its fake clock by step right before it makes the first timer: the clock moves
-// between the reading of the time and the making of the timer.
-type steppingClock struct {
-	*clocktesting.FakeClock
-	step  time.Duration
-	timer int
-}
-
-func (c *steppingClock) NewTimer(d time.Duration) clock.Timer {
-	if c.timer++; c.timer == 1 {
-		c.FakeClock.Step(c.step)
-	}
-	return c.FakeClock.NewTimer(d)
-}
 
 func TestATimerFiresAtItsTimeWhenTheClockMovesWhileItIsMade(t *testing.T) {
 	start := time.Now()
-	clk := &steppingClock{FakeClock: clocktesting.NewFakeClock(start), step: 3 * time.Second}
+	clk := clocktimertest.NewSteppingClock(clocktesting.NewFakeClock(start), 3*time.Second)
 	timer, ok := At(clk, start.Add(10*time.Second))
 	require.True(t, ok)
 	defer timer.Stop()
@@ -37,7 +23,7 @@ func TestATimerFiresAtItsTimeWhenTheClockMovesWhileItIsMade(t *testing.T) {
 	default:
 		t.Fatal("the timer did not fire at its deadline")
 	}
-	assert.Equal(t, 2, clk.timer, "the timer made while the clock moved was made again")
+	assert.Equal(t, int32(2), clk.Timers.Load(), "the timer made while the clock moved was made again")
 }
 
 func TestATimerFiresAtItsTimeAndNotBefore(t *testing.T) {
