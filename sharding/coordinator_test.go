@@ -116,15 +116,27 @@ func (h countingHandler) Released(int)                            {}
 func TestLeavingReplicaOwnsNothingWhileItsPartitionsStop(t *testing.T) {
 	store := leasestest.NewStore()
 	var c *Coordinator
-	handler := &ownershipProbe{owns: func(ns string) bool { return c.Owns(ns) }, held: func(p int) bool { return c.Holds(p) }, partition: func(ns string) int { return c.Partition(ns) }}
+	ring := RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}
+	// One namespace in every partition: with four stop workers for seven partitions, at least three
+	// are still held at the first release. (Names that differ only at their end, ns-0 … ns-49, fall
+	// into two partitions of FNV-1a ranges, and both could stop before any release looked.)
+	var namespaces []string
+	for i, seen := 0, map[int]bool{}; len(seen) < ring.PartitionCount; i++ {
+		ns := fmt.Sprintf("shoot--%x--s", uint64(i)*0x9e3779b97f4a7c15)
+		if p := ring.Partitions().Of(ns); !seen[p] {
+			seen[p] = true
+			namespaces = append(namespaces, ns)
+		}
+	}
+	handler := &ownershipProbe{namespaces: namespaces, owns: func(ns string) bool { return c.Owns(ns) }, held: func(p int) bool { return c.Holds(p) }, partition: func(ns string) int { return c.Partition(ns) }}
 	c = NewCoordinator(Config{Group: "g", Member: "m", Incarnation: "i",
-		Ring: RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}, LeaseDuration: 15 * time.Second,
+		Ring: ring, LeaseDuration: 15 * time.Second,
 		RetryPeriod: 2 * time.Second, WriteConcurrency: 4,
 		Store: store, Lister: store, Liveness: &switchLiveness{}, Clock: clocktesting.NewFakeClock(time.Now()), Log: logr.Discard(), Handlers: []PartitionHandler{handler}})
 	_, err := c.Reconcile(context.Background())
 	require.NoError(t, err)
 	require.Len(t, c.Held(), 7)
-	require.True(t, c.Owns("ns-0"))
+	require.True(t, c.Owns(namespaces[0]))
 
 	_, err = c.Leave(context.Background(), false)
 	require.NoError(t, err)
@@ -138,6 +150,7 @@ func TestLeavingReplicaOwnsNothingWhileItsPartitionsStop(t *testing.T) {
 // still held count as owned.
 type ownershipProbe struct {
 	mu                                   sync.Mutex
+	namespaces                           []string
 	owns                                 func(string) bool
 	held                                 func(int) bool
 	partition                            func(string) int
@@ -150,8 +163,7 @@ func (h *ownershipProbe) Released(int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.released++
-	for i := range 50 {
-		ns := fmt.Sprintf("ns-%d", i)
+	for _, ns := range h.namespaces {
 		if !h.held(h.partition(ns)) {
 			continue
 		}
