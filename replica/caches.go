@@ -54,8 +54,13 @@ func (r *Replica) shareCaches() {
 			continue
 		}
 		partitions := sharding.Partitions{Function: s.PartitionFunction, Count: s.PartitionCount}
-		r.shares[role] = shardcache.NewShare(shardcache.Options{Partitions: partitions,
-			Server: s.CacheSharding == config.CacheShardingServer, Group: s.GroupName, Log: r.opts.Log.WithName("caches")})
+		opts := shardcache.Options{Partitions: partitions, Server: s.CacheSharding == config.CacheShardingServer,
+			Group: s.GroupName, Log: r.opts.Log.WithName("caches")}
+		if role == RoleWeeder {
+			// A change of share lists again at times; the weeder must know which states a list gave.
+			opts.ListedAnnotation = weeder.ListedAnnotation
+		}
+		r.shares[role] = shardcache.NewShare(opts)
 		if s.CacheSharding == config.CacheShardingServer && !partitions.Selectable() {
 			r.log.Info("Warning: --cache-sharding=server needs --partition-function="+config.PartitionFNVRange+"; the caches filter instead",
 				"group", s.GroupName)

@@ -3,6 +3,7 @@ package shardcache
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"sync"
 
@@ -150,6 +151,7 @@ func (i *informer) filterList(obj runtime.Object, state *shareState, via string)
 			continue
 		}
 		received.WithLabelValues(i.share.group, i.resource, via, "kept").Inc()
+		i.markListed(o) // before SetList, which copies a typed list's items
 		keptObjects = append(keptObjects, item)
 		kept = append(kept, o)
 	}
@@ -160,6 +162,18 @@ func (i *informer) filterList(obj runtime.Object, state *shareState, via string)
 		return nil, fmt.Errorf("filtering the %s list: %w", i.resource, err)
 	}
 	return kept, nil
+}
+
+// markListed puts the share's listed annotation (Options.ListedAnnotation) on o, an object about to
+// reach the store from a list. o is the decoded answer's own, not yet shared.
+func (i *informer) markListed(o metav1.Object) {
+	if i.share.listedAnnotation == "" {
+		return
+	}
+	annotations := make(map[string]string, len(o.GetAnnotations())+1)
+	maps.Copy(annotations, o.GetAnnotations())
+	annotations[i.share.listedAnnotation] = "true"
+	o.SetAnnotations(annotations)
 }
 
 // listShardSelector is the selector the server says it applied to a list; "" when it says none.

@@ -439,3 +439,34 @@ func TestAFilteringCacheDropsEventsOutsideItsShare(t *testing.T) {
 	assert.NotContains(t, h.keys(), outside)
 	assert.Equal(t, h.want(ronly(0)), h.keys())
 }
+
+// With a listed annotation, the objects a list gave the store carry it (the first list, and the list
+// of partitions that came), those a watch event gave do not; without one, none does.
+func TestObjectsFromAListCarryTheListedAnnotation(t *testing.T) {
+	api := seedAPI(1, nil)
+	listed := func(h *rharness, key string) (bool, bool) {
+		obj, exists, _ := h.informer.GetIndexer().GetByKey(key)
+		if !exists {
+			return false, false
+		}
+		return obj.(*corev1.Secret).Annotations["t/listed"] == "true", true
+	}
+	share := NewShare(Options{Partitions: rparts, Server: true, Group: "t11", ListedAnnotation: "t/listed"})
+	share.Hold(ronly(0))
+	h := rstart(t, api, share, nil, nil)
+	first, came := rnamespaces(0, 1)[0]+"/s", rnamespaces(1, 1)[0]+"/s"
+	mark, ok := listed(h, first)
+	require.True(t, ok)
+	assert.True(t, mark, "the first list")
+	api.put(rnamespaces(0, 1)[0], "s", map[string]string{"changed": "yes"})
+	eventually(t, func() bool { mark, ok := listed(h, first); return ok && !mark }, "a watch event replaces the listed state")
+	share.Hold(ronly(0, 1))
+	eventually(t, func() bool { mark, ok := listed(h, came); return ok && mark }, "the list of a partition that came")
+
+	plain := NewShare(Options{Partitions: rparts, Server: true, Group: "t12"})
+	plain.Hold(ronly(0))
+	h = rstart(t, api, plain, nil, nil)
+	mark, ok = listed(h, first)
+	require.True(t, ok)
+	assert.False(t, mark, "no listed annotation asked for")
+}

@@ -17,8 +17,10 @@ type Share struct {
 	partitions sharding.Partitions
 	// server says whether the informers ask the API server for the share (shard selectors).
 	server bool
-	log    logr.Logger
-	group  string
+	// listedAnnotation: Options.ListedAnnotation.
+	listedAnnotation string
+	log              logr.Logger
+	group            string
 
 	mu      sync.Mutex
 	current *shareState
@@ -71,6 +73,13 @@ type Options struct {
 	Group string
 	// Log defaults to a logger that discards.
 	Log logr.Logger
+	// ListedAnnotation, when set, is put (value "true") on every object its informers give the store
+	// from a list (a List, a watch-list's initial events, the list of partitions that came), never on
+	// one from a watch event. A list shows only the state at its end: a handler that sees a change of
+	// such an object cannot tell which states it passed through since the one before (a relist
+	// follows a gap of seconds, after a merged watch ended or the share changed too often within
+	// one; docs/caches.md). Only the cache's copy carries it; nothing is written.
+	ListedAnnotation string
 }
 
 // NewShare returns the share of a group, holding nothing until the first Hold.
@@ -84,8 +93,8 @@ func NewShare(opts Options) *Share {
 	if opts.Partitions.Selectable() {
 		empty.selector = nothingSelector
 	}
-	return &Share{partitions: opts.Partitions, server: opts.Server && opts.Partitions.Selectable(), log: log, group: opts.Group,
-		current: empty, changed: make(chan struct{})}
+	return &Share{partitions: opts.Partitions, server: opts.Server && opts.Partitions.Selectable(), listedAnnotation: opts.ListedAnnotation,
+		log: log, group: opts.Group, current: empty, changed: make(chan struct{})}
 }
 
 // Hold sets the partitions the caches hold (indexed by partition): the member's share and the

@@ -243,8 +243,9 @@ func (s *stream) handle(src *source, ev watch.Event) bool {
 			delete(i.pending, key)
 		} else {
 			i.forwarded[key] = o.GetResourceVersion()
-			if i.initial {
+			if i.initial { // a watch-list's initial events are a list
 				i.pending[key] = struct{}{}
+				i.markListed(o)
 			}
 		}
 		i.count()

@@ -38,6 +38,11 @@
 //   - Crash or Fresh: a synthetic window opens for every service that is ready now, as the original
 //     does on a restart.
 //
+// A list shows only the state at its end: a slice that a list gave the cache (ListedAnnotation, put
+// there by the replica's sharded caches), ready and changed since the state before, opens a
+// synthetic window for its service, since it may have gone unready and ready again while the cache
+// was listing (changedUnseen).
+//
 // Locking: the Tracker and the Registry lock themselves; mu in Manager guards the running windows'
 // watches and what Released keeps of a partition (its windows and when it stopped), and orders every
 // start and stop of a window's watch. Decide under mu, wait outside it: Released, the end of a

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -434,4 +435,58 @@ func TestTheExpiryWaitEndsAtTheDeadlineWhenTheClockMovesWhileItsTimerIsMade(t *t
 	case <-time.After(5 * time.Second):
 		t.Fatal("the expiry loop sleeps past the window's deadline")
 	}
+}
+
+// A relist shows only the state at its end: a ready slice that changed while the cache listed may
+// have gone unready and ready again unseen, so the weeder opens a synthetic window for its service,
+// as at a restart. A watch event sends every change, and a state listed unchanged hides nothing.
+func TestAReadySliceThatChangedWhileTheCacheListedOpensASyntheticWindow(t *testing.T) {
+	key := svcKey("a", "etcd-main-client")
+	slice := func(rv string, listed bool, ready bool) *discoveryv1.EndpointSlice {
+		s := endpointSliceOf(key.Namespace, key.Service, key.Service+"-x", ptr.To(ready))
+		s.ResourceVersion = rv
+		if listed {
+			s.Annotations = map[string]string{ListedAnnotation: "true"}
+		}
+		return s
+	}
+	tests := []struct {
+		name string
+		next *discoveryv1.EndpointSlice
+		want []Window
+	}{
+		{name: "listed, changed and ready: a synthetic window", next: slice("2", true, true),
+			want: []Window{{Key: key, Deadline: registryAt(10*time.Minute + testWatchDuration), Synthetic: true}}},
+		{name: "watched, changed and ready: none, the watch sent every change", next: slice("2", false, true)},
+		{name: "listed unchanged: none", next: slice("1", true, true)},
+		{name: "listed, changed and not ready: none", next: slice("2", true, false)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newManagerFixture(t, 10)
+			f.own.fenced.Store(true)                 // the initial list arrives before the partition
+			f.m.OnAdd(slice("1", false, true), true) // ready since before the start
+			f.acquire(0, sharding.Handover)          // with no window to resume
+			require.Empty(t, f.m.Running())
+			f.clock.Step(10 * time.Minute)
+			f.m.OnUpdate(slice("1", false, true), tt.next)
+			if tt.want == nil {
+				assert.Empty(t, f.m.Running())
+				return
+			}
+			assert.Equal(t, tt.want, f.m.Running())
+		})
+	}
+}
+
+func TestTrimmedSlicesKeepWhetherAListGaveThem(t *testing.T) {
+	s := endpointSliceOf("a", "etcd-main-client", "etcd-x", ptr.To(true))
+	s.Annotations = map[string]string{ListedAnnotation: "true", "endpoints.kubernetes.io/last-change-trigger-time": "t"}
+	trimmed, err := trimSlice(s)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{ListedAnnotation: "true"}, trimmed.(*discoveryv1.EndpointSlice).Annotations)
+	s.Annotations = nil
+	trimmed, err = trimSlice(s)
+	require.NoError(t, err)
+	assert.Nil(t, trimmed.(*discoveryv1.EndpointSlice).Annotations)
 }

@@ -169,7 +169,22 @@ func (m *Manager) HandoverState(p int) (string, string) {
 // OnAdd, OnUpdate and OnDelete receive the EndpointSlices of the configured services.
 func (m *Manager) OnAdd(obj any, initial bool) { m.observe(obj, initial) }
 
-func (m *Manager) OnUpdate(_, obj any) { m.observe(obj, false) }
+// OnUpdate also opens a synthetic window for a service that is ready and whose slice changed
+// unseen (changedUnseen): its readiness may have flapped while the cache was listing.
+func (m *Manager) OnUpdate(oldObj, obj any) {
+	key, turnedReady := m.observe(obj, false)
+	if turnedReady || !changedUnseen(sliceOf(oldObj), sliceOf(obj)) {
+		return
+	}
+	if _, configured := m.selectors[key.Service]; !configured || !m.tracker.Ready(key) {
+		return
+	}
+	w := Window{Key: key, Deadline: m.Clock.Now().Add(m.Config.WatchDuration.Duration), Synthetic: true}
+	if m.open(w, false) {
+		m.Log.Info("A ready service's EndpointSlice changed while the cache was listing, unseen: opened a synthetic weeding window, as at a restart",
+			"namespace", key.Namespace, "service", key.Service, "slice", sliceOf(obj).Name)
+	}
+}
 
 func (m *Manager) OnDelete(obj any) {
 	if slice := sliceOf(obj); slice != nil {
@@ -180,10 +195,10 @@ func (m *Manager) OnDelete(obj any) {
 // observe tracks a slice and opens the service's window when it turned ready in an owned namespace.
 // A slice of the informer's initial list was ready before this process saw it: its service counts
 // as ready since an unknown time (the zero time), not as a readiness change a fence could have hidden.
-func (m *Manager) observe(obj any, initial bool) {
+func (m *Manager) observe(obj any, initial bool) (ServiceKey, bool) {
 	slice := sliceOf(obj)
 	if slice == nil {
-		return
+		return ServiceKey{}, false
 	}
 	now := m.Clock.Now()
 	since := now
@@ -194,6 +209,20 @@ func (m *Manager) observe(obj any, initial bool) {
 	if _, configured := m.selectors[key.Service]; turnedReady && configured {
 		m.open(Window{Key: key, Deadline: now.Add(m.Config.WatchDuration.Duration)}, true)
 	}
+	return key, turnedReady
+}
+
+// ListedAnnotation marks a cached EndpointSlice whose state came from a list, not a watch event
+// (the replica's sharded caches put it there: shardcache.Options.ListedAnnotation). A watch sends
+// every change; a list only the state at its end.
+const ListedAnnotation = "weeder.dwd/listed"
+
+// changedUnseen reports whether a slice is ready now, came from a list, and changed since the state
+// before it: between the two the cache did not watch (a relist after its watch ended, seconds), so
+// the slice may have gone unready and ready again there, a readiness change no event showed.
+func changedUnseen(old, slice *discoveryv1.EndpointSlice) bool {
+	return old != nil && slice != nil && slice.Annotations[ListedAnnotation] != "" &&
+		old.ResourceVersion != slice.ResourceVersion && sliceReady(slice)
 }
 
 func sliceOf(obj any) *discoveryv1.EndpointSlice {

@@ -44,8 +44,9 @@ func CacheOptions(cfg *config.WeederConfig) (map[client.Object]cache.ByObject, e
 	}, nil
 }
 
-// trimSlice keeps what readiness needs of an EndpointSlice: its identity, its service label and
-// each endpoint's ready condition (no addresses, ports, topology or managed fields).
+// trimSlice keeps what readiness needs of an EndpointSlice: its identity, its service label, each
+// endpoint's ready condition and whether its state came from a list (ListedAnnotation); no
+// addresses, ports, topology, other annotations or managed fields.
 func trimSlice(obj any) (any, error) {
 	s, ok := obj.(*discoveryv1.EndpointSlice)
 	if !ok {
@@ -55,6 +56,9 @@ func trimSlice(obj any) (any, error) {
 		Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
 		Labels: map[string]string{discoveryv1.LabelServiceName: s.Labels[discoveryv1.LabelServiceName]},
 	}}
+	if listed := s.Annotations[ListedAnnotation]; listed != "" {
+		out.Annotations = map[string]string{ListedAnnotation: listed}
+	}
 	if len(s.Endpoints) > 0 {
 		out.Endpoints = make([]discoveryv1.Endpoint, len(s.Endpoints))
 		for i, e := range s.Endpoints {
