@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/sharded-dwd/dependency-watchdog/config"
+	"github.com/sharded-dwd/dependency-watchdog/weeder"
 )
 
 // recordedEvent is an Event a fakeRecorder was asked to record.
@@ -82,4 +83,18 @@ func TestADryRunReplicasGroupIsItsOwn(t *testing.T) {
 	assert.True(t, s.DryRun)
 	assert.Equal(t, Options{DryRun: true, Sharding: config.Sharding{GroupName: "g"}}.ShardingFor(RoleProber).GroupName, "g-dry-run")
 	assert.True(t, Options{DryRun: true}.Needs().DryRun)
+}
+
+// The weeder's sharded caches mark what a list gave, which its readiness changes need; the prober's
+// read only the state, and carry no mark.
+func TestOnlyTheWeedersCachesMarkWhatAListGave(t *testing.T) {
+	for _, mode := range []string{config.CacheShardingServer, config.CacheShardingClient} {
+		r := &Replica{opts: Options{Sharding: config.DefaultSharding(""), ProberConfig: &config.ProberConfig{}, WeederConfig: &config.WeederConfig{}}}
+		r.opts.Sharding.CacheSharding = mode
+		r.shareCaches()
+		require.NotNil(t, r.shares[RoleWeeder], mode)
+		require.NotNil(t, r.shares[RoleProber], mode)
+		assert.Equal(t, weeder.ListedAnnotation, r.shares[RoleWeeder].ListedAnnotation(), mode)
+		assert.Empty(t, r.shares[RoleProber].ListedAnnotation(), mode)
+	}
 }

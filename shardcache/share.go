@@ -97,6 +97,10 @@ func NewShare(opts Options) *Share {
 		log: log, group: opts.Group, current: empty, changed: make(chan struct{})}
 }
 
+// ListedAnnotation is the annotation the share's informers put on what a list gave
+// (Options.ListedAnnotation); "" for none.
+func (s *Share) ListedAnnotation() string { return s.listedAnnotation }
+
 // Hold sets the partitions the caches hold (indexed by partition): the member's share and the
 // partitions it holds. A change makes every sharded informer select the new share within its
 // stream, without a restart; partitions that left are dropped from the caches.

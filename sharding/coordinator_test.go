@@ -117,8 +117,8 @@ func TestLeavingReplicaOwnsNothingWhileItsPartitionsStop(t *testing.T) {
 	store := leasestest.NewStore()
 	var c *Coordinator
 	ring := RingConfig{PartitionCount: 7, ReplicationFactor: 10, LoadBound: 1.25}
-	// One namespace in every partition: with four stop workers for seven partitions, at least three
-	// are still held at the first release. (Names that differ only at their end, ns-0 … ns-49, fall
+	// One namespace in every partition: with a write concurrency of four for seven partitions, at
+	// least three are still held at the first release. (Names that differ only at their end, ns-0 … ns-49, fall
 	// into two partitions of FNV-1a ranges, and both could stop before any release looked.)
 	var namespaces []string
 	for i, seen := 0, map[int]bool{}; len(seen) < ring.PartitionCount; i++ {

@@ -490,3 +490,25 @@ func TestTrimmedSlicesKeepWhetherAListGaveThem(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, trimmed.(*discoveryv1.EndpointSlice).Annotations)
 }
+
+// A replica fenced when the list came opens nothing then; the service counts as turned ready at that
+// moment, so the resume opens its window.
+func TestAChangeAListHidWhileFencedOpensItsWindowAtTheResume(t *testing.T) {
+	key := svcKey("a", "etcd-main-client")
+	slice := endpointSliceOf(key.Namespace, key.Service, key.Service+"-x", ptr.To(true))
+	slice.ResourceVersion = "1"
+	f := newManagerFixture(t, 10)
+	f.own.fenced.Store(true)
+	f.m.OnAdd(slice, true)
+	f.acquire(0, sharding.Handover)
+	f.clock.Step(10 * time.Minute)
+	f.fence(0)
+	listed := slice.DeepCopy()
+	listed.ResourceVersion = "2"
+	listed.Annotations = map[string]string{ListedAnnotation: "true"}
+	f.m.OnUpdate(slice, listed)
+	require.Empty(t, f.m.Running(), "a fenced replica owns nothing")
+	f.clock.Step(time.Second)
+	f.acquire(0, sharding.Resume)
+	assert.Equal(t, []Window{{Key: key, Deadline: f.clock.Now().Add(testWatchDuration)}}, f.m.Running())
+}

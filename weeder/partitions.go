@@ -170,7 +170,9 @@ func (m *Manager) HandoverState(p int) (string, string) {
 func (m *Manager) OnAdd(obj any, initial bool) { m.observe(obj, initial) }
 
 // OnUpdate also opens a synthetic window for a service that is ready and whose slice changed
-// unseen (changedUnseen): its readiness may have flapped while the cache was listing.
+// unseen (changedUnseen): its readiness may have flapped while the cache was listing. The service
+// counts as turned ready then (Tracker.TurnedReadyUnseen): a replica that does not own the namespace
+// now opens the window when it resumes or takes the partition over.
 func (m *Manager) OnUpdate(oldObj, obj any) {
 	key, turnedReady := m.observe(obj, false)
 	if turnedReady || !changedUnseen(sliceOf(oldObj), sliceOf(obj)) {
@@ -179,9 +181,10 @@ func (m *Manager) OnUpdate(oldObj, obj any) {
 	if _, configured := m.selectors[key.Service]; !configured || !m.tracker.Ready(key) {
 		return
 	}
-	w := Window{Key: key, Deadline: m.Clock.Now().Add(m.Config.WatchDuration.Duration), Synthetic: true}
-	if m.open(w, false) {
-		m.Log.Info("A ready service's EndpointSlice changed while the cache was listing, unseen: opened a synthetic weeding window, as at a restart",
+	now := m.Clock.Now()
+	m.tracker.TurnedReadyUnseen(key, now)
+	if m.open(Window{Key: key, Deadline: now.Add(m.Config.WatchDuration.Duration), Synthetic: true}, false) {
+		m.Log.Info("A ready service's EndpointSlice changed while the cache was listing, unseen: its weeding window opens as at a restart (synthetic), or goes on",
 			"namespace", key.Namespace, "service", key.Service, "slice", sliceOf(obj).Name)
 	}
 }

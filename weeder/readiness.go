@@ -81,6 +81,18 @@ func (t *Tracker) Observe(slice *discoveryv1.EndpointSlice, now time.Time) (key 
 	return key, !before && ready
 }
 
+// TurnedReadyUnseen records that key's service, ready now, may have turned ready at now without a
+// change seen (a list gave a changed slice): ReadySince says now from then on, so that a replica that
+// did not own the namespace then opens the window when it resumes or takes the partition over. It
+// does nothing for a service that is not ready.
+func (t *Tracker) TurnedReadyUnseen(key ServiceKey, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if state := t.namespaces[key.Namespace][key.Service]; state.ready() {
+		state.since = now
+	}
+}
+
 // stateLocked returns the state of key's service, tracking it if it was not; t.mu must be held.
 func (t *Tracker) stateLocked(key ServiceKey) *serviceState {
 	services, known := t.namespaces[key.Namespace]

@@ -44,6 +44,10 @@ func CacheOptions(cfg *config.WeederConfig) (map[client.Object]cache.ByObject, e
 	}, nil
 }
 
+// listedAnnotations are the annotations of every trimmed slice that a list gave: one map for all,
+// never written.
+var listedAnnotations = map[string]string{ListedAnnotation: "true"}
+
 // trimSlice keeps what readiness needs of an EndpointSlice: its identity, its service label, each
 // endpoint's ready condition and whether its state came from a list (ListedAnnotation); no
 // addresses, ports, topology, other annotations or managed fields.
@@ -57,7 +61,7 @@ func trimSlice(obj any) (any, error) {
 		Labels: map[string]string{discoveryv1.LabelServiceName: s.Labels[discoveryv1.LabelServiceName]},
 	}}
 	if listed := s.Annotations[ListedAnnotation]; listed != "" {
-		out.Annotations = map[string]string{ListedAnnotation: listed}
+		out.Annotations = listedAnnotations // read only, shared: a list marks nearly every slice
 	}
 	if len(s.Endpoints) > 0 {
 		out.Endpoints = make([]discoveryv1.Endpoint, len(s.Endpoints))
