@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	clientfeatures "k8s.io/client-go/features"
+	clientfeaturestesting "k8s.io/client-go/features/testing"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	toolscache "k8s.io/client-go/tools/cache"
 
@@ -440,9 +442,26 @@ func TestAFilteringCacheDropsEventsOutsideItsShare(t *testing.T) {
 	assert.Equal(t, h.want(ronly(0)), h.keys())
 }
 
-// With a listed annotation, the objects a list gave the store carry it (the first list, and the list
-// of partitions that came), those a watch event gave do not; without one, none does.
+// With a listed annotation, the objects a list gave the store carry it (the first list, by a
+// watch-list's initial events or by a List, and the list of partitions that came), those a watch event
+// gave do not; without one, none does.
 func TestObjectsFromAListCarryTheListedAnnotation(t *testing.T) {
+	for _, watchList := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watch-list %t", watchList), func(t *testing.T) {
+			clientfeaturestesting.SetFeatureDuringTest(t, clientfeatures.WatchListClient, watchList)
+			lists := testListedAnnotation(t, fmt.Sprintf("t11-%t", watchList))
+			if watchList {
+				assert.Zero(t, lists, "the first sync ran by initial events")
+			} else {
+				assert.Positive(t, lists, "the first sync ran by a List")
+			}
+		})
+	}
+}
+
+// testListedAnnotation checks the listed annotation with shares of groups named after group, and
+// returns how many Lists the first informer made before its first watch event was seen.
+func testListedAnnotation(t *testing.T, group string) int32 {
 	api := seedAPI(1, nil)
 	listed := func(h *rharness, key string) (bool, bool) {
 		obj, exists, _ := h.informer.GetIndexer().GetByKey(key)
@@ -451,9 +470,10 @@ func TestObjectsFromAListCarryTheListedAnnotation(t *testing.T) {
 		}
 		return obj.(*corev1.Secret).Annotations["t/listed"] == "true", true
 	}
-	share := NewShare(Options{Partitions: rparts, Server: true, Group: "t11", ListedAnnotation: "t/listed"})
+	share := NewShare(Options{Partitions: rparts, Server: true, Group: group, ListedAnnotation: "t/listed"})
 	share.Hold(ronly(0))
 	h := rstart(t, api, share, nil, nil)
+	lists := api.lists.Load()
 	first, came := rnamespaces(0, 1)[0]+"/s", rnamespaces(1, 1)[0]+"/s"
 	mark, ok := listed(h, first)
 	require.True(t, ok)
@@ -463,10 +483,11 @@ func TestObjectsFromAListCarryTheListedAnnotation(t *testing.T) {
 	share.Hold(ronly(0, 1))
 	eventually(t, func() bool { mark, ok := listed(h, came); return ok && mark }, "the list of a partition that came")
 
-	plain := NewShare(Options{Partitions: rparts, Server: true, Group: "t12"})
+	plain := NewShare(Options{Partitions: rparts, Server: true, Group: group + "-plain"})
 	plain.Hold(ronly(0))
 	h = rstart(t, api, plain, nil, nil)
 	mark, ok = listed(h, first)
 	require.True(t, ok)
 	assert.False(t, mark, "no listed annotation asked for")
+	return lists
 }
