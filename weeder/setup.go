@@ -60,7 +60,7 @@ func trimSlice(obj any) (any, error) {
 		Name: s.Name, Namespace: s.Namespace, UID: s.UID, ResourceVersion: s.ResourceVersion,
 		Labels: map[string]string{discoveryv1.LabelServiceName: s.Labels[discoveryv1.LabelServiceName]},
 	}}
-	if listed := s.Annotations[ListedAnnotation]; listed != "" {
+	if s.Annotations[ListedAnnotation] != "" {
 		out.Annotations = listedAnnotations // read only, shared: a list marks nearly every slice
 	}
 	if len(s.Endpoints) > 0 {
