@@ -171,10 +171,13 @@ func (s slow) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // worker for longer than the cycle deadline (twice the timeout) however many calls a cycle makes.
 func TestACycleEndsAtItsDeadline(t *testing.T) {
 	f := newCycleFixture(t, 5)
-	f.m.Config.ProbeTimeout = &metav1.Duration{Duration: 100 * time.Millisecond} // the deadline: 200 ms
+	// The deadline falls 400 ms after the first call's answer and 200 ms before the second's: wide
+	// enough for a race-built test beside a loaded machine's other work (a deadline of 200 ms and
+	// calls of 110 ms, margins of 90 and 20 ms, failed once in make test beside the other mutants).
+	f.m.Config.ProbeTimeout = &metav1.Duration{Duration: 500 * time.Millisecond} // the deadline: 1 s
 	f.m.Clients.Timeout = time.Minute                                            // so that no call times out on its own
-	f.serveThrough(t, slow{h: f.shoot, by: 110 * time.Millisecond})
-	result, err := f.p.cycle(context.Background()) // two calls, the nodes and the leases: 220 ms
+	f.serveThrough(t, slow{h: f.shoot, by: 600 * time.Millisecond})
+	result, err := f.p.cycle(context.Background()) // two calls, the nodes and the leases: 1.2 s
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, []string{resultAPIServer, resultLeases}, result)
 }
