@@ -460,7 +460,7 @@ func TestObjectsFromAListCarryTheListedAnnotation(t *testing.T) {
 }
 
 // testListedAnnotation checks the listed annotation with shares of groups named after group, and
-// returns how many Lists the first informer made before its first watch event was seen.
+// returns how many Lists the first informer's first sync made.
 func testListedAnnotation(t *testing.T, group string) int32 {
 	api := seedAPI(1, nil)
 	listed := func(h *rharness, key string) (bool, bool) {

@@ -442,34 +442,21 @@ func TestTheExpiryWaitEndsAtTheDeadlineWhenTheClockMovesWhileItsTimerIsMade(t *t
 // as at a restart. A watch event sends every change, and a state listed unchanged hides nothing.
 func TestAReadySliceThatChangedWhileTheCacheListedOpensASyntheticWindow(t *testing.T) {
 	key := svcKey("a", "etcd-main-client")
-	slice := func(rv string, listed bool, ready bool) *discoveryv1.EndpointSlice {
-		s := endpointSliceOf(key.Namespace, key.Service, key.Service+"-x", ptr.To(ready))
-		s.ResourceVersion = rv
-		if listed {
-			s.Annotations = map[string]string{ListedAnnotation: "true"}
-		}
-		return s
-	}
 	tests := []struct {
 		name string
 		next *discoveryv1.EndpointSlice
 		want []Window
 	}{
-		{name: "listed, changed and ready: a synthetic window", next: slice("2", true, true),
+		{name: "listed, changed and ready: a synthetic window", next: sliceAt(key, "2", true, true),
 			want: []Window{{Key: key, Deadline: registryAt(10*time.Minute + testWatchDuration), Synthetic: true}}},
-		{name: "watched, changed and ready: none, the watch sent every change", next: slice("2", false, true)},
-		{name: "listed unchanged: none", next: slice("1", true, true)},
-		{name: "listed, changed and not ready: none", next: slice("2", true, false)},
+		{name: "watched, changed and ready: none, the watch sent every change", next: sliceAt(key, "2", false, true)},
+		{name: "listed unchanged: none", next: sliceAt(key, "1", true, true)},
+		{name: "listed, changed and not ready: none", next: sliceAt(key, "2", true, false)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newManagerFixture(t, 10)
-			f.own.fenced.Store(true)                 // the initial list arrives before the partition
-			f.m.OnAdd(slice("1", false, true), true) // ready since before the start
-			f.acquire(0, sharding.Handover)          // with no window to resume
-			require.Empty(t, f.m.Running())
-			f.clock.Step(10 * time.Minute)
-			f.m.OnUpdate(slice("1", false, true), tt.next)
+			f := readySinceTheStart(t, key)
+			f.m.OnUpdate(sliceAt(key, "1", false, true), tt.next)
 			if tt.want == nil {
 				assert.Empty(t, f.m.Running())
 				return
@@ -495,20 +482,33 @@ func TestTrimmedSlicesKeepWhetherAListGaveThem(t *testing.T) {
 // moment, so the resume opens its window.
 func TestAChangeAListHidWhileFencedOpensItsWindowAtTheResume(t *testing.T) {
 	key := svcKey("a", "etcd-main-client")
-	slice := endpointSliceOf(key.Namespace, key.Service, key.Service+"-x", ptr.To(true))
-	slice.ResourceVersion = "1"
-	f := newManagerFixture(t, 10)
-	f.own.fenced.Store(true)
-	f.m.OnAdd(slice, true)
-	f.acquire(0, sharding.Handover)
-	f.clock.Step(10 * time.Minute)
+	f := readySinceTheStart(t, key)
 	f.fence(0)
-	listed := slice.DeepCopy()
-	listed.ResourceVersion = "2"
-	listed.Annotations = map[string]string{ListedAnnotation: "true"}
-	f.m.OnUpdate(slice, listed)
+	f.m.OnUpdate(sliceAt(key, "1", false, true), sliceAt(key, "2", true, true))
 	require.Empty(t, f.m.Running(), "a fenced replica owns nothing")
 	f.clock.Step(time.Second)
 	f.acquire(0, sharding.Resume)
 	assert.Equal(t, []Window{{Key: key, Deadline: f.clock.Now().Add(testWatchDuration)}}, f.m.Running())
+}
+
+// sliceAt is the slice of key's service at resource version rv, given by a list or not, ready or not.
+func sliceAt(key ServiceKey, rv string, listed, ready bool) *discoveryv1.EndpointSlice {
+	s := endpointSliceOf(key.Namespace, key.Service, key.Service+"-x", ptr.To(ready))
+	s.ResourceVersion = rv
+	if listed {
+		s.Annotations = map[string]string{ListedAnnotation: "true"}
+	}
+	return s
+}
+
+// readySinceTheStart is a manager whose partition 0 came by a handover with no window to resume,
+// key's service ready (its slice at version 1) since before the start, ten minutes ago.
+func readySinceTheStart(t *testing.T, key ServiceKey) *managerFixture {
+	f := newManagerFixture(t, 10)
+	f.own.fenced.Store(true) // the initial list arrives before the partition
+	f.m.OnAdd(sliceAt(key, "1", false, true), true)
+	f.acquire(0, sharding.Handover)
+	require.Empty(t, f.m.Running())
+	f.clock.Step(10 * time.Minute)
+	return f
 }
