@@ -146,7 +146,7 @@ func (c Checker) baseline(ctx context.Context, dir, work string, mutants []Mutan
 		status := outcomes(out)
 		for _, t := range tests {
 			if status[t] != "PASS" {
-				return fmt.Errorf("%s must pass without mutation, but %s\n%s", t, describe(status[t]), tail(out))
+				return fmt.Errorf("%s must pass without mutation, but %s\n%s", t, describe(status[t]), testLines(out, t))
 			}
 		}
 	}
@@ -294,6 +294,27 @@ func describe(status string) string {
 func tail(out []byte) string {
 	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
 	return strings.Join(lines[max(len(lines)-30, 0):], "\n")
+}
+
+// testLines is what a run printed of test name (go test -v): from its "=== RUN" line to its result
+// line and the indented lines after it, at most the last 80 of them, so that a test that failed
+// among many shows why; the end of the run when it printed nothing of name.
+func testLines(out []byte, name string) string {
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	start := slices.Index(lines, "=== RUN   "+name)
+	if start < 0 {
+		return tail(out)
+	}
+	end := len(lines)
+	for i := start + 1; i < len(lines); i++ {
+		if m := topLevel.FindStringSubmatch(lines[i]); m != nil && m[2] == name {
+			for end = i + 1; end < len(lines) && strings.HasPrefix(lines[end], " "); end++ {
+			}
+			break
+		}
+	}
+	own := lines[start:end]
+	return strings.Join(own[max(len(own)-80, 0):], "\n")
 }
 
 // firstLines is the first n lines of out, on one line.

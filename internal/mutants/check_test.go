@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -88,4 +89,39 @@ func TestCheckWithPassedSkipsTheRunWithoutMutation(t *testing.T) {
 	assert.Equal(t, Survived, results[1].Outcome)
 	_, err = Checker{}.Check(context.Background(), list)
 	assert.ErrorContains(t, err, "TestFails must pass without mutation", "without Passed, the baseline runs")
+}
+
+// A baseline that fails says why with the failing test's own lines, however much the tests after it
+// printed.
+func TestABaselineFailureShowsTheFailingTestsLines(t *testing.T) {
+	dir := sample(t)
+	tests := `package sample
+
+import "testing"
+
+func TestFails(t *testing.T) { t.Log("the reason"); t.Fatal("fails") }
+
+func TestNoisy(t *testing.T) {
+	for i := range 100 {
+		t.Log("noise", i)
+	}
+}
+`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "fails_test.go"), []byte(tests), 0o644))
+	list, err := Load(writeList(t, dir, "- {name: less, why: w, file: max.go, original: a > b, mutant: a < b, tests: [TestFails, TestNoisy]}"))
+	require.NoError(t, err)
+	_, err = Checker{}.Check(context.Background(), list)
+	require.ErrorContains(t, err, "TestFails must pass without mutation, but it failed")
+	assert.Contains(t, err.Error(), "the reason")
+	assert.Contains(t, err.Error(), "--- FAIL: TestFails")
+	assert.NotContains(t, err.Error(), "noise")
+}
+
+func TestTestLinesFallsBackToTheEndOfTheRun(t *testing.T) {
+	out := []byte("=== RUN   TestOther\n--- PASS: TestOther (0.00s)\npanic: boom\nFAIL\n")
+	assert.Equal(t, string(bytes.TrimRight(out, "\n")), testLines(out, "TestMissing"))
+	long := "=== RUN   TestLong\n" + strings.Repeat("    x.go:1: line\n", 200) + "--- FAIL: TestLong (0.00s)\n    x.go:2: after\n=== RUN   TestNext\n"
+	got := strings.Split(testLines([]byte(long), "TestLong"), "\n")
+	assert.Len(t, got, 80)
+	assert.Equal(t, []string{"--- FAIL: TestLong (0.00s)", "    x.go:2: after"}, got[78:])
 }
