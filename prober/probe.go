@@ -112,12 +112,23 @@ func (p *shootProbe) run(ctx context.Context) time.Duration {
 	return p.recheck(next)
 }
 
+// downRecheck is the longest wait between two cycles of a probe whose shoot's verdict is a
+// scale-down: the kubelets' node lease renew interval (a quarter of the node lease's 40 s), the
+// soonest a recovery can show in the leases. At a longer probe interval (Gardener's 30 s) a shoot
+// whose kubelets reach their API server again is read, and scaled up, within it rather than within
+// the period; at 10 s or less it changes nothing.
+const downRecheck = 10 * time.Second
+
 // recheck shortens the period next when the leases could decide a scale-down before it is over: the
 // next cycle runs when the expiry threshold is crossed (at least minRecheck from now), so that a
-// meltdown is found at the rule's moment plus a round trip, not at the next tick. Such early runs
-// are counted.
+// meltdown is found at the rule's moment plus a round trip, not at the next tick; and while the
+// shoot's verdict is a scale-down, at most downRecheck from now, so that its recovery is found as
+// soon as the kubelets renew. Such early runs are counted.
 func (p *shootProbe) recheck(next time.Duration) time.Duration {
 	wait, early := nextRun(next, p.m.Clock.Now(), p.st.recheckAt)
+	if wait > downRecheck && p.m.standing(p.namespace, scaler.Down) {
+		wait, early = downRecheck, true
+	}
 	if early {
 		earlyRuns.Inc()
 	}

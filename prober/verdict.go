@@ -49,10 +49,22 @@ func (m *Manager) publish(ns string, dir scaler.Direction) uint64 {
 
 // current tells whether the verdict of ns in direction dir with epoch still stands.
 func (m *Manager) current(ns string, dir scaler.Direction, epoch uint64) bool {
+	v, ok := m.standingVerdict(ns)
+	return ok && v.dir == dir && v.epoch == epoch
+}
+
+// standing tells whether the verdict of ns is dir and still stands, whatever its epoch.
+func (m *Manager) standing(ns string, dir scaler.Direction) bool {
+	v, ok := m.standingVerdict(ns)
+	return ok && v.dir == dir
+}
+
+// standingVerdict returns the verdict of ns if it still stands (verdictTTL).
+func (m *Manager) standingVerdict(ns string) (verdict, bool) {
 	m.flowMu.Lock()
 	v, ok := m.verdicts[ns]
 	m.flowMu.Unlock()
-	return ok && v.dir == dir && v.epoch == epoch && m.Clock.Since(v.at) <= m.verdictTTL()
+	return v, ok && m.Clock.Since(v.at) <= m.verdictTTL()
 }
 
 // forgetVerdict drops the verdict of ns, whose probe stopped here: no flow of it writes any more.

@@ -152,3 +152,44 @@ func TestAVerdictNotRepeatedStopsStanding(t *testing.T) {
 	f.m.forgetVerdict(cycleNS)
 	assert.False(t, f.m.current(cycleNS, scaler.Down, epoch+2), "a stopped probe's flows write nothing")
 }
+
+// At Gardener's 30 s interval a shoot whose verdict is a scale-down is read again within a kubelet
+// renewal (downRecheck), so that its recovery is found, and its controllers come back, up to 20 s
+// sooner; a healthy shoot keeps its period, and so does the shoot once it recovered.
+func TestAShootScaledDownIsReadAgainWithinAKubeletRenewal(t *testing.T) {
+	f := newCycleFixture(t, 5)
+	f.m.Config.ProbeInterval = &metav1.Duration{Duration: 30 * time.Second}
+	period := func(next time.Duration) bool { return next >= 27*time.Second } // 30 s, jittered by ±10 %
+	// run runs a cycle and steps the clock by the wait it returns, as the scheduler would.
+	run := func() time.Duration {
+		next := f.p.run(context.Background())
+		f.clk.Step(next)
+		return next
+	}
+	until := func(dir scaler.Direction) {
+		t.Helper()
+		for range 20 {
+			if run(); f.m.standing(cycleNS, dir) {
+				return
+			}
+		}
+		require.FailNow(t, "no verdict", "%v", dir)
+	}
+	for range 3 { // the first reads may come early, until the clocks are trusted
+		run()
+	}
+	next := run()
+	require.True(t, period(next), "a healthy shoot waits its period: %v", next)
+
+	f.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now() })
+	until(scaler.Down)
+	for range 3 {
+		next := run()
+		require.True(t, f.m.standing(cycleNS, scaler.Down))
+		assert.LessOrEqual(t, next, downRecheck, "a shoot whose verdict is a scale-down is read within a kubelet renewal")
+	}
+
+	f.shoot.set(func(s *lyingShoot) { s.meltedAt = time.Time{} })
+	until(scaler.Up)
+	assert.True(t, period(run()), "a recovered shoot waits its period again")
+}
