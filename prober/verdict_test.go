@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -183,11 +184,13 @@ func TestAShootScaledDownIsReadAgainWithinAKubeletRenewal(t *testing.T) {
 
 	f.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now() })
 	until(scaler.Down)
+	early := testutil.ToFloat64(earlyRuns)
 	for range 3 {
 		next := run()
 		require.True(t, f.m.standing(cycleNS, scaler.Down))
 		assert.LessOrEqual(t, next, downRecheck, "a shoot whose verdict is a scale-down is read within a kubelet renewal")
 	}
+	assert.GreaterOrEqual(t, testutil.ToFloat64(earlyRuns)-early, 3.0, "each such read is counted")
 
 	f.shoot.set(func(s *lyingShoot) { s.meltedAt = time.Time{} })
 	until(scaler.Up)
