@@ -110,6 +110,11 @@ func (m *Manager) period() time.Duration {
 	return jitterAround(m.interval(), *m.Config.BackoffJitterFactor, rand.Float64())
 }
 
+// downPeriod is a jittered downRecheck: the period of a probe whose shoot is scaled down.
+func (m *Manager) downPeriod() time.Duration {
+	return jitterAround(downRecheck, *m.Config.BackoffJitterFactor, rand.Float64())
+}
+
 // cycleDeadline bounds one probe cycle: twice the probe timeout, room for the API server probe and
 // the lists with one retry, and for the confirming reads.
 func (m *Manager) cycleDeadline() time.Duration { return 2 * m.Config.ProbeTimeout.Duration }

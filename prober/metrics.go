@@ -62,7 +62,7 @@ var (
 	}, []string{"namespace"})
 	earlyRuns = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "dwd_probe_early_runs_total",
-		Help: "Probe cycles run before their period was over because the node leases could cross the expiry threshold earlier (the leases stopped, or look old and are not proven yet), or because the shoot's verdict is a scale-down (read within a kubelet renewal, 10 s, to find its recovery).",
+		Help: "Probe cycles run before their period was over because the node leases could cross the expiry threshold earlier (the leases stopped, or look old and are not proven yet), or because the shoot is scaled down (read about every 10 s, a kubelet renewal, at a longer interval, to find its recovery).",
 	})
 	inconclusiveTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_probe_inconclusive_total", Help: "Probe cycles that decided nothing, by reason: too_large (an answer over the bounds), not_confirmed (a consistent read did not confirm a scale-down or a scale-up), stale_answer (renewTimes older than ones seen before), memory_budget (no room for an answer in the replica's budget of shoot answer bytes in flight).",

@@ -109,30 +109,42 @@ func (p *shootProbe) run(ctx context.Context) time.Duration {
 	if result == resultThrottled {
 		return max(next, p.m.interval(), throttleBackoff, retryAfter(err, p.m.interval()))
 	}
-	return p.recheck(next)
+	return p.recheck(ctx, next, err == nil)
 }
 
-// downRecheck is the longest wait between two cycles of a probe whose shoot's verdict is a
-// scale-down: the kubelets' node lease renew interval (a quarter of the node lease's 40 s), the
-// soonest a recovery can show in the leases. At a longer probe interval (Gardener's 30 s) a shoot
-// whose kubelets reach their API server again is read, and scaled up, within it rather than within
-// the period; at 10 s or less it changes nothing.
+// downRecheck is the mean wait between two cycles of a probe whose shoot is scaled down, when the
+// probe interval is longer: the kubelets' node lease renew interval (a quarter of the node lease's
+// 40 s), the soonest a recovery can show in the leases. At Gardener's 30 s interval a shoot whose
+// kubelets reach their API server again is read, and scaled up, within about 10 s rather than a
+// period; at 10 s or less nothing changes.
 const downRecheck = 10 * time.Second
 
 // recheck shortens the period next when the leases could decide a scale-down before it is over: the
 // next cycle runs when the expiry threshold is crossed (at least minRecheck from now), so that a
-// meltdown is found at the rule's moment plus a round trip, not at the next tick; and while the
-// shoot's verdict is a scale-down, at most downRecheck from now, so that its recovery is found as
-// soon as the kubelets renew. Such early runs are counted.
-func (p *shootProbe) recheck(next time.Duration) time.Duration {
+// meltdown is found at the rule's moment plus a round trip, not at the next tick. After a cycle that
+// read the shoot (read), while the shoot is scaled down, it runs after about downRecheck instead, so
+// that the recovery is found as soon as the kubelets renew; a shoot that cannot be read is read at
+// its period. Such early runs are counted.
+func (p *shootProbe) recheck(ctx context.Context, next time.Duration, read bool) time.Duration {
 	wait, early := nextRun(next, p.m.Clock.Now(), p.st.recheckAt)
-	if wait > downRecheck && p.m.standing(p.namespace, scaler.Down) {
-		wait, early = downRecheck, true
+	if soon := p.m.downPeriod(); read &&
+		p.m.interval() > downRecheck && wait > soon && p.scaledDown(ctx) {
+		wait, early = soon, true
 	}
 	if early {
 		earlyRuns.Inc()
 	}
 	return wait
+}
+
+// scaledDown tells whether the shoot is scaled down or on its way there: its verdict is a scale-down,
+// or one of its dependents carries the meltdown marker (a scale-down by an earlier owner or process).
+func (p *shootProbe) scaledDown(ctx context.Context) bool {
+	if p.m.standing(p.namespace, scaler.Down) {
+		return true
+	}
+	melted, err := p.m.Scaler.Melted(ctx, p.namespace)
+	return err == nil && melted
 }
 
 // nextRun is the wait until the next cycle of a probe whose period is next, at now, when its leases

@@ -154,45 +154,94 @@ func TestAVerdictNotRepeatedStopsStanding(t *testing.T) {
 	assert.False(t, f.m.current(cycleNS, scaler.Down, epoch+2), "a stopped probe's flows write nothing")
 }
 
-// At Gardener's 30 s interval a shoot whose verdict is a scale-down is read again within a kubelet
-// renewal (downRecheck), so that its recovery is found, and its controllers come back, up to 20 s
+// recheckFixture is a cycle fixture at the given probe interval whose cycles run one after the
+// other, the fake clock stepping by the wait each returns, as the scheduler would.
+type recheckFixture struct {
+	*cycleFixture
+	t *testing.T
+}
+
+func newRecheckFixture(t *testing.T, interval time.Duration) recheckFixture {
+	f := newCycleFixture(t, 5)
+	f.m.Config.ProbeInterval = &metav1.Duration{Duration: interval}
+	r := recheckFixture{f, t}
+	for range 3 { // the first reads may come early, until the clocks are trusted
+		r.run()
+	}
+	return r
+}
+
+// run runs a cycle and returns the wait until the next.
+func (r recheckFixture) run() time.Duration {
+	next := r.p.run(context.Background())
+	r.clk.Step(next)
+	return next
+}
+
+// until runs cycles until the shoot's verdict is dir.
+func (r recheckFixture) until(dir scaler.Direction) {
+	r.t.Helper()
+	for range 20 {
+		if r.run(); r.m.standing(cycleNS, dir) {
+			return
+		}
+	}
+	require.FailNow(r.t, "no verdict", "%v", dir)
+}
+
+// At Gardener's 30 s interval a shoot scaled down is read again after about a kubelet renewal
+// (downRecheck, jittered), so that its recovery is found, and its controllers come back, up to 20 s
 // sooner; a healthy shoot keeps its period, and so does the shoot once it recovered.
 func TestAShootScaledDownIsReadAgainWithinAKubeletRenewal(t *testing.T) {
-	f := newCycleFixture(t, 5)
-	f.m.Config.ProbeInterval = &metav1.Duration{Duration: 30 * time.Second}
-	period := func(next time.Duration) bool { return next >= 27*time.Second } // 30 s, jittered by ±10 %
-	// run runs a cycle and steps the clock by the wait it returns, as the scheduler would.
-	run := func() time.Duration {
-		next := f.p.run(context.Background())
-		f.clk.Step(next)
-		return next
-	}
-	until := func(dir scaler.Direction) {
-		t.Helper()
-		for range 20 {
-			if run(); f.m.standing(cycleNS, dir) {
-				return
-			}
-		}
-		require.FailNow(t, "no verdict", "%v", dir)
-	}
-	for range 3 { // the first reads may come early, until the clocks are trusted
-		run()
-	}
-	next := run()
-	require.True(t, period(next), "a healthy shoot waits its period: %v", next)
+	r := newRecheckFixture(t, 30*time.Second)
+	next := r.run()
+	require.GreaterOrEqual(t, next, 27*time.Second, "a healthy shoot waits its period (30 s ± 10 %)")
 
-	f.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now() })
-	until(scaler.Down)
+	r.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now() })
+	r.until(scaler.Down)
 	early := testutil.ToFloat64(earlyRuns)
 	for range 3 {
-		next := run()
-		require.True(t, f.m.standing(cycleNS, scaler.Down))
-		assert.LessOrEqual(t, next, downRecheck, "a shoot whose verdict is a scale-down is read within a kubelet renewal")
+		next := r.run()
+		require.True(t, r.m.standing(cycleNS, scaler.Down))
+		assert.LessOrEqual(t, next, 11*time.Second, "a shoot whose verdict is a scale-down is read after about a kubelet renewal")
 	}
 	assert.GreaterOrEqual(t, testutil.ToFloat64(earlyRuns)-early, 3.0, "each such read is counted")
 
-	f.shoot.set(func(s *lyingShoot) { s.meltedAt = time.Time{} })
-	until(scaler.Up)
-	assert.True(t, period(run()), "a recovered shoot waits its period again")
+	r.shoot.set(func(s *lyingShoot) { s.meltedAt = time.Time{} })
+	r.until(scaler.Up)
+	assert.GreaterOrEqual(t, r.run(), 27*time.Second, "a recovered shoot waits its period again")
+}
+
+// A shoot whose dependents carry the meltdown marker is read after about a kubelet renewal whatever
+// its verdict here: scaled down by an earlier owner or process (a takeover, a restart), or on its
+// way back up.
+func TestAShootWhoseDependentsAreMarkedIsReadAgainWithinAKubeletRenewal(t *testing.T) {
+	r := newRecheckFixture(t, 30*time.Second)
+	r.scaledDown(t)
+	assert.LessOrEqual(t, r.run(), 11*time.Second)
+	assert.False(t, r.m.standing(cycleNS, scaler.Down), "the kubelets renew: no scale-down verdict")
+}
+
+// A shoot scaled down whose reads fail is read at its period: its API server out of reach gets no
+// more requests than the original sends it.
+func TestAScaledDownShootThatCannotBeReadWaitsItsPeriod(t *testing.T) {
+	r := newRecheckFixture(t, 30*time.Second)
+	r.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now() })
+	r.until(scaler.Down)
+	r.shoot.set(func(s *lyingShoot) { s.body = []byte("not json") })
+	for range 2 {
+		assert.GreaterOrEqual(t, r.run(), 27*time.Second)
+	}
+}
+
+// At a probe interval of 10 s or less nothing changes: a shoot scaled down is read at its period.
+func TestAtTenSecondsAShootScaledDownWaitsItsPeriod(t *testing.T) {
+	r := newRecheckFixture(t, 10*time.Second)
+	r.shoot.set(func(s *lyingShoot) { s.meltedAt = s.clk.Now() })
+	r.until(scaler.Down)
+	early := testutil.ToFloat64(earlyRuns)
+	for range 10 {
+		r.run()
+	}
+	assert.Zero(t, testutil.ToFloat64(earlyRuns)-early, "no early run")
 }

@@ -26,6 +26,14 @@ func (s *Scaler) NeedsScaling(ctx context.Context, namespace string, dir Directi
 	})
 }
 
+// Melted tells whether a resource of namespace carries the meltdown marker: a scale-down took it
+// to 0 and no scale-up has run since. It reads the cache, as NeedsScaling does.
+func (s *Scaler) Melted(ctx context.Context, namespace string) (bool, error) {
+	return s.anyCached(ctx, namespace, func(_ config.DependentResourceInfo, obj client.Object) bool {
+		return obj != nil && melted(obj.GetAnnotations())
+	})
+}
+
 // Needs is what a namespace needs in one direction, from one read of each resource: Scaling as
 // NeedsScaling reports it; Cleanup (for Up only) whether a resource above 0 replicas carries a lone
 // replicas annotation: what the original dependency-watchdog leaves after every scale-up, so that

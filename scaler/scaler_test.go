@@ -569,3 +569,29 @@ func TestStatefulSet(t *testing.T) {
 	assert.NotContains(t, sts.Annotations, scaler.ReplicasAnnotation)
 	assert.NotContains(t, sts.Annotations, scaler.MeltdownProtectionAnnotation)
 }
+
+func TestMelted(t *testing.T) {
+	running := state{replicas: 1}
+	stopped := state{annotations: marks("1")}
+	for _, tt := range []struct {
+		name      string
+		resources map[string]*state // nil: missing
+		want      bool
+	}{
+		{"all running", map[string]*state{kcm: &running, mcm: &running, ca: &running}, false},
+		{"one at 0, marked", map[string]*state{kcm: &running, mcm: &stopped, ca: &running}, true},
+		{"one at 0 without the marker", map[string]*state{kcm: &running, mcm: {}, ca: &running}, false},
+		{"running, the marker kept", map[string]*state{kcm: {replicas: 2, annotations: map[string]string{scaler.MeltdownProtectionAnnotation: ""}}}, true},
+		{"none", map[string]*state{}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, upstreamInfos(t))
+			for name, s := range tt.resources {
+				f.create(t, name, s.replicas, s.annotations)
+			}
+			got, err := f.scaler.Melted(context.Background(), f.ns)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}
