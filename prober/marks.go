@@ -11,7 +11,7 @@ import (
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
 
-// dependentMarks is the seed-wide view of which configured dependents exist in each namespace and
+// dependentMarks is the caches' view of which configured dependents exist in each namespace and
 // which of them carry the meltdown marker (scaler.MeltdownProtectionAnnotation), kept by an event
 // handler on each dependent informer. It lets the scaled-down metrics answer a scrape from a map
 // instead of a list of the caches. Its lock guards the map only and is never held for anything else.

@@ -35,7 +35,8 @@ var scaledDown = &scaledDownCollector{}
 // lifecycle rules, a broken Cluster or kubeconfig) or never started here, and its series turns 0 as
 // soon as the marker is gone, whoever removed it.
 //
-// Only the owner of a shoot's partition exports it, though every replica caches every dependent: a
+// Only the owner of a shoot's partition exports it, though the caches may hold others' dependents too
+// (the whole seed with --cache-sharding=off, partitions about to be acquired with a share): a
 // sum over the replicas counts each shoot once, each shoot has one series as the other per-shoot
 // series do, and it joins the owner's dwd_shoot_last_successful_probe_timestamp_seconds on (member,
 // namespace). During a handover, a restart or after a crash a shoot has no exporter until the next
