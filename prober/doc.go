@@ -18,8 +18,9 @@
 // clock, and the age rule with the band of clock error taken off (or a longer watch) agrees; a lease
 // not watched long enough is Unknown and blocks both directions. DecideScaling also says when the
 // leases could first decide a scale-down should none renew (RecheckAt), and the probe's next cycle
-// runs then when that is before its period is over; while the shoot is scaled down it runs after
-// about a kubelet renewal (downRecheck), to find the recovery. A probe cycle confirms a scale-down with a
+// runs then when that is before its period is over; at an interval over 10 s, after a cycle that
+// read a shoot scaled down, it runs after about a kubelet renewal (downRecheck), to find the
+// recovery. A probe cycle confirms a scale-down with a
 // consistent read, measures lease ages from the moment the request was sent (a slow answer counts; an
 // oversized one is inconclusive), and publishes its decision as the shoot's verdict (verdict.go): a
 // flow writes only while its verdict stands, and a verdict the other way ends it. What the probes saw
