@@ -1,10 +1,12 @@
 package leases
 
 import (
+	"maps"
 	"strconv"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 )
 
 // Advert is what a member lease tells the other members of the group, read by AdvertOf.
@@ -52,4 +54,21 @@ func AdvertOf(member string, l *coordinationv1.Lease) Advert {
 // rounding down would make the others wait less than this member relies on.
 func leaseSeconds(d time.Duration) int32 {
 	return int32((d + time.Second - 1) / time.Second)
+}
+
+// OnlyRenewed reports whether after differs from before only in what a steady renewal writes: its
+// renewTime (and the server's resourceVersion and managedFields). Everything a member tells the others
+// (holder, duration, settings, fences, leaving and leave markers, incarnation) is the same, so the
+// change says nothing but that the holder is still there.
+func OnlyRenewed(before, after *coordinationv1.Lease) bool {
+	if before == nil || after == nil || before.Name != after.Name || before.Namespace != after.Namespace ||
+		before.UID != after.UID || before.DeletionTimestamp != nil || after.DeletionTimestamp != nil {
+		return false
+	}
+	if !maps.Equal(before.Labels, after.Labels) || !maps.Equal(before.Annotations, after.Annotations) {
+		return false
+	}
+	b, a := before.Spec, after.Spec
+	b.RenewTime, a.RenewTime = nil, nil
+	return apiequality.Semantic.DeepEqual(b, a)
 }

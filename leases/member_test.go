@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -874,4 +875,41 @@ func TestContinuousSinceMovesOnlyWhenARenewalIsAnsweredTooLate(t *testing.T) {
 	assert.Equal(t, t0.Add(36*time.Second), m.ContinuousSince(), "16 s after the late renewal's send")
 	renewAt(38 * time.Second)
 	assert.Equal(t, t0.Add(36*time.Second), m.ContinuousSince(), "renewals in time keep it")
+}
+
+// TestOnlyRenewed: a steady renewal, as a member writes it, changes nothing the others read but the
+// renewal time; a change of anything a member tells the others is more than a renewal.
+func TestOnlyRenewed(t *testing.T) {
+	ctx := context.Background()
+	store := leasestest.NewStore()
+	m := newMember(store, clocktesting.NewFakeClock(t0))
+	require.NoError(t, m.Renew(ctx, t0))
+	before, err := store.Get(ctx, "dwd-member-dwd-0")
+	require.NoError(t, err)
+	require.NoError(t, m.Renew(ctx, t0.Add(2*time.Second)))
+	after, err := store.Get(ctx, "dwd-member-dwd-0")
+	require.NoError(t, err)
+	require.NotEqual(t, before.ResourceVersion, after.ResourceVersion)
+	assert.True(t, leases.OnlyRenewed(before, after), "a steady renewal")
+
+	changes := map[string]func(l *coordinationv1.Lease){
+		"holder":      func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("dwd-1") },
+		"duration":    func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](30) },
+		"acquired":    func(l *coordinationv1.Lease) { l.Spec.AcquireTime = l.Spec.RenewTime },
+		"transitions": func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptr.To[int32](7) },
+		"incarnation": func(l *coordinationv1.Lease) { l.Annotations[leases.IncarnationAnnotation] = "inc-2" },
+		"settings":    func(l *coordinationv1.Lease) { l.Annotations[leases.SettingsAnnotation] = "other" },
+		"fences":      func(l *coordinationv1.Lease) { l.Annotations[leases.RecentFencesAnnotation] = "1" },
+		"leaving":     func(l *coordinationv1.Lease) { l.Annotations[leases.LeavingAnnotation] = "inc-1" },
+		"left":        func(l *coordinationv1.Lease) { l.Annotations[leases.LeftAnnotation] = "inc-1" },
+		"labels":      func(l *coordinationv1.Lease) { l.Labels[leases.GroupLabel] = "other" },
+		"uid":         func(l *coordinationv1.Lease) { l.UID = "another" },
+		"deleting":    func(l *coordinationv1.Lease) { l.DeletionTimestamp = &metav1.Time{Time: t0} },
+	}
+	for name, change := range changes {
+		changed := after.DeepCopy()
+		change(changed)
+		assert.False(t, leases.OnlyRenewed(before, changed), name)
+	}
+	assert.False(t, leases.OnlyRenewed(nil, after), "no earlier version")
 }

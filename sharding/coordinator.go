@@ -92,6 +92,12 @@ type Config struct {
 	Store leases.Store
 	// Lister lists the group's Leases from the replica's cache.
 	Lister Lister
+	// SeenAt, when set, returns when the caches delivered the version of a Lease that Lister, Foreign
+	// or Leaders returns, or now when they have not said (Runner.deliveries): a change counts as
+	// observed then, not at the reconcile that reads it. Renewals start no reconcile, so a reconcile
+	// may read a renewal up to a retry period after it arrived; judging a member by that moment would
+	// keep it live as much longer.
+	SeenAt func(l *coordinationv1.Lease, now time.Time) time.Time
 	// Liveness is this replica's member lease (leases.Member), which fences its work.
 	Liveness Liveness
 	// Handlers run the work of the partitions this member holds; AddHandler adds more before the
@@ -355,6 +361,7 @@ func (c *Coordinator) heldMask() []bool {
 // wrote. While the replica is fenced, sees a live member with other settings, or has a cache that
 // has missed its own renewals, it keeps what it holds and acquires and releases nothing.
 func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
+	c.metrics.reconciles.Inc()
 	epoch := c.fences.Load()
 	now := c.clock.Now()
 	heldBefore := len(c.Held())
@@ -597,6 +604,17 @@ func (c *Coordinator) Ready() bool {
 	return c.ready.Load()
 }
 
+// settled reports whether the last reconcile left this replica ready and holding partitions: a
+// fence since empties what it holds.
+func (c *Coordinator) settled() bool {
+	if !c.Ready() {
+		return false
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.held) > 0
+}
+
 // holdsShare reports whether every partition whose desired owner is this member runs here, but those
 // kept free for a member away on a returning leave (Plan keeps them; readiness must not drop on every
 // peer's restart).
@@ -732,7 +750,7 @@ func (c *Coordinator) findVanished(snap *snapshot) {
 // it counts.
 func (c *Coordinator) observe(snap snapshot, now time.Time) {
 	for m, l := range snap.members {
-		c.observer.Observe(m, l, now)
+		c.observer.Observe(m, l, c.seenAt(l, now))
 	}
 	named := map[string]bool{}
 	holders := make([]string, 0, len(snap.parts)+len(snap.vanished))
@@ -767,6 +785,18 @@ func (c *Coordinator) observe(snap snapshot, now time.Time) {
 		}
 		c.deferredTo = to
 	}
+}
+
+// seenAt is when l's version was first seen: when the caches delivered it (Config.SeenAt), never
+// after now.
+func (c *Coordinator) seenAt(l *coordinationv1.Lease, now time.Time) time.Time {
+	if c.cfg.SeenAt == nil {
+		return now
+	}
+	if at := c.cfg.SeenAt(l, now); at.Before(now) {
+		return at
+	}
+	return now
 }
 
 // rings are what a reconcile plans on: the ring over every live member (this one included: it is not
@@ -874,10 +904,14 @@ func (c *Coordinator) plan(owners []string, snap snapshot, now time.Time) (relea
 	return release, acquire
 }
 
-// requeueAfter is the time until the next live member can expire, capped at the retry period.
+// requeueAfter is the time until the next live member can expire, or go silent for the caches'
+// prewarm (untilPrewarm), capped at the retry period.
 func (c *Coordinator) requeueAfter(now time.Time) time.Duration {
 	next := c.cfg.RetryPeriod
 	if d, ok := c.observer.NextExpiry(now); ok && d < next {
+		next = d
+	}
+	if d, ok := c.untilPrewarm(now); ok && d < next {
 		next = d
 	}
 	return max(next, time.Millisecond)

@@ -48,8 +48,9 @@ type foreignMembers struct {
 
 func sightingKey(l *coordinationv1.Lease) string { return l.Namespace + "/" + l.Name }
 
-// observe records the leases of the other groups as of now and forgets those gone.
-func (f *foreignMembers) observe(list []*coordinationv1.Lease, now time.Time) {
+// observe records the leases of the other groups as of now and forgets those gone; seenAt says when
+// a version was first seen (Coordinator.seenAt).
+func (f *foreignMembers) observe(list []*coordinationv1.Lease, now time.Time, seenAt func(*coordinationv1.Lease, time.Time) time.Time) {
 	if f.seen == nil {
 		f.seen = map[string]foreignSighting{}
 	}
@@ -60,7 +61,7 @@ func (f *foreignMembers) observe(list []*coordinationv1.Lease, now time.Time) {
 		if s, ok := f.seen[key]; ok && s.resourceVersion == l.ResourceVersion {
 			continue
 		}
-		f.seen[key] = foreignSighting{resourceVersion: l.ResourceVersion, changed: firstChange(l, now, f.seen[key])}
+		f.seen[key] = foreignSighting{resourceVersion: l.ResourceVersion, changed: firstChange(l, seenAt(l, now), f.seen[key])}
 	}
 	for name := range f.seen {
 		if !present[name] {
@@ -171,7 +172,7 @@ func (c *Coordinator) incumbents(snap snapshot, now time.Time) []string {
 	if c.cfg.Leaders != nil {
 		leaders = c.cfg.Leaders.List()
 	}
-	c.foreign.observe(append(slices.Clip(members), leaders...), now)
+	c.foreign.observe(append(slices.Clip(members), leaders...), now, c.seenAt)
 	own := snap.members[c.cfg.Member]
 	roles := rolesOf(c.cfg.Settings)
 	if dryRun(c.cfg.Settings) {

@@ -321,6 +321,41 @@ func TestGroupSharesAndHandsOver(t *testing.T) {
 	})
 }
 
+// Every renewal of every member reaches every member; none starts a reconcile, so that a settled
+// group of three reconciles about once a retry period each, not once per renewal of each member.
+func TestASettledGroupReconcilesOnceARetryPeriod(t *testing.T) {
+	g := newGroup(t)
+	g.settings.GroupName = "settled" // the counters of its members are its own
+	members := []string{"dwd-0", "dwd-1", "dwd-2"}
+	for _, m := range members {
+		g.start(m)
+	}
+	g.converge(t, 30*time.Second, members...)
+	reconciles := func() map[string]float64 {
+		counts := map[string]float64{}
+		for _, m := range members {
+			counts[m] = metricValue(t, "dwd_sharding_reconciles_total", g.settings.GroupName, m)
+		}
+		return counts
+	}
+	before := reconciles()
+	// A reconcile a retry period, and one for the changes at the window's start; renewals would start
+	// about three a period.
+	const periods = 8
+	assert.Never(t, func() bool {
+		for m, n := range reconciles() {
+			if n-before[m] > periods+2 {
+				return true
+			}
+		}
+		return false
+	}, periods*itRetryPeriod, 100*time.Millisecond, "more reconciles than retry periods")
+	for m, n := range reconciles() {
+		assert.GreaterOrEqual(t, n-before[m], float64(periods-2), "%s reconciles every retry period", m)
+	}
+	assert.Equal(t, g.ring(members...), g.work.heldBy(), "nothing moved")
+}
+
 func TestCrashedMemberIsTakenOverAfterTheLeaseDuration(t *testing.T) {
 	g := newGroup(t)
 	g.start("dwd-0")

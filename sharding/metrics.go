@@ -89,6 +89,10 @@ var (
 		Name: "dwd_sharding_cold_acquisitions_total",
 		Help: "Partitions acquired although the replica's caches did not hold their shoots after the longest wait (MaxWarmWait, 15 s).",
 	}, []string{"group", "member"})
+	reconciles = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_sharding_reconciles_total",
+		Help: "Reconciles of the group's partitions this member ran: on every Lease change but a steady renewal of a member lease, at the next moment a member can expire or go silent, and at least every retry period.",
+	}, []string{"group", "member"})
 	guardRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_sharding_write_refusals_total",
 		Help: "Writes on a shoot (scale, pod delete) refused right before they were sent, because this member no longer held the shoot's partition (reason=not_owner) or was past its renew deadline (reason=fenced).",
@@ -98,7 +102,7 @@ var (
 // collectors are the sharding metrics, all registered by newMemberMetrics.
 var collectors = []prometheus.Collector{partitionsHeld, shootsOwned, liveMembers, rebalances, handoverSeconds,
 	partitionWrites, renewFailures, selfFencings, guardRefusals, settingsMismatch, foreignMembersLive, viewStale, foreignWrites,
-	orphansDeleted, fenceSeconds, fenceOverruns, stepDowns, partitions, settingsInfo, partitionsUnheld, lastRenew, partitionsWarming, coldAcquisitions}
+	orphansDeleted, fenceSeconds, fenceOverruns, stepDowns, partitions, settingsInfo, partitionsUnheld, lastRenew, partitionsWarming, coldAcquisitions, reconciles}
 
 var registerOnce sync.Once
 
@@ -109,6 +113,7 @@ type memberMetrics struct {
 	unheld           prometheus.Gauge
 	warming          prometheus.Gauge
 	coldAcquisitions prometheus.Counter
+	reconciles       prometheus.Counter
 	lastRenew        prometheus.Gauge
 	shootsOwned      prometheus.Gauge
 	liveMembers      prometheus.Gauge
@@ -144,6 +149,7 @@ func newMemberMetrics(group, member string) *memberMetrics {
 		unheld:           partitionsUnheld.WithLabelValues(group, member),
 		warming:          partitionsWarming.WithLabelValues(group, member),
 		coldAcquisitions: coldAcquisitions.WithLabelValues(group, member),
+		reconciles:       reconciles.WithLabelValues(group, member),
 		lastRenew:        lastRenew.WithLabelValues(group, member),
 		shootsOwned:      shootsOwned.WithLabelValues(group, member),
 		liveMembers:      liveMembers.WithLabelValues(group, member),

@@ -93,6 +93,34 @@ func (c *Coordinator) silentMember(now time.Time) string {
 	return quietMembers[0]
 }
 
+// untilPrewarm returns how long after now the next live member other than this one that has not
+// renewed would have gone silent (see silentMember: quiet for three retry periods and due to expire
+// within PrewarmLead), so that a reconcile comes then: renewals start no reconcile (Runner), and the
+// retry period's would start the list up to a period late. False when there are no caches to warm or
+// no such moment ahead.
+func (c *Coordinator) untilPrewarm(now time.Time) (time.Duration, bool) {
+	if c.cfg.Caches == nil {
+		return 0, false
+	}
+	var next time.Duration
+	found := false
+	for _, m := range c.observer.LiveMembers(now) {
+		since, advert, ok := c.observer.Seen(m)
+		left, live := c.observer.ExpiresIn(m, now)
+		if m == c.cfg.Member || !ok || !live || advert.Left {
+			continue
+		}
+		at := since.Add(3 * c.cfg.RetryPeriod)
+		if soon := now.Add(left - PrewarmLead); soon.After(at) {
+			at = soon
+		}
+		if d := at.Sub(now); d > 0 && (!found || d < next) {
+			next, found = d, true
+		}
+	}
+	return next, found
+}
+
 // leavingMember returns the one live member other than this one that announced its leave and has
 // not left yet, or "" when none or more than one has (a scale-in by several at once: the caches would
 // otherwise hold most of the seed).

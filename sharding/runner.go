@@ -44,6 +44,7 @@ type Runner struct {
 	member      *leases.Member
 	coordinator *Coordinator
 	caches      *leaseCaches
+	deliveries  *deliveries // when the caches delivered each Lease version
 	workCancel  context.CancelFunc
 	synced      atomic.Bool // the Lease cache has synced
 	// reconciling is when the reconcile in progress began (UnixNano), 0 between reconciles.
@@ -153,7 +154,7 @@ func NewRunner(opts RunnerOptions) *Runner {
 		member.Audit = opts.Audit
 	}
 	r := &Runner{opts: opts, settings: settings, client: opts.Client, log: opts.Log, clock: opts.Clock, member: member,
-		caches: newLeaseCaches(opts.Client, settings), done: make(chan struct{})}
+		caches: newLeaseCaches(opts.Client, settings), deliveries: newDeliveries(opts.Clock), done: make(chan struct{})}
 	workCtx, cancel := context.WithCancel(context.Background())
 	r.workCancel = cancel
 	store := leases.APIStore{Leases: opts.Client.CoordinationV1().Leases(settings.Namespace)}
@@ -162,7 +163,7 @@ func NewRunner(opts RunnerOptions) *Runner {
 		LeaseDuration: settings.MemberLeaseDuration, RetryPeriod: settings.MemberRetryPeriod, WriteConcurrency: 16, AcquireBatch: handoverBatch,
 		Settings: member.Settings, Event: r.event, Audit: opts.Audit, WontReturn: opts.WontReturn,
 		Foreign: r.caches.foreign, Leaders: r.caches.leaders,
-		WorkContext: workCtx, Store: store, Lister: r.caches.group, Liveness: member, Clock: opts.Clock, Log: opts.Log, Handlers: opts.Handlers, Namespaces: opts.Namespaces, Caches: opts.Caches,
+		WorkContext: workCtx, Store: store, Lister: r.caches.group, SeenAt: r.deliveries.seenAt, Liveness: member, Clock: opts.Clock, Log: opts.Log, Handlers: opts.Handlers, Namespaces: opts.Namespaces, Caches: opts.Caches,
 	})
 	member.MayJoin = r.coordinator.MayJoin
 	return r
@@ -273,7 +274,14 @@ func (r *Runner) Start(ctx context.Context) error {
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, r.settings.MemberRetryPeriod),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "sharding"})
 	events := &throttle{clock: r.clock, interval: reconcileThrottle}
-	if err := r.caches.start(ctx, func() { events.add(queue, r.settings.GroupName) }); err != nil {
+	own := r.settings.Namespace + "/" + r.member.LeaseName()
+	delivered := func(before, after *coordinationv1.Lease) {
+		r.deliveries.record(before, after)
+		if startsReconcile(before, after, own, r.coordinator.settled) {
+			events.add(queue, r.settings.GroupName)
+		}
+	}
+	if err := r.caches.start(ctx, delivered); err != nil {
 		return err
 	}
 	r.synced.Store(true)
@@ -334,19 +342,20 @@ func newLeaseCaches(client kubernetes.Interface, s config.Sharding) *leaseCaches
 	return c
 }
 
-// start calls trigger on every event of the caches, starts them and waits for them to sync. A leader
-// lease this member may not read keeps it from syncing: it acts on nothing until it can tell whether
-// the original's mode runs.
-func (c *leaseCaches) start(ctx context.Context, trigger func()) error {
+// start calls delivered with the Lease before and after every event of the caches (before nil for an
+// add, after nil for a delete), starts them and waits for them to sync. A leader lease this member
+// may not read keeps it from syncing: it acts on nothing until it can tell whether the original's
+// mode runs.
+func (c *leaseCaches) start(ctx context.Context, delivered func(before, after *coordinationv1.Lease)) error {
 	if c.err != nil {
 		return c.err
 	}
 	synced := make([]cache.InformerSynced, 0, len(c.informers))
 	for _, informer := range c.informers {
 		_, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(any) { trigger() },
-			UpdateFunc: func(any, any) { trigger() },
-			DeleteFunc: func(any) { trigger() },
+			AddFunc:    func(obj any) { delivered(nil, leaseOf(obj)) },
+			UpdateFunc: func(old, obj any) { delivered(leaseOf(old), leaseOf(obj)) },
+			DeleteFunc: func(obj any) { delivered(leaseOf(obj), nil) },
 		})
 		if err != nil {
 			return err

@@ -1,0 +1,84 @@
+package sharding
+
+import (
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/sharded-dwd/dependency-watchdog/leases"
+)
+
+// Every member renews its lease every retry period, and every renewal reaches every replica (twice
+// over for a process of both roles, whose groups watch each other's member leases): a reconcile on
+// each would walk every partition N times a period for nothing, since a renewal changes no ring. So a
+// steady renewal starts no reconcile (startsReconcile); the caches' Runner records when it arrived
+// (deliveries), and the reconciles, which come at least every retry period, at the next moment a
+// member can expire and at the next it can go silent for the prewarm (Coordinator.requeueAfter), judge
+// the member from that moment, as if they had run then.
+
+// deliveries are the moments this process's Lease caches delivered the versions of the Leases they
+// hold, by namespace/name. Safe for concurrent use.
+type deliveries struct {
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	at    map[string]delivery
+}
+
+type delivery struct {
+	resourceVersion string
+	at              time.Time
+}
+
+func newDeliveries(clk clock.PassiveClock) *deliveries {
+	return &deliveries{clock: clk, at: map[string]delivery{}}
+}
+
+// record notes a cache event: the version of after arrived now; a Lease deleted (after nil) is
+// forgotten.
+func (d *deliveries) record(before, after *coordinationv1.Lease) {
+	now := d.clock.Now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case after != nil:
+		d.at[sightingKey(after)] = delivery{resourceVersion: after.ResourceVersion, at: now}
+	case before != nil:
+		delete(d.at, sightingKey(before))
+	}
+}
+
+// seenAt returns when the caches delivered l's version; now when they have not said so yet (a cache
+// shows an object before its event handlers run).
+func (d *deliveries) seenAt(l *coordinationv1.Lease, now time.Time) time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if got, ok := d.at[sightingKey(l)]; ok && got.resourceVersion == l.ResourceVersion {
+		return got.at
+	}
+	return now
+}
+
+// startsReconcile reports whether a Lease event of the caches (before nil for an add, after nil for a
+// delete) starts a reconcile: every event but a steady renewal of a member or leader lease
+// (leases.OnlyRenewed), and this member's own renewals (its lease is own, by namespace/name) unless
+// settled says its last reconcile left it ready and holding partitions: after a fence or with a stale
+// view, the renewal may be what it waits for. A partition lease's every change starts one.
+func startsReconcile(before, after *coordinationv1.Lease, own string, settled func() bool) bool {
+	if !leases.OnlyRenewed(before, after) || after.Labels[leases.KindLabel] == leases.KindPartition {
+		return true
+	}
+	return sightingKey(after) == own && !settled()
+}
+
+// leaseOf returns the Lease of a cache event's object, also of a deletion the cache learned of only
+// by a relist; nil for anything else.
+func leaseOf(obj any) *coordinationv1.Lease {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	l, _ := obj.(*coordinationv1.Lease)
+	return l
+}
