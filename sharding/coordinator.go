@@ -384,10 +384,10 @@ func (c *Coordinator) Reconcile(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return c.cfg.RetryPeriod, err
 	}
-	if deferring, err := c.deferToIncumbents(ctx, snap, now); deferring {
+	if deferring, until, err := c.deferToIncumbents(ctx, snap, now); deferring {
 		c.ready.Store(false)
 		c.updateMetrics()
-		return c.cfg.RetryPeriod, err
+		return min(c.cfg.RetryPeriod, max(until, time.Millisecond)), err
 	}
 	if !c.check(snap, now) {
 		c.ready.Store(false)

@@ -1,6 +1,7 @@
 package sharding
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -37,17 +38,25 @@ func newDeliveries(clk clock.PassiveClock) *deliveries {
 }
 
 // record notes a cache event: the version of after arrived now; a Lease deleted (after nil) is
-// forgotten.
-func (d *deliveries) record(before, after *coordinationv1.Lease) {
+// forgotten. It returns how long ago the version before arrived, the longest duration when no
+// arrival of it was noted.
+func (d *deliveries) record(before, after *coordinationv1.Lease) time.Duration {
 	now := d.clock.Now()
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	gap := time.Duration(math.MaxInt64)
+	if before != nil {
+		if got, ok := d.at[sightingKey(before)]; ok && got.resourceVersion == before.ResourceVersion {
+			gap = now.Sub(got.at)
+		}
+	}
 	switch {
 	case after != nil:
 		d.at[sightingKey(after)] = delivery{resourceVersion: after.ResourceVersion, at: now}
 	case before != nil:
 		delete(d.at, sightingKey(before))
 	}
+	return gap
 }
 
 // seenAt returns when the caches delivered l's version; now when they have not said so yet (a cache
@@ -62,16 +71,26 @@ func (d *deliveries) seenAt(l *coordinationv1.Lease, now time.Time) time.Time {
 }
 
 // startsReconcile reports whether a Lease event of the caches (before nil for an add, after nil for a
-// delete) starts a reconcile: every event but a steady renewal of a member or leader lease
-// (leases.OnlyRenewed), and this member's own renewals (its lease is own, by namespace/name) unless
-// settled says its last reconcile left it ready and holding partitions: after a fence or with a stale
-// view, the renewal may be what it waits for. A partition lease's every change starts one.
-func startsReconcile(before, after *coordinationv1.Lease, own string, settled func() bool) bool {
-	if !leases.OnlyRenewed(before, after) || after.Labels[leases.KindLabel] == leases.KindPartition {
+// delete) starts a reconcile: every event but a steady renewal of a member or leader lease, and this
+// member's own renewals (its lease is named own) unless settled says its last reconcile left it ready
+// and holding partitions and none is running: after a fence or with a stale view, the renewal may be
+// what it waits for. A steady renewal changes nothing but the renewal time (leases.OnlyRenewed) and
+// comes less than steadyWithin after the version before it arrived (gap): a lease that renews again
+// after a silence, or that a watch shows again after a stall, may have been judged expired by then,
+// and the reconcile must see it live again at once (another group or the original's leader acting
+// again). A partition lease's every change starts one.
+func startsReconcile(before, after *coordinationv1.Lease, gap, steadyWithin time.Duration, own string, settled func() bool) bool {
+	if !leases.OnlyRenewed(before, after) || after.Labels[leases.KindLabel] == leases.KindPartition || gap >= steadyWithin {
 		return true
 	}
-	return sightingKey(after) == own && !settled()
+	return after.Name == own && !settled()
 }
+
+// steadyRenewals is the most time between two arrivals of a lease for the second to count as a
+// steady renewal, as a fraction of this member's lease duration: no lease counts as expired before
+// it stayed unchanged for that duration (the observers take the longer of it and the advertised
+// one), so one renewed within half of it was live all along.
+const steadyRenewals = 2
 
 // leaseOf returns the Lease of a cache event's object, also of a deletion the cache learned of only
 // by a relist; nil for anything else.

@@ -9,9 +9,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/sharded-dwd/dependency-watchdog/config"
 	"github.com/sharded-dwd/dependency-watchdog/leases"
 	"github.com/sharded-dwd/dependency-watchdog/leases/leasestest"
 )
@@ -72,10 +74,11 @@ func TestAMemberIsJudgedFromTheMomentItsRenewalArrived(t *testing.T) {
 	assert.Equal(t, clk.Now(), delivered.seenAt(after, clk.Now()), "a deleted lease is forgotten")
 }
 
-// Only a steady renewal of a member lease starts no reconcile: any other change of it, an add, a
-// delete and every change of a partition lease start one; so does this member's own renewal while
-// its last reconcile left it unready or holding nothing.
-func TestOnlyAnotherMembersSteadyRenewalStartsNoReconcile(t *testing.T) {
+// Only a steady renewal of a member or leader lease starts no reconcile: any other change of it, a
+// renewal that comes after a silence of half a lease duration (it may have been judged expired), an
+// add, a delete and every change of a partition lease start one; so does this member's own renewal
+// while it is not settled.
+func TestOnlyASteadyRenewalStartsNoReconcile(t *testing.T) {
 	t0 := time.Now()
 	member := func(name string, renewed time.Time, rv string) *coordinationv1.Lease {
 		l := memberLease("g", name, "prober", t0, renewed, rv)
@@ -88,22 +91,67 @@ func TestOnlyAnotherMembersSteadyRenewalStartsNoReconcile(t *testing.T) {
 		l.Labels[leases.KindLabel] = leases.KindPartition
 		return l
 	}
-	own := "ns/" + leases.MemberLeaseName("g", "m")
+	leader := func(renewed time.Time, rv string) *coordinationv1.Lease {
+		l := member("x", renewed, rv)
+		l.Name, l.Labels, l.Annotations = "dependency-watchdog-probe", nil, nil
+		return l
+	}
+	own := leases.MemberLeaseName("g", "m")
 	settled, unsettled := func() bool { return true }, func() bool { return false }
 	later := t0.Add(2 * time.Second)
+	const within = 7500 * time.Millisecond
+	steady := func(before, after *coordinationv1.Lease, settled func() bool) bool {
+		return !startsReconcile(before, after, 2*time.Second, within, own, settled)
+	}
 
-	assert.False(t, startsReconcile(member("n", t0, "1"), member("n", later, "2"), own, settled), "another member's renewal")
-	assert.False(t, startsReconcile(member("m", t0, "1"), member("m", later, "2"), own, settled), "its own renewal, settled")
-	assert.True(t, startsReconcile(member("m", t0, "1"), member("m", later, "2"), own, unsettled), "its own renewal, unsettled")
+	assert.True(t, steady(member("n", t0, "1"), member("n", later, "2"), settled), "another member's renewal")
+	assert.True(t, steady(leader(t0, "1"), leader(later, "2"), settled), "a leader's renewal")
+	assert.True(t, steady(member("m", t0, "1"), member("m", later, "2"), settled), "its own renewal, settled")
+	assert.False(t, steady(member("m", t0, "1"), member("m", later, "2"), unsettled), "its own renewal, unsettled")
+	assert.True(t, startsReconcile(member("n", t0, "1"), member("n", later, "2"), within, within, own, settled),
+		"a member's renewal half a lease duration after the version before it")
+	assert.True(t, startsReconcile(leader(t0, "1"), leader(later, "2"), time.Hour, within, own, settled),
+		"a leader's renewal after a silence, or a watch's stall")
 	changed := member("n", later, "2")
 	changed.Annotations[leases.LeavingAnnotation] = "x"
-	assert.True(t, startsReconcile(member("n", t0, "1"), changed, own, settled), "a change of what a member tells")
+	assert.False(t, steady(member("n", t0, "1"), changed, settled), "a change of what a member tells")
 	holder := member("n", later, "2")
 	holder.Spec.HolderIdentity = ptr.To("o")
-	assert.True(t, startsReconcile(member("n", t0, "1"), holder, own, settled), "another holder")
-	assert.True(t, startsReconcile(nil, member("n", t0, "1"), own, settled), "an add")
-	assert.True(t, startsReconcile(member("n", t0, "1"), nil, own, settled), "a delete")
-	assert.True(t, startsReconcile(partition(t0, "1"), partition(later, "2"), own, settled), "a partition lease")
+	assert.False(t, steady(member("n", t0, "1"), holder, settled), "another holder")
+	assert.False(t, steady(nil, member("n", t0, "1"), settled), "an add")
+	assert.False(t, steady(member("n", t0, "1"), nil, settled), "a delete")
+	assert.False(t, steady(partition(t0, "1"), partition(later, "2"), settled), "a partition lease")
+}
+
+// The Runner's caches note when each version arrived, which the coordinator judges members by, and
+// start a reconcile on every event but a steady renewal.
+func TestTheRunnerNotesArrivalsAndReconcilesOnChanges(t *testing.T) {
+	t0 := time.Now()
+	clk := clocktesting.NewFakeClock(t0)
+	settings := config.DefaultSharding("g")
+	settings.Namespace, settings.MemberName = "ns", "m"
+	r := NewRunner(RunnerOptions{Settings: settings, Client: fake.NewClientset(), Clock: clk})
+	reconciles := 0
+	delivered := r.delivered(func() { reconciles++ })
+	lease := func(renewed time.Time, rv string) *coordinationv1.Lease {
+		l := memberLease(settings.GroupName, "n", "prober", t0, renewed, rv)
+		l.Namespace = "ns"
+		return l
+	}
+
+	first := lease(t0, "1")
+	delivered(nil, first)
+	assert.Equal(t, 1, reconciles, "a new member lease")
+	clk.Step(settings.MemberRetryPeriod)
+	renewed := lease(clk.Now(), "2")
+	delivered(first, renewed)
+	assert.Equal(t, 1, reconciles, "its steady renewal")
+	arrived := clk.Now()
+	clk.Step(time.Second)
+	assert.Equal(t, arrived, r.coordinator.seenAt(renewed, clk.Now()), "the coordinator judges it from the arrival")
+	clk.Step(settings.MemberLeaseDuration / 2)
+	delivered(renewed, lease(clk.Now(), "3"))
+	assert.Equal(t, 2, reconciles, "a renewal after a silence")
 }
 
 // The reconcile before a member would go silent comes at that moment, not a retry period later:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -88,29 +89,52 @@ func firstChange(l *coordinationv1.Lease, now time.Time, before foreignSighting)
 // member as holder, has no leave marker for good, and changed within its duration (at least
 // fallback), or within the returning grace after a restart's leave marker.
 func (f *foreignMembers) live(l *coordinationv1.Lease, fallback time.Duration, now time.Time) bool {
+	window, ok := memberWindow(l, fallback)
+	return ok && f.changedWithin(l, window, now)
+}
+
+// memberWindow is how long another group's member lease l counts as acting after a change (see
+// live); false when it does not at all.
+func memberWindow(l *coordinationv1.Lease, fallback time.Duration) (time.Duration, bool) {
 	member, ok := foreignMemberOf(l)
 	if !ok {
-		return false
+		return 0, false
 	}
 	advert := leases.AdvertOf(member, l)
 	if !advert.Held || (advert.Left && advert.Returning == 0) {
-		return false
+		return 0, false
 	}
 	window := max(advert.Duration, fallback)
 	if advert.Left {
 		window = max(window, advert.Returning)
 	}
-	return f.changedWithin(l, window, now)
+	return window, true
 }
 
 // leaderLive reports whether a leader lease l of the original's mode still counts as acting at now:
 // it names a holder (a leader that stops clears it) and changed within its duration (at least
 // fallback).
 func (f *foreignMembers) leaderLive(l *coordinationv1.Lease, fallback time.Duration, now time.Time) bool {
+	window, ok := leaderWindow(l, fallback)
+	return ok && f.changedWithin(l, window, now)
+}
+
+// leaderWindow is how long a leader lease l counts as acting after a change (see leaderLive); false
+// when it does not at all.
+func leaderWindow(l *coordinationv1.Lease, fallback time.Duration) (time.Duration, bool) {
 	if leases.Holder(l) == "" {
-		return false
+		return 0, false
 	}
-	return f.changedWithin(l, max(leases.AdvertOf("", l).Duration, fallback), now)
+	return max(leases.AdvertOf("", l).Duration, fallback), true
+}
+
+// expiresIn is how long after now l stops counting as changed within window, unless it changes.
+func (f *foreignMembers) expiresIn(l *coordinationv1.Lease, window time.Duration, now time.Time) time.Duration {
+	s, seen := f.seen[sightingKey(l)]
+	if !seen {
+		return window
+	}
+	return s.changed.Add(window).Sub(now)
 }
 
 // changedWithin reports whether l was seen to change within window before now; a lease not observed
@@ -163,8 +187,9 @@ func senior(a, b *coordinationv1.Lease) bool {
 
 // incumbents lists, sorted, the live members of other groups that run a role of this member's and
 // whose member leases are senior to its own (by name), and the live leader leases of its roles (by
-// namespace/name); empty when there are no such listers.
-func (c *Coordinator) incumbents(snap snapshot, now time.Time) []string {
+// namespace/name); empty when there are no such listers. until is how long after now the first of
+// them expires unless it renews: renewals start no reconcile (Runner), so one comes then.
+func (c *Coordinator) incumbents(snap snapshot, now time.Time) (out []string, until time.Duration) {
 	var members, leaders []*coordinationv1.Lease
 	if c.cfg.Foreign != nil {
 		members = c.cfg.Foreign.List()
@@ -176,9 +201,9 @@ func (c *Coordinator) incumbents(snap snapshot, now time.Time) []string {
 	own := snap.members[c.cfg.Member]
 	roles := rolesOf(c.cfg.Settings)
 	if dryRun(c.cfg.Settings) {
-		return nil // it acts on no shoot: beside anyone
+		return nil, 0 // it acts on no shoot: beside anyone
 	}
-	var out []string
+	until = time.Duration(math.MaxInt64)
 	for _, l := range members {
 		if l.Labels[leases.GroupLabel] == c.cfg.Group || !c.foreign.live(l, c.cfg.LeaseDuration, now) ||
 			dryRun(l.Annotations[leases.SettingsAnnotation]) {
@@ -186,15 +211,19 @@ func (c *Coordinator) incumbents(snap snapshot, now time.Time) []string {
 		}
 		if overlap(roles, rolesOf(l.Annotations[leases.SettingsAnnotation])) && senior(l, own) {
 			out = append(out, l.Name)
+			window, _ := memberWindow(l, c.cfg.LeaseDuration)
+			until = min(until, c.foreign.expiresIn(l, window, now))
 		}
 	}
 	for _, l := range leaders {
 		if c.foreign.leaderLive(l, c.cfg.LeaseDuration, now) {
 			out = append(out, sightingKey(l))
+			window, _ := leaderWindow(l, c.cfg.LeaseDuration)
+			until = min(until, c.foreign.expiresIn(l, window, now))
 		}
 	}
 	sort.Strings(out)
-	return out
+	return out, until
 }
 
 // DeferringTo names the member leases of other groups this member deferred to at its last reconcile
@@ -207,10 +236,10 @@ func (c *Coordinator) DeferringTo() string {
 }
 
 // deferToIncumbents releases every held partition and reports true while live members of other
-// groups with an overlapping role are senior to this member; it logs, counts and records an Event
-// when that changes.
-func (c *Coordinator) deferToIncumbents(ctx context.Context, snap snapshot, now time.Time) (bool, error) {
-	incumbents := c.incumbents(snap, now)
+// groups with an overlapping role are senior to this member, with how long until the first of them
+// expires unless it renews; it logs, counts and records an Event when that changes.
+func (c *Coordinator) deferToIncumbents(ctx context.Context, snap snapshot, now time.Time) (bool, time.Duration, error) {
+	incumbents, until := c.incumbents(snap, now)
 	described := strings.Join(incumbents, ", ")
 	c.metrics.foreignMembers.Set(float64(len(incumbents)))
 	c.deferringTo.Store(&described)
@@ -225,10 +254,10 @@ func (c *Coordinator) deferToIncumbents(ctx context.Context, snap snapshot, now 
 			"No live member of another group or leader of the original's mode runs this group's roles any more; this member acquires its share again")
 	})
 	if len(incumbents) == 0 {
-		return false, nil
+		return false, 0, nil
 	}
 	held := c.Held()
 	sort.Ints(held)
 	errs := c.forEach(ctx, held, func(p int) error { return c.release(ctx, p, snap.parts[p], "") })
-	return true, errors.Join(errs...)
+	return true, until, errors.Join(errs...)
 }

@@ -118,6 +118,27 @@ func TestAMemberDefersToALiveSeniorMemberOfAnotherGroup(t *testing.T) {
 		corev1.EventTypeNormal + "/ForeignGroupGone/" + ActionRebalance}, events, "one Event at each end, none while it lasts")
 }
 
+// While it defers, a member reconciles when the incumbent would expire: the incumbent's renewals
+// start no reconcile, and the retry period's would take its share back up to a period late.
+func TestADeferringMemberReconcilesWhenTheIncumbentWouldExpire(t *testing.T) {
+	t0 := time.Now()
+	clk := clocktesting.NewFakeClock(t0)
+	foreign := &foreignList{}
+	c := foreignCoordinator(t, leasestest.NewStore(), foreign, clk)
+	foreign.set(memberLease("other", "x", "prober", t0.Add(-time.Hour), t0, "1"))
+	after, err := c.Reconcile(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, c.Held())
+	assert.Equal(t, 2*time.Second, after, "a retry period while the incumbent's expiry is further")
+	clk.Step(15*time.Second - 500*time.Millisecond)
+	after, err = c.Reconcile(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 500*time.Millisecond, after, "then at its expiry")
+	clk.Step(after)
+	reconcile(t, c)
+	assert.Len(t, c.Held(), 7, "its share taken at once")
+}
+
 func TestWhichMembersOfAnotherGroupAMemberDefersTo(t *testing.T) {
 	t0 := time.Now()
 	own := memberLease("g", "m", "prober", t0.Add(-time.Hour), t0, "")

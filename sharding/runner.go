@@ -274,14 +274,7 @@ func (r *Runner) Start(ctx context.Context) error {
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](100*time.Millisecond, r.settings.MemberRetryPeriod),
 		workqueue.TypedRateLimitingQueueConfig[string]{Name: "sharding"})
 	events := &throttle{clock: r.clock, interval: reconcileThrottle}
-	own := r.settings.Namespace + "/" + r.member.LeaseName()
-	delivered := func(before, after *coordinationv1.Lease) {
-		r.deliveries.record(before, after)
-		if startsReconcile(before, after, own, r.coordinator.settled) {
-			events.add(queue, r.settings.GroupName)
-		}
-	}
-	if err := r.caches.start(ctx, delivered); err != nil {
+	if err := r.caches.start(ctx, r.delivered(func() { events.add(queue, r.settings.GroupName) })); err != nil {
 		return err
 	}
 	r.synced.Store(true)
@@ -297,6 +290,19 @@ func (r *Runner) Start(ctx context.Context) error {
 	}
 	r.shutdown(stopMember, &wg)
 	return nil
+}
+
+// delivered returns what the Lease caches call on every event: it notes when the version arrived and
+// calls reconcile unless the event is a steady renewal (startsReconcile).
+func (r *Runner) delivered(reconcile func()) func(before, after *coordinationv1.Lease) {
+	settled := func() bool { return r.reconciling.Load() == 0 && r.coordinator.settled() }
+	steadyWithin := r.settings.MemberLeaseDuration / steadyRenewals
+	return func(before, after *coordinationv1.Lease) {
+		gap := r.deliveries.record(before, after)
+		if startsReconcile(before, after, gap, steadyWithin, r.member.LeaseName(), settled) {
+			reconcile()
+		}
+	}
 }
 
 // leaseCaches are the Lease caches of a member: its group's, the other groups' member leases in the

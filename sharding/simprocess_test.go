@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/sharded-dwd/dependency-watchdog/leases"
@@ -152,6 +153,14 @@ func (s *simulation) boot(name string, cfg simConfig, podUID string) *simProc {
 		memberLoop: newSimLoop(), reconcileLoop: newSimLoop(), nextStep: s.now, nextReconcile: s.now, booted: s.now}
 	p.clock = clocktesting.NewFakeClock(p.local(s.now))
 	p.view = newCacheView(s.store)
+	// As the Runner's caches: the view notes when each version arrived, which the coordinator judges
+	// members by, and a steady renewal starts no reconcile.
+	delivered := newDeliveries(p.clock)
+	settled := func() bool { return !p.reconcileLoop.active && p.coordinator.settled() }
+	p.view.deliver = func(before, after *coordinationv1.Lease) bool {
+		gap := delivered.record(before, after)
+		return startsReconcile(before, after, gap, cfg.observed/steadyRenewals, leases.MemberLeaseName(simGroup, name), settled)
+	}
 	conn := memberConn{sim: s, proc: p}
 	p.member = &leases.Member{Store: conn, Group: simGroup, Name: name, Incarnation: p.incarnation,
 		LeaseDuration: cfg.leaseDuration, RenewDeadline: cfg.renewDeadline, RetryPeriod: cfg.retryPeriod,
@@ -168,7 +177,7 @@ func (s *simulation) boot(name string, cfg simConfig, podUID string) *simProc {
 		// run stays what it was.
 		AcquireBatch: []int{0, 3}[len(s.procs)%2],
 		Settings:     cfg.settings,
-		WorkContext:  p.ctx, Store: conn, Lister: p.view, Liveness: liveness, Clock: p.clock, Log: s.logger(p), Handlers: []PartitionHandler{simHandler{sim: s, proc: p}}})
+		WorkContext:  p.ctx, Store: conn, Lister: p.view, SeenAt: delivered.seenAt, Liveness: liveness, Clock: p.clock, Log: s.logger(p), Handlers: []PartitionHandler{simHandler{sim: s, proc: p}}})
 	p.coordinator.broken = s.variant.broken
 	p.coordinator.cfg.WontReturn = func(context.Context, string) (bool, error) { return false, nil }
 	p.member.MayJoin = p.coordinator.MayJoin
