@@ -89,6 +89,13 @@ func TestCheckWithPassedSkipsTheRunWithoutMutation(t *testing.T) {
 	assert.Equal(t, Survived, results[1].Outcome)
 	_, err = Checker{}.Check(context.Background(), list)
 	assert.ErrorContains(t, err, "TestFails must pass without mutation", "without Passed, the baseline runs")
+
+	// A named test that is gone does not let its mutant pass for survived or killed.
+	list, err = Load(writeList(t, dir, "- {name: less, why: w, file: max.go, original: a > b, mutant: a >= b, tests: [TestMax, TestNope]}"))
+	require.NoError(t, err)
+	results, err = Checker{Passed: true}.Check(context.Background(), list)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Mutant: "less", Outcome: Broken, Detail: "tests that did not run: TestNope"}, results[0])
 }
 
 // A baseline that fails says why with the failing test's own lines, however much the tests after it
