@@ -17,8 +17,9 @@ import (
 // each would walk every partition N times a period for nothing, since a renewal changes no ring. So a
 // steady renewal starts no reconcile (startsReconcile); the caches' Runner records when it arrived
 // (deliveries), and the reconciles, which come at least every retry period, at the next moment a
-// member can expire and at the next it can go silent for the prewarm (Coordinator.requeueAfter), judge
-// the member from that moment, as if they had run then.
+// member can expire, at the next it can go silent for the prewarm (Coordinator.requeueAfter) and,
+// while this member defers, at the next an incumbent can expire (deferToIncumbents), judge the member
+// from that moment, as if they had run then.
 
 // deliveries are the moments this process's Lease caches delivered the versions of the Leases they
 // hold, by namespace/name. Safe for concurrent use.
