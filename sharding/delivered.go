@@ -52,6 +52,8 @@ func (d *deliveries) record(before, after *coordinationv1.Lease) time.Duration {
 		}
 	}
 	switch {
+	case after != nil && before != nil && after.ResourceVersion == before.ResourceVersion && gap != math.MaxInt64:
+		// A relist's update of an unchanged version: it arrived when it first did.
 	case after != nil:
 		d.at[sightingKey(after)] = delivery{resourceVersion: after.ResourceVersion, at: now}
 	case before != nil:
@@ -81,10 +83,21 @@ func (d *deliveries) seenAt(l *coordinationv1.Lease, now time.Time) time.Time {
 // and the reconcile must see it live again at once (another group or the original's leader acting
 // again). A partition lease's every change starts one.
 func startsReconcile(before, after *coordinationv1.Lease, gap, steadyWithin time.Duration, own string, settled func() bool) bool {
-	if !leases.OnlyRenewed(before, after) || after.Labels[leases.KindLabel] == leases.KindPartition || gap >= steadyWithin {
+	if !leases.OnlyRenewed(before, after) || after.Labels[leases.KindLabel] == leases.KindPartition || gap >= steadyWithin ||
+		!renewedWithin(before, after, steadyWithin) {
 		return true
 	}
 	return after.Name == own && !settled()
+}
+
+// renewedWithin reports whether after's renewal time is less than d after before's, both by the
+// writer's clock: a lease first seen long after its last renewal counts as expired at once
+// (firstChange), so its next renewal is not a steady one however soon it arrives.
+func renewedWithin(before, after *coordinationv1.Lease, d time.Duration) bool {
+	if before.Spec.RenewTime == nil || after.Spec.RenewTime == nil {
+		return false
+	}
+	return after.Spec.RenewTime.Sub(before.Spec.RenewTime.Time) < d
 }
 
 // steadyRenewals is the most time between two arrivals of a lease for the second to count as a

@@ -112,6 +112,8 @@ func TestOnlyASteadyRenewalStartsNoReconcile(t *testing.T) {
 		"a member's renewal half a lease duration after the version before it")
 	assert.True(t, startsReconcile(leader(t0, "1"), leader(later, "2"), time.Hour, within, own, settled),
 		"a leader's renewal after a silence, or a watch's stall")
+	assert.False(t, steady(member("n", t0.Add(-time.Minute), "1"), member("n", later, "2"), settled),
+		"a renewal long after the one before by its writer's clock (a lease first seen expired)")
 	changed := member("n", later, "2")
 	changed.Annotations[leases.LeavingAnnotation] = "x"
 	assert.False(t, steady(member("n", t0, "1"), changed, settled), "a change of what a member tells")
@@ -149,9 +151,12 @@ func TestTheRunnerNotesArrivalsAndReconcilesOnChanges(t *testing.T) {
 	arrived := clk.Now()
 	clk.Step(time.Second)
 	assert.Equal(t, arrived, r.coordinator.seenAt(renewed, clk.Now()), "the coordinator judges it from the arrival")
-	clk.Step(settings.MemberLeaseDuration / 2)
-	delivered(renewed, lease(clk.Now(), "3"))
-	assert.Equal(t, 2, reconciles, "a renewal after a silence")
+	clk.Step(settings.MemberLeaseDuration/2 - 2*time.Second)
+	delivered(renewed, renewed) // a relist shows the same version again
+	assert.Equal(t, arrived, r.coordinator.seenAt(renewed, clk.Now()), "a relist does not move the arrival")
+	clk.Step(time.Second)
+	delivered(renewed, lease(arrived.Add(2*time.Second), "3"))
+	assert.Equal(t, 2, reconciles, "a renewal after a silence, however soon after a relist")
 }
 
 // The reconcile before a member would go silent comes at that moment, not a retry period later:

@@ -350,6 +350,7 @@ func TestASettledGroupReconcilesOnceARetryPeriod(t *testing.T) {
 		}
 		return false
 	}, periods*itRetryPeriod, 100*time.Millisecond, "more reconciles than retry periods")
+	// The lower bound only shows that reconciles still come: a loaded machine may delay some.
 	for m, n := range reconciles() {
 		assert.GreaterOrEqual(t, n-before[m], float64(periods/2), "%s reconciles at least every other retry period on a loaded machine", m)
 	}

@@ -178,18 +178,23 @@ func (c Checker) mutant(ctx context.Context, dir, work string, m Mutant) Result 
 			failed = append(failed, t)
 		}
 	}
-	var missing []string
+	var missing, skipped []string
 	for _, t := range m.Tests {
-		if status[t] == "" {
+		switch status[t] {
+		case "":
 			missing = append(missing, t)
+		case "SKIP":
+			skipped = append(skipped, t)
 		}
 	}
 	switch {
-	case len(failed) > 0:
-		r.Outcome, r.Detail = Killed, "by "+strings.Join(failed, ", ")
 	case len(missing) > 0 && err == nil:
 		// Without the run without mutation (Passed) nothing else says that a named test is gone.
 		r.Outcome, r.Detail = Broken, "tests that did not run: "+strings.Join(missing, ", ")
+	case len(skipped) > 0 && len(failed) == 0:
+		r.Outcome, r.Detail = Broken, "tests that were skipped (controlPlane: true?): "+strings.Join(skipped, ", ")
+	case len(failed) > 0:
+		r.Outcome, r.Detail = Killed, "by "+strings.Join(failed, ", ")
 	case bytes.Contains(out, []byte("panic: test timed out")):
 		r.Outcome, r.Detail = Killed, "by a test that timed out"
 	case err != nil:

@@ -96,6 +96,13 @@ func TestCheckWithPassedSkipsTheRunWithoutMutation(t *testing.T) {
 	results, err = Checker{Passed: true}.Check(context.Background(), list)
 	require.NoError(t, err)
 	assert.Equal(t, Result{Mutant: "less", Outcome: Broken, Detail: "tests that did not run: TestNope"}, results[0])
+
+	// Nor does one that was skipped.
+	list, err = Load(writeList(t, dir, "- {name: less, why: w, file: max.go, original: a > b, mutant: a >= b, tests: [TestShortOnly], controlPlane: true}"))
+	require.NoError(t, err)
+	results, err = Checker{Passed: true}.Check(context.Background(), list)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Mutant: "less", Outcome: Broken, Detail: "tests that were skipped (controlPlane: true?): TestShortOnly"}, results[0])
 }
 
 // A baseline that fails says why with the failing test's own lines, however much the tests after it

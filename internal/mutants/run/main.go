@@ -3,8 +3,8 @@
 // mutant and fails unless every mutant was killed. make mutants runs it; -only NAME,... checks only
 // the mutants named, -which unit or control-plane only the mutants whose tests run without or with
 // the real control plane (make test checks the first beside the tests, the second once they passed,
-// with -passed naming the packages whose tests it runs, and fails on: their lists' tests are not run
-// once more on the code as it is).
+// with -passed naming the packages whose tests passed: their lists' tests are not run again on the
+// code as it is).
 package main
 
 import (
@@ -28,7 +28,7 @@ func main() {
 	defer stop()
 	only := flag.String("only", "", "check only the mutants of these names (comma-separated)")
 	which := flag.String("which", "all", "check all mutants, only those whose tests run without the control plane (unit), or only those whose tests need it (control-plane)")
-	passed := flag.String("passed", "", "package folders (./sharding ./prober ...) whose tests the caller runs on this code and fails on (make test runs them with -race, before the control-plane mutants and beside the others): their lists skip the run without mutation")
+	passed := flag.String("passed", "", "package folders (./sharding ./prober ...) whose tests passed on this code right before, with the flags the mutants' runs use: their lists skip the run without mutation (make test, after its tests)")
 	slots := flag.Int("slots", runtime.GOMAXPROCS(0), "how many builds and test runs of mutants at once, over all lists")
 	flag.Parse()
 	var names []string
