@@ -62,6 +62,12 @@ func (d *deliveries) record(before, after *coordinationv1.Lease) time.Duration {
 	return gap
 }
 
+// starts records a cache event and reports whether it starts a reconcile (startsReconcile), for a
+// member whose lease is named own and is settled as settled says, at steadyWithin.
+func (d *deliveries) starts(before, after *coordinationv1.Lease, steadyWithin time.Duration, own string, settled func() bool) bool {
+	return startsReconcile(before, after, d.record(before, after), steadyWithin, own, settled)
+}
+
 // seenAt returns when the caches delivered l's version; now when they have not said so yet (a cache
 // shows an object before its event handlers run).
 func (d *deliveries) seenAt(l *coordinationv1.Lease, now time.Time) time.Time {

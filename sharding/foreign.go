@@ -140,8 +140,7 @@ func (f *foreignMembers) expiresIn(l *coordinationv1.Lease, window time.Duration
 // changedWithin reports whether l was seen to change within window before now; a lease not observed
 // yet counts as changed now.
 func (f *foreignMembers) changedWithin(l *coordinationv1.Lease, window time.Duration, now time.Time) bool {
-	s, seen := f.seen[sightingKey(l)]
-	return !seen || now.Sub(s.changed) < window
+	return f.expiresIn(l, window, now) > 0
 }
 
 // foreignMemberOf returns the member of another group's member lease, from its group label and name.

@@ -91,7 +91,7 @@ var (
 	}, []string{"group", "member"})
 	reconciles = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_sharding_reconciles_total",
-		Help: "Reconciles of the group's partitions this member ran: on every Lease change but a steady renewal of a member lease, at the next moment a member can expire or go silent, and at least every retry period.",
+		Help: "Reconciles of the group's partitions this member ran: on every Lease change but a steady renewal of a member or leader lease, at the next moment a member (or, while deferring, an incumbent) can expire or go silent, and at least every retry period.",
 	}, []string{"group", "member"})
 	guardRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_sharding_write_refusals_total",

@@ -106,8 +106,8 @@ func (c *Coordinator) untilPrewarm(now time.Time) (time.Duration, bool) {
 	found := false
 	for _, m := range c.observer.LiveMembers(now) {
 		since, advert, ok := c.observer.Seen(m)
-		left, live := c.observer.ExpiresIn(m, now)
-		if m == c.cfg.Member || !ok || !live || advert.Left {
+		left, _ := c.observer.ExpiresIn(m, now) // m is live
+		if m == c.cfg.Member || !ok || advert.Left {
 			continue
 		}
 		at := since.Add(3 * c.cfg.RetryPeriod)

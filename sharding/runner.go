@@ -298,8 +298,7 @@ func (r *Runner) delivered(reconcile func()) func(before, after *coordinationv1.
 	settled := func() bool { return r.reconciling.Load() == 0 && r.coordinator.settled() }
 	steadyWithin := r.settings.MemberLeaseDuration / steadyRenewals
 	return func(before, after *coordinationv1.Lease) {
-		gap := r.deliveries.record(before, after)
-		if startsReconcile(before, after, gap, steadyWithin, r.member.LeaseName(), settled) {
+		if r.deliveries.starts(before, after, steadyWithin, r.member.LeaseName(), settled) {
 			reconcile()
 		}
 	}

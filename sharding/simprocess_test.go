@@ -158,8 +158,7 @@ func (s *simulation) boot(name string, cfg simConfig, podUID string) *simProc {
 	delivered := newDeliveries(p.clock)
 	settled := func() bool { return !p.reconcileLoop.active && p.coordinator.settled() }
 	p.view.deliver = func(before, after *coordinationv1.Lease) bool {
-		gap := delivered.record(before, after)
-		return startsReconcile(before, after, gap, cfg.observed/steadyRenewals, leases.MemberLeaseName(simGroup, name), settled)
+		return delivered.starts(before, after, cfg.observed/steadyRenewals, leases.MemberLeaseName(simGroup, name), settled)
 	}
 	conn := memberConn{sim: s, proc: p}
 	p.member = &leases.Member{Store: conn, Group: simGroup, Name: name, Incarnation: p.incarnation,
