@@ -34,10 +34,11 @@ func BuildDwd(t testing.TB) string {
 			return
 		}
 		builtDwd = filepath.Join(buildDir, "dwd")
-		cmd := exec.Command("go", "build", "-race", "-o", builtDwd, "./cmd/dwd")
+		// -w: no DWARF, which the tests never read; its link takes about a third less CPU.
+		cmd := exec.Command("go", "build", "-race", "-ldflags=-w", "-o", builtDwd, "./cmd/dwd")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build -race ./cmd/dwd: %w\n%s", err, out)
+			buildErr = fmt.Errorf("go build -race -ldflags=-w ./cmd/dwd: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
