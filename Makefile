@@ -104,7 +104,7 @@ test: verify ## Everything CI runs: formatting, vet, unit and integration tests 
 	@# The control plane's build and the race build of the test binaries each keep about one and a
 	@# half of two cores busy: side by side they take minutes less than one after the other.
 	$(MAKE) --no-print-directory -j2 tools test-build
-	@# The mutants whose tests need no control plane (91 of 97: each mostly a link of its package's
+	@# The mutants whose tests need no control plane (92 of 98: each mostly a link of its package's
 	@# test binary) are checked beside the tests, at the lowest CPU priority, so that they take little
 	@# but what the tests leave idle. Those that start the control plane, whose tests keep time, are
 	@# checked as soon as the slow packages' tests passed, beside the others' tests and the rest of

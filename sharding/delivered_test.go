@@ -159,6 +159,39 @@ func TestTheRunnerNotesArrivalsAndReconcilesOnChanges(t *testing.T) {
 	assert.Equal(t, 2, reconciles, "a renewal after a silence, however soon after a relist")
 }
 
+// This member's own steady renewal starts a reconcile while one runs, even when the last left it
+// settled: the running one may have read the view before that renewal, and after a fence or with a
+// stale view it is what the member waits for. Between reconciles it starts none.
+func TestTheRunnersOwnRenewalStartsAReconcileWhileOneRuns(t *testing.T) {
+	t0 := time.Now()
+	clk := clocktesting.NewFakeClock(t0)
+	settings := config.DefaultSharding("g")
+	settings.Namespace, settings.MemberName = "ns", "m"
+	r := NewRunner(RunnerOptions{Settings: settings, Client: fake.NewClientset(), Clock: clk})
+	r.coordinator.ready.Store(true)
+	r.coordinator.held[0] = &heldPartition{}
+	require.True(t, r.coordinator.settled())
+	reconciles := 0
+	delivered := r.delivered(func() { reconciles++ })
+	own := func(renewed time.Time, rv string) *coordinationv1.Lease {
+		l := memberLease(settings.GroupName, "m", "prober", t0, renewed, rv)
+		l.Namespace = "ns"
+		return l
+	}
+
+	first := own(t0, "1")
+	delivered(nil, first)
+	require.Equal(t, 1, reconciles, "its lease appears")
+	clk.Step(settings.MemberRetryPeriod)
+	second := own(clk.Now(), "2")
+	delivered(first, second)
+	assert.Equal(t, 1, reconciles, "a steady renewal while settled and between reconciles")
+	r.reconciling.Store(clk.Now().UnixNano())
+	clk.Step(settings.MemberRetryPeriod)
+	delivered(second, own(clk.Now(), "3"))
+	assert.Equal(t, 2, reconciles, "a steady renewal while a reconcile runs")
+}
+
 // The reconcile before a member would go silent comes at that moment, not a retry period later:
 // renewals start none, and the caches' prewarm of its share needs the lead before its expiry.
 func TestAReconcileComesWhenAMemberWouldGoSilent(t *testing.T) {
