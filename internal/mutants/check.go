@@ -77,12 +77,16 @@ func (c Checker) Check(ctx context.Context, list *List) ([]Result, error) {
 			return nil, fmt.Errorf("%s: %w", list.Path, err)
 		}
 	}
-	return c.mutants(ctx, dir, work, list.Mutants), nil
+	declared, err := DeclaredTests(dir)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", list.Path, err)
+	}
+	return c.mutants(ctx, dir, work, list.Mutants, declared), nil
 }
 
 // mutants checks the mutants, Workers at a time in the order of the list, each in a work folder of
-// its own, and prints each line in that order.
-func (c Checker) mutants(ctx context.Context, dir, work string, mutants []Mutant) []Result {
+// its own, and prints each line in that order; declared are the package's top-level tests.
+func (c Checker) mutants(ctx context.Context, dir, work string, mutants []Mutant, declared map[string]bool) []Result {
 	results := make([]Result, len(mutants))
 	took := make([]time.Duration, len(mutants))
 	done := make([]chan struct{}, len(mutants))
@@ -98,7 +102,7 @@ func (c Checker) mutants(ctx context.Context, dir, work string, mutants []Mutant
 			for i := range next {
 				release := c.slot()
 				start := time.Now()
-				results[i] = c.mutant(ctx, dir, filepath.Join(work, fmt.Sprint(i)), mutants[i])
+				results[i] = c.mutant(ctx, dir, filepath.Join(work, fmt.Sprint(i)), mutants[i], declared)
 				took[i] = time.Since(start)
 				release()
 				close(done[i])
@@ -153,9 +157,15 @@ func (c Checker) baseline(ctx context.Context, dir, work string, mutants []Mutan
 	return nil
 }
 
-// mutant builds the tests with m applied in work and runs those that must kill it.
-func (c Checker) mutant(ctx context.Context, dir, work string, m Mutant) Result {
+// mutant builds the tests with m applied in work and runs those that must kill it. A mutant that
+// names a test the package does not declare is broken, even when another it names would kill it:
+// with Passed nothing else finds a test renamed or removed beside one that fails.
+func (c Checker) mutant(ctx context.Context, dir, work string, m Mutant, declared map[string]bool) Result {
 	r := Result{Mutant: m.Name}
+	if missing := m.Undeclared(declared); len(missing) > 0 {
+		r.Outcome, r.Detail = Broken, "names tests the package does not declare: "+strings.Join(missing, ", ")
+		return r
+	}
 	overlay, err := writeMutant(dir, work, m)
 	if errors.Is(err, ErrStale) {
 		r.Outcome, r.Detail = Stale, err.Error()

@@ -90,12 +90,18 @@ func TestCheckWithPassedSkipsTheRunWithoutMutation(t *testing.T) {
 	_, err = Checker{}.Check(context.Background(), list)
 	assert.ErrorContains(t, err, "TestFails must pass without mutation", "without Passed, the baseline runs")
 
-	// A named test that is gone does not let its mutant pass for survived or killed.
-	list, err = Load(writeList(t, dir, "- {name: less, why: w, file: max.go, original: a > b, mutant: a >= b, tests: [TestMax, TestNope]}"))
+	// A named test that is gone does not let its mutant pass for survived or killed, even beside a
+	// named test that kills it.
+	list, err = Load(writeList(t, dir, `
+- {name: equal, why: w, file: max.go, original: a > b, mutant: a >= b, tests: [TestMax, TestNope]}
+- {name: less, why: w, file: max.go, original: a > b, mutant: a < b, tests: [TestMax, TestNope]}
+`))
 	require.NoError(t, err)
 	results, err = Checker{Passed: true}.Check(context.Background(), list)
 	require.NoError(t, err)
-	assert.Equal(t, Result{Mutant: "less", Outcome: Broken, Detail: "tests that did not run: TestNope"}, results[0])
+	for i, name := range []string{"equal", "less"} {
+		assert.Equal(t, Result{Mutant: name, Outcome: Broken, Detail: "names tests the package does not declare: TestNope"}, results[i])
+	}
 
 	// Nor does one that was skipped.
 	list, err = Load(writeList(t, dir, "- {name: less, why: w, file: max.go, original: a > b, mutant: a >= b, tests: [TestShortOnly], controlPlane: true}"))

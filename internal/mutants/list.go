@@ -100,6 +100,39 @@ func (m Mutant) validate(i int) []error {
 	return errs
 }
 
+// testFunc is the declaration of a top-level test in a test file.
+var testFunc = regexp.MustCompile(`(?m)^func (Test[A-Za-z0-9_]*)\(\w+ \*testing\.T\)`)
+
+// DeclaredTests returns the top-level tests that the test files of the package in dir declare.
+func DeclaredTests(dir string) (map[string]bool, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		return nil, err
+	}
+	declared := map[string]bool{}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range testFunc.FindAllSubmatch(src, -1) {
+			declared[string(m[1])] = true
+		}
+	}
+	return declared, nil
+}
+
+// Undeclared returns the tests m names that are not in declared.
+func (m Mutant) Undeclared(declared map[string]bool) []string {
+	var missing []string
+	for _, t := range m.Tests {
+		if !declared[t] {
+			missing = append(missing, t)
+		}
+	}
+	return missing
+}
+
 // ErrStale is returned by Apply when the original is not in the file exactly once.
 var ErrStale = errors.New("the list is out of date")
 

@@ -82,8 +82,8 @@ func TestFind(t *testing.T) {
 	}, lists)
 }
 
-// The repository's lists follow the code: a snippet edited away is found by the unit tests, minutes
-// before make mutants would report the mutant stale.
+// The repository's lists follow the code: a snippet edited away, or a named test renamed, is found by
+// the unit tests, minutes before make mutants would report the mutant stale or broken.
 func TestTheRepositorysListsAreCurrent(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	require.NoError(t, err)
@@ -93,7 +93,10 @@ func TestTheRepositorysListsAreCurrent(t *testing.T) {
 	for _, path := range paths {
 		list, err := Load(path)
 		require.NoError(t, err)
+		declared, err := DeclaredTests(list.Dir)
+		require.NoError(t, err)
 		for _, m := range list.Mutants {
+			assert.Empty(t, m.Undeclared(declared), "%s: %s names tests its package does not declare", path, m.Name)
 			src, err := os.ReadFile(filepath.Join(list.Dir, m.File))
 			require.NoError(t, err, "%s: %s", path, m.Name)
 			_, err = m.Apply(src)
