@@ -137,6 +137,7 @@ func (b *bench) blipOutage(ctx context.Context, names []string, outage time.Dura
 	if err := b.setScenario(names, sim.Scenario{}); err != nil {
 		return recovery, err
 	}
+	x.BudgetTokensAtRecovery = b.budgetTokens(ctx)
 	_, _, below := b.scaling.moments()
 	for _, ns := range names {
 		if at, ok := below[ns]; ok && at.Before(recovery) {
@@ -157,7 +158,7 @@ func (b *bench) blipAftermath(ctx context.Context, names []string, recovery time
 	x.ShootsAtZero = b.scaling.atZero(names)
 	x.WritesBeforeAtZero = b.scaling.writes() - writes
 	qps, burst := scaleBudget(x.Profile.Client, b.dwdHas)
-	x.WriteBudgetBeforeAtZero = float64(x.Replicas) * (qps*x.AtZeroAfterSeconds + float64(burst))
+	x.WriteBudgetBeforeAtZero = writeBudget(x.Replicas, qps, burst, x.AtZeroAfterSeconds, x.BudgetTokensAtRecovery)
 	watch := max(blipWatchIntervals*interval, blipMinWatch)
 	if err := pause(ctx, time.Until(recovery.Add(watch))); err != nil {
 		return err
@@ -180,6 +181,37 @@ func (b *bench) blipAftermath(ctx context.Context, names []string, recovery time
 	x.Restoring, x.NotRestored = len(restores.done)+restores.missing, restores.missing
 	x.RestoredP50Seconds, x.RestoredP99Seconds, x.RestoredMaxSeconds = restores.quantiles()
 	return nil
+}
+
+// budgetTokens scrapes dwd_scale_budget_tokens from every replica, by name; nil when one does not
+// export it (a dwd before it).
+func (b *bench) budgetTokens(ctx context.Context) map[string]float64 {
+	tokens := map[string]float64{}
+	for _, r := range b.replicas {
+		m := r.Metrics(ctx, budgetTokensMetric)
+		if m[budgetTokensMetric] == nil {
+			return nil
+		}
+		tokens[r.Name] = sim.Sum(m, budgetTokensMetric, "")
+	}
+	return tokens
+}
+
+const budgetTokensMetric = "dwd_scale_budget_tokens"
+
+// writeBudget is how many scale writes replicas budgets of qps and burst allow in seconds after the
+// recovery: the refill, and what each held at the recovery (tokens, each counted between 0 and the
+// burst; the whole burst each when tokens is nil). A scale-down reserved ahead that the recovery
+// ends gives its token back, so a bucket in debt counts as empty, not as less.
+func writeBudget(replicas int, qps float64, burst int, seconds float64, tokens map[string]float64) float64 {
+	held := float64(replicas * burst)
+	if tokens != nil {
+		held = 0
+		for _, t := range tokens {
+			held += min(max(t, 0), float64(burst))
+		}
+	}
+	return float64(replicas)*qps*seconds + held
 }
 
 // awaitAllUp waits until every shoot named is at its replicas, so that the next stage starts from a

@@ -3,6 +3,7 @@ package benchmarks
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -191,8 +192,8 @@ func blipGoals(x Blip) []Goal {
 	}, {
 		Goal:   scenario + ": shoots with a dependent at 0, 3 probe intervals after the recovery",
 		Target: "0",
-		Measured: fmt.Sprintf("%d; %d scale writes until then, of a scale budget of %.0f", x.ShootsAtZero,
-			x.WritesBeforeAtZero, x.WriteBudgetBeforeAtZero),
+		Measured: fmt.Sprintf("%d; %d scale writes until then, of a scale budget of %.0f%s", x.ShootsAtZero,
+			x.WritesBeforeAtZero, x.WriteBudgetBeforeAtZero, tokensAtRecovery(x.BudgetTokensAtRecovery)),
 		Met: x.ShootsAtZero == 0,
 	}, {
 		Goal: scenario + ": restored after the recovery",
@@ -382,4 +383,17 @@ func liesGoals(l *Lies) []Goal {
 		})
 	}
 	return gs
+}
+
+// tokensAtRecovery says what the replicas' scale budgets held at the recovery, by replica in name
+// order; empty when that is not known.
+func tokensAtRecovery(tokens map[string]float64) string {
+	if tokens == nil {
+		return ""
+	}
+	parts := make([]string, 0, len(tokens))
+	for _, name := range slices.Sorted(maps.Keys(tokens)) {
+		parts = append(parts, fmt.Sprintf("%.0f", tokens[name]))
+	}
+	return " (the rate, and the tokens the budgets held at the recovery: " + strings.Join(parts, ", ") + ")"
 }

@@ -199,6 +199,8 @@ func newManager(mgr manager.Manager, cfg *config.ProberConfig, coordinator shard
 	probeIntervalSeconds.Set(cfg.ProbeInterval.Duration.Seconds())
 	probes := NewScheduler(clk, opts.Workers, lagObserver(cfg.ProbeInterval.Duration))
 	probes.Batch = ProbeBatch
+	budget := scaler.NewTokenBucket(opts.ScaleQPS, opts.ScaleBurst)
+	budget.Export(clk)
 	return &Manager{
 		Config: cfg, Ownership: coordinator, Reader: mgr.GetCache(), Clock: clk, Log: log, Recorder: recorder,
 		Scheduler: probes,
@@ -208,7 +210,7 @@ func newManager(mgr manager.Manager, cfg *config.ProberConfig, coordinator shard
 			AllowInsecure: opts.AllowInsecureKubeconfigs, Wrap: apimetrics.CountRequests("shoot", "prober")},
 		// Every scale write asks the coordinator right before it is sent, and goes out bounded by the fence.
 		Scaler: &scaler.Scaler{Client: scaleClient, APIReader: scaleReader, Recorder: recorder,
-			Limiter: scaler.NewTokenBucket(opts.ScaleQPS, opts.ScaleBurst),
+			Limiter: budget,
 			Clock:   clk, Log: scaleLog, Resources: cfg.DependentResourceInfos, Guard: coordinator.Guard,
 			Audit: opts.Audit, Partition: coordinator.Partition, DryRun: opts.DryRun},
 	}, nil

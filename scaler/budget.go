@@ -3,7 +3,10 @@ package scaler
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Budget hands out the tokens of the scale path without blocking: a flow asks for what it needs and
@@ -59,14 +62,54 @@ func (b *TokenBucket) Reserve(now time.Time, dir Direction, n int) (time.Duratio
 		if b.tokens >= -tokenSlack {
 			return 0, nil
 		}
+		budgetDeferrals.WithLabelValues(dir.String()).Inc()
 		due := now.Add(b.refill(-b.tokens))
 		return due.Sub(now), func(at time.Time) { b.cancel(want, due, at) }
 	}
 	if b.tokens < want-tokenSlack {
+		budgetDeferrals.WithLabelValues(dir.String()).Inc()
 		return b.refill(want - b.tokens), nil
 	}
 	b.tokens -= want
 	return 0, nil
+}
+
+// Tokens returns what the bucket holds at now, without changing it: at most its burst, below zero by
+// the scale-downs reserved ahead of the refill (the debt). A bucket without a limit holds its burst.
+func (b *TokenBucket) Tokens(now time.Time) float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rate == 0 {
+		return b.burst
+	}
+	if !b.last.IsZero() && now.After(b.last) {
+		return min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	}
+	return b.tokens
+}
+
+// Export makes b the bucket that dwd_scale_budget_tokens reads, at clk's time: the process's one
+// scale budget.
+func (b *TokenBucket) Export(clk clock.PassiveClock) {
+	exported.Store(&exportedBucket{bucket: b, clock: clk})
+}
+
+// exportedBucket is the bucket of dwd_scale_budget_tokens and the clock it is read at.
+type exportedBucket struct {
+	bucket *TokenBucket
+	clock  clock.PassiveClock
+}
+
+var exported atomic.Pointer[exportedBucket]
+
+// exportedTokens is the value of dwd_scale_budget_tokens: the exported bucket's content now, 0 before
+// one is exported.
+func exportedTokens() float64 {
+	e := exported.Load()
+	if e == nil {
+		return 0
+	}
+	return e.bucket.Tokens(e.clock.Now())
 }
 
 // tokenSlack absorbs the rounding of the token arithmetic: a token gained over a second in tenths is

@@ -6,7 +6,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/sharded-dwd/dependency-watchdog/internal/metricstest"
 	"github.com/sharded-dwd/dependency-watchdog/scaler"
 )
 
@@ -86,4 +88,34 @@ func TestTokenBucketCancelledReservationsFreeTheirTokensInAnyOrder(t *testing.T)
 	assert.Zero(t, wait, "one token gained since, the reservation's own spent")
 	wait, _ = b.Reserve(now.Add(3*time.Second), scaler.Up, 1)
 	assert.Equal(t, time.Second, wait, "the used reservation's token is not given back twice")
+}
+
+// The bucket's content is exported as dwd_scale_budget_tokens at the exported clock's time, below zero
+// by the scale-downs reserved ahead; every request it does not grant at once is counted by direction.
+func TestTheScaleBudgetIsExported(t *testing.T) {
+	now := time.Now()
+	clk := clocktesting.NewFakePassiveClock(now)
+	b := scaler.NewTokenBucket(10, 2) // a token every 100 ms, two at once
+	b.Export(clk)
+	tokens := func() float64 { return metricstest.Sum(t, "dwd_scale_budget_tokens", nil) }
+	deferred := func(dir scaler.Direction) float64 {
+		return metricstest.Sum(t, "dwd_scale_budget_deferrals_total", map[string]string{"direction": dir.String()})
+	}
+	downs, ups := deferred(scaler.Down), deferred(scaler.Up)
+	assert.Equal(t, 2.0, tokens(), "a full bucket")
+
+	for range 3 {
+		b.Reserve(now, scaler.Down, 1)
+	}
+	assert.InDelta(t, -1, tokens(), 1e-9, "one scale-down reserved ahead")
+	assert.Equal(t, downs+1, deferred(scaler.Down))
+	b.Reserve(now, scaler.Up, 1)
+	assert.Equal(t, ups+1, deferred(scaler.Up), "a scale-up told to ask again")
+
+	clk.SetTime(now.Add(250 * time.Millisecond))
+	assert.InDelta(t, 1.5, tokens(), 1e-9, "the refill since, read without taking it")
+	assert.InDelta(t, 1.5, b.Tokens(clk.Now()), 1e-9, "reading changed nothing")
+	clk.SetTime(now.Add(time.Hour))
+	assert.Equal(t, 2.0, tokens(), "never more than the burst")
+	assert.Equal(t, 2.0, scaler.NewTokenBucket(0, 2).Tokens(now), "a bucket without a limit holds its burst")
 }

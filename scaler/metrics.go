@@ -30,10 +30,18 @@ var (
 		Name: "dwd_scale_writes_superseded_total",
 		Help: "Scale writes not sent because the shoot's latest verdict no longer called for them (the flow ended), by direction.",
 	}, []string{"direction"})
+	budgetDeferrals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dwd_scale_budget_deferrals_total",
+		Help: "Scale writes that the scale budget (--scale-qps, --scale-burst) did not grant at once, by direction: a scale-down reserved a token due later, a scale-up was told to ask again. Rising for long: the budget is short for what the seed needs written.",
+	}, []string{"direction"})
+	budgetTokens = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "dwd_scale_budget_tokens",
+		Help: "Tokens in the scale budget now, at most --scale-burst; below zero, the scale-downs reserved ahead of the refill (each waits its turn, scale-ups wait for them).",
+	}, exportedTokens)
 )
 
 // collectors are the scale metrics, all registered at init.
-var collectors = []prometheus.Collector{scaleOperations, scaleDuration, supersededWrites}
+var collectors = []prometheus.Collector{scaleOperations, scaleDuration, supersededWrites, budgetDeferrals, budgetTokens}
 
 func init() {
 	metrics.Registry.MustRegister(collectors...)
@@ -46,6 +54,7 @@ func init() {
 func InitMetrics(resources []config.DependentResourceInfo) {
 	for _, dir := range []Direction{Down, Up} {
 		supersededWrites.WithLabelValues(dir.String())
+		budgetDeferrals.WithLabelValues(dir.String())
 		scaleDuration.WithLabelValues(dir.String())
 		for _, info := range resources {
 			for _, result := range []string{resultSuccess, resultSkipped, resultFailed} {
