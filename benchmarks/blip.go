@@ -183,16 +183,17 @@ func (b *bench) blipAftermath(ctx context.Context, names []string, recovery time
 	return nil
 }
 
-// budgetTokens scrapes dwd_scale_budget_tokens from every replica, by name; nil when one does not
-// export it (a dwd before it).
+// budgetTokens scrapes dwd_scale_budget_tokens from every replica, by name, leaving out a replica
+// that does not export it (a dwd before it) or could not be scraped; nil when none could.
 func (b *bench) budgetTokens(ctx context.Context) map[string]float64 {
 	tokens := map[string]float64{}
 	for _, r := range b.replicas {
-		m := r.Metrics(ctx, budgetTokensMetric)
-		if m[budgetTokensMetric] == nil {
-			return nil
+		if m := r.Metrics(ctx, budgetTokensMetric); m[budgetTokensMetric] != nil {
+			tokens[r.Name] = sim.Sum(m, budgetTokensMetric, "")
 		}
-		tokens[r.Name] = sim.Sum(m, budgetTokensMetric, "")
+	}
+	if len(tokens) == 0 {
+		return nil
 	}
 	return tokens
 }
@@ -201,15 +202,12 @@ const budgetTokensMetric = "dwd_scale_budget_tokens"
 
 // writeBudget is how many scale writes replicas budgets of qps and burst allow in seconds after the
 // recovery: the refill, and what each held at the recovery (tokens, each counted between 0 and the
-// burst; the whole burst each when tokens is nil). A scale-down reserved ahead that the recovery
+// burst; the whole burst for a replica not in tokens). A scale-down reserved ahead that the recovery
 // ends gives its token back, so a bucket in debt counts as empty, not as less.
 func writeBudget(replicas int, qps float64, burst int, seconds float64, tokens map[string]float64) float64 {
-	held := float64(replicas * burst)
-	if tokens != nil {
-		held = 0
-		for _, t := range tokens {
-			held += min(max(t, 0), float64(burst))
-		}
+	held := float64(max(replicas-len(tokens), 0) * burst)
+	for _, t := range tokens {
+		held += min(max(t, 0), float64(burst))
 	}
 	return float64(replicas)*qps*seconds + held
 }

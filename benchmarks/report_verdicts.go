@@ -60,12 +60,13 @@ type Blip struct {
 	// WritesBeforeAtZero counts the scale writes (either way) the seed showed from the recovery to that
 	// count, and WriteBudgetBeforeAtZero is what the replicas' scale budgets allowed in that time (rate
 	// × time, each, and the tokens they held at the recovery: BudgetTokensAtRecovery, each between 0
-	// and the burst, or the whole burst of a dwd without dwd_scale_budget_tokens): how far the write
-	// budget, not the decisions, kept shoots at 0.
+	// and the burst, or the whole burst of a replica missing from it): how far the write budget, not the
+	// decisions, kept shoots at 0.
 	WritesBeforeAtZero      int     `json:"writes_before_at_zero"`
 	WriteBudgetBeforeAtZero float64 `json:"write_budget_before_at_zero"`
 	// BudgetTokensAtRecovery are the replicas' dwd_scale_budget_tokens right after the recovery
-	// (below zero: scale-downs reserved ahead), by replica; none when the dwd binary has no such metric.
+	// (below zero: scale-downs reserved ahead), by replica; a replica that does not export it (a dwd
+	// before it) or could not be scraped is missing.
 	BudgetTokensAtRecovery map[string]float64 `json:"budget_tokens_at_recovery,omitempty"`
 	// Restoring counts the shoots that had a dependent scaled down since the melt; for them, the time
 	// from the recovery until all dependents were back at their replicas for the last time (those not

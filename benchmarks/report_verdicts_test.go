@@ -50,6 +50,8 @@ func TestTheBlipsWriteBudgetCountsWhatTheBucketsHeld(t *testing.T) {
 	assert.Equal(t, 3*(20*30.0+100), writeBudget(3, 20, 100, 30, nil), "no figure: a full burst each")
 	assert.Equal(t, 3*20*30.0+40+100, writeBudget(3, 20, 100, 30, map[string]float64{"a": -250, "b": 40, "c": 500}),
 		"a bucket in debt counts as empty, none as more than its burst")
+	assert.Equal(t, 3*20*30.0+40+2*100, writeBudget(3, 20, 100, 30, map[string]float64{"b": 40}),
+		"a replica not scraped counts its whole burst")
 	assert.Empty(t, tokensAtRecovery(nil))
 	assert.Equal(t, " (the rate, and the tokens the budgets held at the recovery: -250, 40)",
 		tokensAtRecovery(map[string]float64{"dwd-1": 40, "dwd-0": -250}))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
 // Budget hands out the tokens of the scale path without blocking: a flow asks for what it needs and
@@ -89,10 +90,13 @@ func (b *TokenBucket) Tokens(now time.Time) float64 {
 }
 
 // Export makes b the bucket that dwd_scale_budget_tokens reads, at clk's time: the process's one
-// scale budget.
+// scale budget. The first call registers the metric.
 func (b *TokenBucket) Export(clk clock.PassiveClock) {
 	exported.Store(&exportedBucket{bucket: b, clock: clk})
+	registerTokens.Do(func() { metrics.Registry.MustRegister(budgetTokens) })
 }
+
+var registerTokens sync.Once
 
 // exportedBucket is the bucket of dwd_scale_budget_tokens and the clock it is read at.
 type exportedBucket struct {
@@ -102,8 +106,8 @@ type exportedBucket struct {
 
 var exported atomic.Pointer[exportedBucket]
 
-// exportedTokens is the value of dwd_scale_budget_tokens: the exported bucket's content now, 0 before
-// one is exported.
+// exportedTokens is the value of dwd_scale_budget_tokens: the exported bucket's content now (the
+// metric is registered only once one is).
 func exportedTokens() float64 {
 	e := exported.Load()
 	if e == nil {

@@ -32,16 +32,17 @@ var (
 	}, []string{"direction"})
 	budgetDeferrals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dwd_scale_budget_deferrals_total",
-		Help: "Scale writes that the scale budget (--scale-qps, --scale-burst) did not grant at once, by direction: a scale-down reserved a token due later, a scale-up was told to ask again. Rising for long: the budget is short for what the seed needs written.",
+		Help: "Requests to the scale budget (--scale-qps, --scale-burst) that it did not grant at once, by direction: a scale-down reserved a token due later, a scale-up was told to ask again (and counts again each time it asks). Rising for long: the budget is short for what the seed needs written.",
 	}, []string{"direction"})
 	budgetTokens = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "dwd_scale_budget_tokens",
-		Help: "Tokens in the scale budget now, at most --scale-burst; below zero, the scale-downs reserved ahead of the refill (each waits its turn, scale-ups wait for them).",
+		Help: "Tokens in the scale budget now, at most --scale-burst; below zero, the scale-downs reserved ahead of the refill (each waits its turn, scale-ups wait for them). A scale-up takes only a whole free token and never reserves one, so a budget that paces scale-ups stays below one.",
 	}, exportedTokens)
 )
 
-// collectors are the scale metrics, all registered at init.
-var collectors = []prometheus.Collector{scaleOperations, scaleDuration, supersededWrites, budgetDeferrals, budgetTokens}
+// collectors are the scale metrics registered at init; budgetTokens is registered by the first
+// TokenBucket.Export, so that a process without a prober (the weeder alone) exports no budget.
+var collectors = []prometheus.Collector{scaleOperations, scaleDuration, supersededWrites, budgetDeferrals}
 
 func init() {
 	metrics.Registry.MustRegister(collectors...)

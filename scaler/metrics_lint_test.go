@@ -8,5 +8,5 @@ import (
 
 // TestMetricsLint checks the package's metrics against Prometheus' naming rules (promlint).
 func TestMetricsLint(t *testing.T) {
-	metricstest.Lint(t, nil, collectors...)
+	metricstest.Lint(t, nil, append(collectors, budgetTokens)...)
 }
