@@ -125,20 +125,31 @@ func TestOnlyASteadyRenewalStartsNoReconcile(t *testing.T) {
 	assert.False(t, steady(partition(t0, "1"), partition(later, "2"), settled), "a partition lease")
 }
 
+// deliveryRunner is a Runner of member m in group g, namespace ns, on a fake client, at t0 on a fake
+// clock, for its caches' delivery of Lease events.
+func deliveryRunner(t0 time.Time) (*Runner, *clocktesting.FakeClock, config.Sharding) {
+	clk := clocktesting.NewFakeClock(t0)
+	settings := config.DefaultSharding("g")
+	settings.Namespace, settings.MemberName = "ns", "m"
+	return NewRunner(RunnerOptions{Settings: settings, Client: fake.NewClientset(), Clock: clk}), clk, settings
+}
+
+// runnerMemberLease is member's lease in settings' group and namespace, created at t0.
+func runnerMemberLease(settings config.Sharding, member string, t0, renewed time.Time, rv string) *coordinationv1.Lease {
+	l := memberLease(settings.GroupName, member, "prober", t0, renewed, rv)
+	l.Namespace = settings.Namespace
+	return l
+}
+
 // The Runner's caches note when each version arrived, which the coordinator judges members by, and
 // start a reconcile on every event but a steady renewal.
 func TestTheRunnerNotesArrivalsAndReconcilesOnChanges(t *testing.T) {
 	t0 := time.Now()
-	clk := clocktesting.NewFakeClock(t0)
-	settings := config.DefaultSharding("g")
-	settings.Namespace, settings.MemberName = "ns", "m"
-	r := NewRunner(RunnerOptions{Settings: settings, Client: fake.NewClientset(), Clock: clk})
+	r, clk, settings := deliveryRunner(t0)
 	reconciles := 0
 	delivered := r.delivered(func() { reconciles++ })
 	lease := func(renewed time.Time, rv string) *coordinationv1.Lease {
-		l := memberLease(settings.GroupName, "n", "prober", t0, renewed, rv)
-		l.Namespace = "ns"
-		return l
+		return runnerMemberLease(settings, "n", t0, renewed, rv)
 	}
 
 	first := lease(t0, "1")
@@ -164,19 +175,14 @@ func TestTheRunnerNotesArrivalsAndReconcilesOnChanges(t *testing.T) {
 // stale view it is what the member waits for. Between reconciles it starts none.
 func TestTheRunnersOwnRenewalStartsAReconcileWhileOneRuns(t *testing.T) {
 	t0 := time.Now()
-	clk := clocktesting.NewFakeClock(t0)
-	settings := config.DefaultSharding("g")
-	settings.Namespace, settings.MemberName = "ns", "m"
-	r := NewRunner(RunnerOptions{Settings: settings, Client: fake.NewClientset(), Clock: clk})
+	r, clk, settings := deliveryRunner(t0)
 	r.coordinator.ready.Store(true)
 	r.coordinator.held[0] = &heldPartition{}
 	require.True(t, r.coordinator.settled())
 	reconciles := 0
 	delivered := r.delivered(func() { reconciles++ })
 	own := func(renewed time.Time, rv string) *coordinationv1.Lease {
-		l := memberLease(settings.GroupName, "m", "prober", t0, renewed, rv)
-		l.Namespace = "ns"
-		return l
+		return runnerMemberLease(settings, "m", t0, renewed, rv)
 	}
 
 	first := own(t0, "1")
