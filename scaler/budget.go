@@ -83,10 +83,7 @@ func (b *TokenBucket) Tokens(now time.Time) float64 {
 	if b.rate == 0 {
 		return b.burst
 	}
-	if !b.last.IsZero() && now.After(b.last) {
-		return min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	}
-	return b.tokens
+	return b.at(now)
 }
 
 // Export makes b the bucket that dwd_scale_budget_tokens reads, at clk's time: the process's one
@@ -123,11 +120,17 @@ const tokenSlack = 1e-9
 // advance adds the tokens gained since the last change, up to the burst.
 func (b *TokenBucket) advance(now time.Time) {
 	if now.After(b.last) {
-		if !b.last.IsZero() {
-			b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-		}
-		b.last = now
+		b.tokens, b.last = b.at(now), now
 	}
+}
+
+// at is what the bucket holds at now: its tokens and those gained since the last change, up to the
+// burst (nothing is gained before the first change, or at a moment before it).
+func (b *TokenBucket) at(now time.Time) float64 {
+	if b.last.IsZero() || !now.After(b.last) {
+		return b.tokens
+	}
+	return min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
 }
 
 // cancel gives back, at at, the n tokens of a reservation due at due, unless it is due already.
